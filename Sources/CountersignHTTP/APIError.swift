@@ -1,0 +1,78 @@
+import CountersignCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// A client-facing failure: the status, the stable `error` code of the API
+/// contract and a sentence an app can show as is.
+public struct APIError: HTTPResponseError, Equatable {
+    public var status: HTTPResponse.Status
+    public var code: String
+    public var message: String
+    /// The request's current state, for 409, 410 and 422.
+    public var currentState: ApprovalState?
+    /// Seconds to wait, for 429: sent both as `Retry-After` and as `retryAfter`.
+    public var retryAfter: Int?
+
+    public init(_ status: HTTPResponse.Status, _ code: String, _ message: String, state: ApprovalState? = nil, retryAfter: Int? = nil) {
+        self.status = status
+        self.code = code
+        self.message = message
+        self.currentState = state
+        self.retryAfter = retryAfter
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
+        if let retryAfter { headers[.retryAfter] = String(retryAfter) }
+        let body = Body(error: code, message: message, status: currentState?.rawValue, retryAfter: retryAfter)
+        let data = try JSONEncoder().encode(body)
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    struct Body: Encodable {
+        var success = false
+        var error: String
+        var message: String
+        var status: String?
+        var retryAfter: Int?
+    }
+}
+
+extension APIError {
+    static func invalidRequest(_ message: String) -> APIError {
+        APIError(.badRequest, "invalid_request", message)
+    }
+    static func weakPassword(_ message: String) -> APIError {
+        APIError(.badRequest, "weak_password", message)
+    }
+    static let unauthorized = APIError(.unauthorized, "unauthorized", "A valid API key is required.")
+    static let invalidCredentials = APIError(.unauthorized, "invalid_credentials", "Incorrect email or password.")
+    static let wrongPassword = APIError(.unauthorized, "invalid_credentials", "Incorrect password.")
+    static let notFound = APIError(.notFound, "not_found", "No such request.")
+    static let routeNotFound = APIError(.notFound, "not_found", "There is nothing at this address.")
+    static let methodNotAllowed = APIError(.methodNotAllowed, "invalid_request", "This method is not allowed here.")
+    static let payloadTooLarge = APIError(
+        .contentTooLarge, "payload_too_large", "The request body is larger than \(APILimits.maxBodyBytes / 1024) KiB.")
+    static let unsupportedMediaType = APIError(
+        .unsupportedMediaType, "unsupported_media_type", "The request body must be JSON (Content-Type: application/json).")
+    static let internalError = APIError(.internalServerError, "internal", "Something went wrong on our side. Please try again.")
+    static let unavailable = APIError(.serviceUnavailable, "unavailable", "The service is not available right now. Please try again shortly.")
+
+    static func conflict(_ state: ApprovalState) -> APIError {
+        APIError(.conflict, "conflict", "The request is \(state.rawValue); this is not possible now.", state: state)
+    }
+    static let expired = APIError(.gone, "expired", "The request has expired. Please start again.", state: .expired)
+    static let numberMismatch = APIError(
+        .unprocessableContent, "number_mismatch", "The number did not match, so the request was denied.", state: .denied)
+
+    /// Maps the broker's refusals to the contract's statuses.
+    static func from(_ error: BrokerError) -> APIError {
+        switch error {
+        case .notFound: .notFound
+        case .refused(.expired): .expired
+        case .refused(.conflict(let state)): .conflict(state)
+        case .refused(.numberCodeRequired): .invalidRequest("The field `numberCode` is required to approve this request.")
+        }
+    }
+}

@@ -1,0 +1,29 @@
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// The request context of every route: Hummingbird's core storage plus the socket peer.
+public struct AppRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    /// The TCP peer of the connection.
+    public let remoteAddress: SocketAddress?
+
+    public init(source: ApplicationRequestContextSource) {
+        self.coreContext = .init(source: source)
+        self.remoteAddress = source.channel.remoteAddress
+    }
+
+    /// Bodies larger than 16 KiB are refused with 413.
+    public var maxUploadSize: Int { APILimits.maxBodyBytes }
+
+    /// The client address: the socket peer.
+    public var clientIP: String {
+        remoteAddress?.ipAddress ?? "unknown"
+    }
+}
+
+public enum APILimits {
+    public static let maxBodyBytes = 16 * 1024
+    public static let maxLongPollSeconds = 30
+    public static let maxUserAgentBytes = 256
+}

@@ -1,0 +1,62 @@
+import CountersignCore
+import Logging
+import ServiceLifecycle
+
+/// Takes push jobs from the broker's queue, finds the user's push-enabled
+/// devices and hands each message to the ``PushSender``, with at most
+/// `maxConcurrent` sends in flight.
+struct PushDispatcher: Service {
+    let queue: PushQueue
+    let accounts: any AccountStore
+    let sender: any PushSender
+    let logger: Logger
+    var maxConcurrent = 64
+
+    func run() async throws {
+        await withTaskGroup(of: Void.self) { group in
+            var inFlight = 0
+            for await job in queue.jobs.cancelOnGracefulShutdown() {
+                let devices: [Device]
+                do {
+                    devices = try await accounts.devices(userID: job.userID).filter { $0.pushEnabled && $0.fcmToken != nil }
+                } catch {
+                    logger.error("cannot read devices for push", metadata: ["error": "\(error)"])
+                    continue
+                }
+                for device in devices {
+                    if inFlight >= maxConcurrent {
+                        await group.next()
+                        inFlight -= 1
+                    }
+                    inFlight += 1
+                    group.addTask { await sender.send(job, to: device, logger: logger) }
+                }
+            }
+        }
+    }
+}
+
+extension PushJob {
+    var userID: String {
+        switch self {
+        case .prompt(_, let userID, _, _), .resolved(_, let userID, _): userID
+        }
+    }
+}
+
+/// The sender used while push is not configured: it only logs what it would send.
+public struct LoggingPushSender: PushSender {
+    public init() {}
+
+    public func send(_ job: PushJob, to device: Device, logger: Logger) async {
+        let kind =
+            switch job {
+            case .prompt: "approval_request"
+            case .resolved: "approval_resolved"
+            }
+        logger.debug(
+            "push disabled; not sent",
+            metadata: ["type": "\(kind)", "device": "\(device.id)", "token": "\(device.fcmToken.map(Device.tokenSuffix) ?? "none")"]
+        )
+    }
+}

@@ -1,0 +1,169 @@
+import CountersignCore
+import Foundation
+import GRDB
+
+extension SQLiteStore: AccountStore {
+    public func createUser(email: String, passwordHash: String) async throws -> User {
+        let user = User(id: SecureToken.recordID(), email: User.normalize(email: email), passwordHash: passwordHash, createdAt: Date())
+        return try await pool.write { db in
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM users WHERE email = ?", arguments: [user.email]) != nil {
+                throw AccountError.emailTaken
+            }
+            try db.execute(
+                sql: "INSERT INTO users (id, email, password_hash, created_at) VALUES (?, ?, ?, ?)",
+                arguments: [user.id, user.email, user.passwordHash, user.createdAt.storedValue]
+            )
+            return user
+        }
+    }
+
+    public func user(email: String) async throws -> User? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM users WHERE email = ?", arguments: [User.normalize(email: email)])
+                .map(User.init(row:))
+        }
+    }
+
+    public func user(id: String) async throws -> User? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM users WHERE id = ?", arguments: [id]).map(User.init(row:))
+        }
+    }
+
+    public func users() async throws -> [User] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM users ORDER BY email").map(User.init(row:))
+        }
+    }
+
+    public func setPassword(userID: String, passwordHash: String) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE users SET password_hash = ? WHERE id = ?", arguments: [passwordHash, userID])
+            if db.changesCount == 0 { throw AccountError.unknownUser }
+        }
+    }
+
+    public func registerDevice(
+        userID: String,
+        name: String,
+        platform: String,
+        fcmToken: String?,
+        apiKeyHash: String
+    ) async throws -> Device {
+        try await pool.write { db in
+            if let fcmToken {
+                // The same phone signed in to another account: it must not get this one's old prompts.
+                try db.execute(
+                    sql: "UPDATE devices SET fcm_token = NULL, push_enabled = 0 WHERE fcm_token = ? AND user_id != ?",
+                    arguments: [fcmToken, userID]
+                )
+                // The same phone again for this user: replace that device, keeping its id.
+                if let existing = try Row.fetchOne(
+                    db,
+                    sql: "SELECT * FROM devices WHERE user_id = ? AND fcm_token = ?",
+                    arguments: [userID, fcmToken]
+                ) {
+                    var device = try Device(row: existing)
+                    device.name = name
+                    device.platform = platform
+                    device.pushEnabled = true
+                    try db.execute(
+                        sql: "UPDATE devices SET name = ?, platform = ?, push_enabled = 1, api_key_hash = ? WHERE id = ?",
+                        arguments: [name, platform, apiKeyHash, device.id]
+                    )
+                    return device
+                }
+            }
+            let device = Device(
+                id: SecureToken.recordID(),
+                userID: userID,
+                name: name,
+                platform: platform,
+                fcmToken: fcmToken,
+                pushEnabled: fcmToken != nil,
+                createdAt: Date()
+            )
+            try db.execute(
+                sql: """
+                    INSERT INTO devices (id, user_id, name, platform, fcm_token, push_enabled, api_key_hash, created_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    device.id, userID, name, platform, fcmToken, device.pushEnabled, apiKeyHash, device.createdAt.storedValue,
+                ]
+            )
+            return device
+        }
+    }
+
+    public func device(apiKeyHash: String) async throws -> Device? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM devices WHERE api_key_hash = ?", arguments: [apiKeyHash])
+                .map(Device.init(row:))
+        }
+    }
+
+    public func devices(userID: String) async throws -> [Device] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM devices WHERE user_id = ? ORDER BY created_at", arguments: [userID])
+                .map(Device.init(row:))
+        }
+    }
+
+    public func replaceAPIKey(deviceID: String, apiKeyHash: String) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE devices SET api_key_hash = ? WHERE id = ?", arguments: [apiKeyHash, deviceID])
+        }
+    }
+
+    public func updatePushToken(deviceID: String, fcmToken: String?) async throws {
+        try await pool.write { db in
+            if let fcmToken {
+                try db.execute(
+                    sql: "UPDATE devices SET fcm_token = NULL, push_enabled = 0 WHERE fcm_token = ? AND id != ?",
+                    arguments: [fcmToken, deviceID]
+                )
+            }
+            try db.execute(
+                sql: "UPDATE devices SET fcm_token = ?, push_enabled = ? WHERE id = ?",
+                arguments: [fcmToken, fcmToken != nil, deviceID]
+            )
+        }
+    }
+
+    public func disablePush(deviceID: String, fcmToken: String) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE devices SET push_enabled = 0 WHERE id = ? AND fcm_token = ?",
+                arguments: [deviceID, fcmToken]
+            )
+        }
+    }
+
+    public func deleteDevice(id: String) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM devices WHERE id = ?", arguments: [id])
+            return db.changesCount == 1
+        }
+    }
+}
+
+extension User {
+    init(row: Row) throws {
+        self.init(id: row["id"], email: row["email"], passwordHash: row["password_hash"], createdAt: Date(stored: row["created_at"]))
+    }
+}
+
+extension Device {
+    init(row: Row) throws {
+        self.init(
+            id: row["id"],
+            userID: row["user_id"],
+            name: row["name"],
+            platform: row["platform"],
+            fcmToken: row["fcm_token"],
+            pushEnabled: row["push_enabled"],
+            createdAt: Date(stored: row["created_at"])
+        )
+    }
+}

@@ -1,0 +1,52 @@
+import GRDB
+
+extension SQLiteStore {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1-accounts-and-approvals") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE users (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        email TEXT NOT NULL UNIQUE,
+                        password_hash TEXT NOT NULL,
+                        created_at REAL NOT NULL
+                    );
+                    CREATE TABLE devices (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                        name TEXT NOT NULL,
+                        platform TEXT NOT NULL,
+                        fcm_token TEXT,
+                        push_enabled INTEGER NOT NULL,
+                        api_key_hash TEXT NOT NULL UNIQUE,
+                        created_at REAL NOT NULL
+                    );
+                    CREATE INDEX devices_by_user ON devices(user_id);
+                    CREATE INDEX devices_by_token ON devices(fcm_token);
+                    CREATE TABLE approval_requests (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        user_id TEXT REFERENCES users(id) ON DELETE CASCADE,
+                        subject TEXT NOT NULL,
+                        action TEXT NOT NULL,
+                        state TEXT NOT NULL CHECK (state IN ('pending','approved','denied','expired','cancelled','completed')),
+                        created_at REAL NOT NULL,
+                        expires_at REAL NOT NULL,
+                        completion_window REAL NOT NULL,
+                        complete_by REAL,
+                        updated_at REAL NOT NULL,
+                        number_code_salt TEXT,
+                        number_code_hash TEXT,
+                        new_password_hash TEXT,
+                        requester_ip TEXT NOT NULL,
+                        requester_user_agent TEXT,
+                        responding_device_id TEXT
+                    );
+                    CREATE INDEX approvals_live ON approval_requests(state) WHERE state IN ('pending','approved');
+                    CREATE INDEX approvals_by_subject ON approval_requests(subject, action, state);
+                    """
+            )
+        }
+        return migrator
+    }
+}

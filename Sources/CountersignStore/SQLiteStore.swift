@@ -1,0 +1,77 @@
+import CountersignCore
+import Foundation
+import GRDB
+import Logging
+
+/// The SQLite database behind every store port: one file in WAL mode, with
+/// `synchronous = FULL` so that a committed transition survives a crash or
+/// power loss before the HTTP answer leaves.
+public final class SQLiteStore: Sendable {
+    let pool: DatabasePool
+    public let path: String
+
+    /// Opens (creating if needed) the database at `path` and migrates it.
+    public init(path: String, logger: Logger) throws {
+        var configuration = Configuration()
+        configuration.foreignKeysEnabled = true
+        configuration.busyMode = .timeout(5)
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        guard FileManager.default.fileExists(atPath: directory) else {
+            throw StoreError.missingDirectory(directory)
+        }
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+        } catch {
+            throw StoreError.cannotOpen(path, "\(error)")
+        }
+        self.path = path
+        let migrator = Self.migrator
+        let before = try pool.read { db in try migrator.appliedIdentifiers(db) }
+        try migrator.migrate(pool)
+        let after = try pool.read { db in try migrator.appliedIdentifiers(db) }
+        if after.count != before.count {
+            logger.info("database migrated", metadata: ["path": "\(path)", "migrations": "\(after.subtracting(before).sorted())"])
+        }
+    }
+
+    /// Whether the database answers a trivial query.
+    public func ping() async -> Bool {
+        do {
+            return try await pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") } == 1
+        } catch {
+            return false
+        }
+    }
+
+    /// Ends the WAL into the main file; used on shutdown.
+    public func checkpoint() throws {
+        try pool.writeWithoutTransaction { db in
+            _ = try db.checkpoint(.truncate)
+        }
+    }
+
+    public func close() throws {
+        try pool.close()
+    }
+}
+
+public enum StoreError: Error, CustomStringConvertible {
+    case missingDirectory(String)
+    case cannotOpen(String, String)
+
+    public var description: String {
+        switch self {
+        case .missingDirectory(let directory): "database folder \(directory) does not exist"
+        case .cannotOpen(let path, let reason): "cannot open database \(path): \(reason)"
+        }
+    }
+}
+
+extension Date {
+    /// Times are stored as Unix seconds (REAL), so SQL can compare them.
+    var storedValue: Double { timeIntervalSince1970 }
+    init(stored: Double) { self.init(timeIntervalSince1970: stored) }
+}

@@ -1,0 +1,69 @@
+import ArgumentParser
+import CountersignCore
+import CountersignHTTP
+import CountersignStore
+import Foundation
+import Logging
+
+/// Options every database command takes.
+struct DatabaseOptions: ParsableArguments {
+    @Option(help: "SQLite database file (default $STATE_DIRECTORY/countersign.sqlite, else ./countersign.sqlite; also COUNTERSIGN_DATABASE).")
+    var database: String?
+
+    func open() async throws -> SQLiteStore {
+        let environment = ProcessInfo.processInfo.environment
+        let path = try await loadOrExit {
+            try ConfigurationLoader(flags: database.map { ["--database": $0] } ?? [:], environment: environment, configFile: nil)
+                .databasePath()
+        }
+        var logger = Logger(label: "countersign")
+        logger.logLevel = .warning
+        return try await loadOrExit { try SQLiteStore(path: path, logger: logger) }
+    }
+}
+
+/// Reads one line from standard input without echo when it is a terminal.
+func readSecretLine(prompt: String) -> String? {
+    let interactive = isatty(STDIN_FILENO) == 1
+    var saved = termios()
+    if interactive {
+        FileHandle.standardError.write(Data(prompt.utf8))
+        tcgetattr(STDIN_FILENO, &saved)
+        var silent = saved
+        silent.c_lflag &= ~tcflag_t(ECHO)
+        tcsetattr(STDIN_FILENO, TCSANOW, &silent)
+    }
+    defer {
+        if interactive {
+            tcsetattr(STDIN_FILENO, TCSANOW, &saved)
+            FileHandle.standardError.write(Data("\n".utf8))
+        }
+    }
+    return readLine(strippingNewline: true)
+}
+
+/// Reads and checks a new password from standard input.
+func readNewPassword() throws -> String {
+    guard let password = readSecretLine(prompt: "New password: "), !password.isEmpty else {
+        throw ValidationError("no password on standard input (give it as one line)")
+    }
+    if let violation = PasswordPolicy.violation(of: password) {
+        throw ValidationError(violation)
+    }
+    return password
+}
+
+struct BcryptOption: ParsableArguments {
+    @Option(help: "bcrypt cost, 4…31 (default 12; also COUNTERSIGN_BCRYPT_COST).") var bcryptCost: String?
+
+    func hasher() async throws -> BcryptPasswordHasher {
+        let configuration = try await loadOrExit {
+            try ConfigurationLoader(
+                flags: bcryptCost.map { ["--bcrypt-cost": $0] } ?? [:],
+                environment: ProcessInfo.processInfo.environment,
+                configFile: nil
+            ).serveConfiguration()
+        }
+        return BcryptPasswordHasher(cost: configuration.bcryptCost)
+    }
+}

@@ -1,0 +1,102 @@
+import ArgumentParser
+import CountersignCore
+import CountersignHTTP
+import CountersignStore
+import Foundation
+
+struct UserCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "user",
+        abstract: "Manage user accounts.",
+        subcommands: [Add.self, Passwd.self, List.self]
+    )
+
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create a user; the password is read from standard input.")
+        @Argument(help: "The user's email.") var email: String
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var bcrypt: BcryptOption
+
+        func run() async throws {
+            let email = User.normalize(email: email)
+            guard email.contains("@") else { throw ValidationError("\(email) is not an email address") }
+            let store = try await database.open()
+            let password = try readNewPassword()
+            let hash = try await bcrypt.hasher().hash(password)
+            do {
+                let user = try await store.createUser(email: email, passwordHash: hash)
+                print("created user \(user.email) (id \(user.id))")
+            } catch AccountError.emailTaken {
+                throw ValidationError("a user with email \(email) already exists")
+            }
+        }
+    }
+
+    struct Passwd: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Set a user's password, read from standard input.")
+        @Argument(help: "The user's email.") var email: String
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var bcrypt: BcryptOption
+
+        func run() async throws {
+            let store = try await database.open()
+            guard let user = try await store.user(email: email) else { throw ValidationError("no user with email \(email)") }
+            let password = try readNewPassword()
+            try await store.setPassword(userID: user.id, passwordHash: try await bcrypt.hasher().hash(password))
+            print("password changed for \(user.email)")
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List users.")
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            let store = try await database.open()
+            let users = try await store.users()
+            if users.isEmpty { print("no users") }
+            for user in users {
+                let devices = try await store.devices(userID: user.id)
+                print("\(user.id)  \(user.email)  devices: \(devices.count)  created \(user.createdAt.formatted(.iso8601))")
+            }
+        }
+    }
+}
+
+struct DeviceCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "device",
+        abstract: "Manage trusted devices.",
+        subcommands: [List.self, Revoke.self]
+    )
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List a user's trusted devices.")
+        @Argument(help: "The user's email.") var email: String
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            let store = try await database.open()
+            guard let user = try await store.user(email: email) else { throw ValidationError("no user with email \(email)") }
+            let devices = try await store.devices(userID: user.id)
+            if devices.isEmpty { print("no devices for \(user.email)") }
+            for device in devices {
+                let push =
+                    device.fcmToken == nil ? "pull only" : device.pushEnabled ? "push \(Device.tokenSuffix(device.fcmToken!))" : "push off (token rejected)"
+                print("\(device.id)  \(device.name)  \(device.platform)  \(push)  since \(device.createdAt.formatted(.iso8601))")
+            }
+        }
+    }
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Revoke a trusted device: its API key stops working.")
+        @Argument(help: "The device id (see `device list`).") var deviceID: String
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            let store = try await database.open()
+            guard try await store.deleteDevice(id: deviceID) else { throw ValidationError("no device with id \(deviceID)") }
+            print("revoked device \(deviceID)")
+        }
+    }
+}
