@@ -26,7 +26,7 @@ public struct APIError: HTTPResponseError, Equatable {
         var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
         if let retryAfter { headers[.retryAfter] = String(retryAfter) }
         let body = Body(error: code, message: message, status: currentState?.rawValue, retryAfter: retryAfter)
-        let data = try JSONEncoder().encode(body)
+        let data = try APIJSON.encoder.encode(body)
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 

@@ -1,4 +1,5 @@
 import HTTPTypes
+import Foundation
 import Hummingbird
 import NIOCore
 
@@ -16,6 +17,9 @@ public struct AppRequestContext: RequestContext {
     /// Bodies larger than 16 KiB are refused with 413.
     public var maxUploadSize: Int { APILimits.maxBodyBytes }
 
+    /// JSON with sorted keys, so that equal answers are equal bytes.
+    public var responseEncoder: JSONEncoder { APIJSON.encoder }
+
     /// The client address: the socket peer.
     public var clientIP: String {
         remoteAddress?.ipAddress ?? "unknown"
@@ -26,4 +30,12 @@ public enum APILimits {
     public static let maxBodyBytes = 16 * 1024
     public static let maxLongPollSeconds = 30
     public static let maxUserAgentBytes = 256
+}
+
+enum APIJSON {
+    static var encoder: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }
 }

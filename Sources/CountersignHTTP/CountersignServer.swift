@@ -13,7 +13,8 @@ public struct CountersignServer: Sendable {
     public let store: SQLiteStore
     public let broker: ApprovalBroker
     public let application: Application<RouterResponder<AppRequestContext>>
-    let pushQueue: PushQueue
+    /// Every route, as `METHOD /path/{parameter}`: what `docs/openapi.yaml` must document.
+    public let routes: [String]
 
     /// Answers every long poll, then lets the application's own services shut down.
     public var services: [any Service] {
@@ -78,5 +79,11 @@ public func buildServer(
     application.beforeServerStarts {
         try await broker.start()
     }
-    return CountersignServer(configuration: configuration, store: store, broker: broker, application: application, pushQueue: pushQueue)
+    return CountersignServer(
+        configuration: configuration,
+        store: store,
+        broker: broker,
+        application: application,
+        routes: router.routes.map { "\($0.method.rawValue) \($0.path)" }
+    )
 }

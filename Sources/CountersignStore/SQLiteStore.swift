@@ -75,3 +75,11 @@ extension Date {
     var storedValue: Double { timeIntervalSince1970 }
     init(stored: Double) { self.init(timeIntervalSince1970: stored) }
 }
+
+extension SQLiteStore {
+    /// The value of a PRAGMA, as text (for checks and diagnostics).
+    public func pragma(_ name: String) throws -> String? {
+        guard name.allSatisfy({ $0.isLetter || $0 == "_" }) else { return nil }
+        return try pool.read { db in try String.fetchOne(db, sql: "PRAGMA \(name)") }
+    }
+}

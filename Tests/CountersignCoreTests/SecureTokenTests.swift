@@ -1,0 +1,43 @@
+import CountersignCore
+import Foundation
+import Testing
+
+@Suite struct SecureTokenTests {
+    @Test func requestIDsCarry128RandomBitsInBase64URL() {
+        let ids = (0..<1000).map { _ in SecureToken.requestID() }
+        #expect(Set(ids).count == ids.count)
+        #expect(ids.allSatisfy { $0.count == 22 && SecureToken.isWellFormed($0) })
+        #expect(SecureToken.apiKey().count == 43)
+    }
+
+    @Test func malformedTokensAreRecognised() {
+        #expect(!SecureToken.isWellFormed(""))
+        #expect(!SecureToken.isWellFormed("abc def"))
+        #expect(!SecureToken.isWellFormed("../etc/passwd"))
+        #expect(!SecureToken.isWellFormed(String(repeating: "a", count: 65)))
+    }
+
+    @Test func sha256IsTheKnownDigest() {
+        #expect(SecureToken.sha256Hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    }
+
+    @Test func numberCodesAreTwoDigitsAndMatchOnlyThemselves() {
+        let codes = (0..<500).map { _ in NumberCode.generate() }
+        #expect(codes.allSatisfy { Int($0).map { (10...99).contains($0) } == true })
+        #expect(Set(codes).count > 50)
+        let sealed = NumberCode.seal("47")
+        #expect(sealed.hash != "47")
+        #expect(NumberCode.matches("47", sealed))
+        #expect(!NumberCode.matches("74", sealed))
+        #expect(!NumberCode.matches("", sealed))
+        // Salted: the same code seals differently.
+        #expect(NumberCode.seal("47").hash != sealed.hash)
+    }
+
+    @Test func passwordPolicyNamesTheBrokenRule() {
+        #expect(PasswordPolicy.violation(of: "1234567") != nil)
+        #expect(PasswordPolicy.violation(of: "12345678") == nil)
+        #expect(PasswordPolicy.violation(of: String(repeating: "a", count: 72)) == nil)
+        #expect(PasswordPolicy.violation(of: String(repeating: "é", count: 37))?.contains("72") == true)
+    }
+}

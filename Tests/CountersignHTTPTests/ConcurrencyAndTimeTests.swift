@@ -1,0 +1,117 @@
+import CountersignCore
+import CountersignHTTP
+import CountersignStore
+import NIOHTTP1
+import Foundation
+import Testing
+
+@Suite struct ConcurrencyAndTimeTests {
+    static let password = "correct horse"
+    static let newPassword = "staple orbit lantern"
+
+    @Test func fiftyConcurrentAnswersHaveExactlyOneWinner() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
+            try await daemon.createUser("ana@example.com", password: Self.password)
+            let (first, _) = try await daemon.login("ana@example.com", password: Self.password, device: "A", fcmToken: "token-a")
+            let (second, _) = try await daemon.login("ana@example.com", password: Self.password, device: "B", fcmToken: "token-b")
+            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+
+            let statuses = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
+                for index in 0..<50 {
+                    group.addTask {
+                        let answer = try await daemon.respond(
+                            id, apiKey: index.isMultiple(of: 2) ? first : second, decision: index % 3 == 0 ? "deny" : "approve", code: code)
+                        return (answer.status, answer["status"])
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0.0 == 200 }.count == 1)
+            #expect(statuses.filter { $0.0 == 409 }.count == 49)
+            let winner = try #require(statuses.first { $0.0 == 200 }?.1)
+            // Every loser is told the state the winner left.
+            #expect(statuses.filter { $0.0 == 409 }.allSatisfy { $0.1 == winner })
+            #expect(try await daemon.status(id)["status"] == winner)
+        }
+    }
+
+    @Test func fiftyConcurrentCompletionsChangeThePasswordOnce() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
+            let user = try await daemon.createUser("ana@example.com", password: Self.password)
+            let (key, _) = try await daemon.login("ana@example.com", password: Self.password)
+            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+            #expect(try await daemon.respond(id, apiKey: key, code: code).status == 200)
+            let before = try #require(try await daemon.server.store.user(id: user.id)?.passwordHash)
+
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<50 { group.addTask { try await daemon.complete(id).status } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == 200 }.count == 1)
+            #expect(statuses.filter { $0 == 409 }.count == 49)
+            let after = try #require(try await daemon.server.store.user(id: user.id)?.passwordHash)
+            #expect(after != before)
+            #expect(try await daemon.hasher.verify(Self.newPassword, hash: after))
+            let stored = try #require(try await daemon.server.store.request(id: id))
+            #expect(stored.state == .completed)
+            #expect(stored.newPasswordHash == nil)
+        }
+    }
+
+    @Test func longPollReturnsWhenADeviceAnswers() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
+            try await daemon.createUser("ana@example.com", password: Self.password)
+            let (key, _) = try await daemon.login("ana@example.com", password: Self.password)
+            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+            let clock = ContinuousClock()
+            let started = clock.now
+            async let poll = daemon.status(id, wait: 10)
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(try await daemon.respond(id, apiKey: key, code: code).status == 200)
+            let answer = try await poll
+            let elapsed = clock.now - started
+            #expect(answer.status == 200)
+            #expect(answer["status"] == "approved")
+            // Woken by the answer, not by the 10 s timeout.
+            #expect(elapsed < .seconds(5))
+        }
+    }
+
+    @Test func longPollTimesOutWithThePendingState() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
+            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+            let clock = ContinuousClock()
+            let started = clock.now
+            let answer = try await daemon.status(id, wait: 1)
+            #expect(clock.now - started >= .milliseconds(950))
+            #expect(answer["status"] == "pending")
+        }
+    }
+
+    @Test func aOneSecondRequestExpiresAndWakesItsLongPoll() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        try await TestDaemon.run(TestDaemon.configuration(folder) { $0.broker.requestTTL = 1 }) { daemon in
+            try await daemon.createUser("ana@example.com", password: Self.password)
+            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+            let clock = ContinuousClock()
+            let started = clock.now
+            let answer = try await daemon.status(id, wait: 10)
+            #expect(answer["status"] == "expired")
+            #expect(answer["errorMessage"] != nil)
+            #expect(clock.now - started < .seconds(5))
+            // Written to the database by the sweeper, not only computed on read.
+            let stored = try await daemon.server.store.request(id: id)
+            #expect(stored?.state == .expired)
+            #expect(stored?.newPasswordHash == nil)
+        }
+    }
+}

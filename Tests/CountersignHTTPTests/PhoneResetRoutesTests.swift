@@ -1,0 +1,185 @@
+import CountersignCore
+import CountersignHTTP
+import CountersignStore
+import NIOHTTP1
+import Foundation
+import Testing
+
+@Suite struct PhoneResetRoutesTests {
+    static let email = "ana@example.com"
+    static let password = "correct horse"
+    static let newPassword = "staple orbit lantern"
+
+    @Test func wholeFlowChangesThePasswordExactlyOnce() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
+            try await daemon.createUser(Self.email, password: Self.password)
+            let (key, _) = try await daemon.login(Self.email, password: Self.password)
+
+            // setup
+            let initiate = try await daemon.call(
+                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Self.email, "newPassword": Self.newPassword])
+            #expect(initiate.status == 200)
+            let id = try #require(initiate["requestId"])
+            let code = try #require(initiate["numberCode"])
+            #expect(Int(code).map { (10...99).contains($0) } == true)
+            #expect(id.count >= 22)
+            #expect(Set(initiate.json.keys) == ["requestId", "expiresAt", "numberCode"])
+
+            let pending = try await daemon.status(id)
+            #expect(pending.status == 200)
+            #expect(pending["status"] == "pending")
+            #expect(pending.json.keys.contains("errorMessage"))
+            #expect(pending.json["errorMessage"] is NSNull)
+            #expect(pending["expiresAt"] == initiate["expiresAt"])
+
+            // act
+            let early = try await daemon.complete(id)
+            #expect(early.status == 409)
+            #expect(early["status"] == "pending")
+
+            let approved = try await daemon.respond(id, apiKey: key, code: code)
+            #expect(approved.status == 200)
+            #expect(approved["status"] == "approved")
+            #expect(approved["requestId"] == id)
+            #expect(try await daemon.status(id)["status"] == "approved")
+
+            let completed = try await daemon.complete(id)
+            #expect(completed.status == 200)
+            #expect(completed.json["success"] as? Bool == true)
+            let again = try await daemon.complete(id)
+            #expect(again.status == 409)
+            #expect(again["status"] == "completed")
+            #expect(again["error"] == "conflict")
+
+            // check
+            let old = try await daemon.call(
+                .POST, "/api/mobile/auth/login", json: ["email": Self.email, "password": Self.password, "deviceName": "d", "platform": "iOS"])
+            #expect(old.status == 401)
+            _ = try await daemon.login(Self.email, password: Self.newPassword)
+        }
+    }
+
+    @Test func newPasswordIsValidated() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
+            let short = try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Self.email, "newPassword": "short"])
+            #expect(short.status == 400)
+            #expect(short["error"] == "weak_password")
+            #expect(short["message"]?.contains("8") == true)
+
+            let long = try await daemon.call(
+                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Self.email, "newPassword": String(repeating: "é", count: 40)])
+            #expect(long.status == 400)
+            #expect(long["error"] == "weak_password")
+            #expect(long["message"]?.contains("72") == true)
+
+            let badEmail = try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "nobody", "newPassword": Self.newPassword])
+            #expect(badEmail.status == 400)
+            #expect(badEmail["message"]?.contains("email") == true)
+
+            let missing = try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Self.email])
+            #expect(missing.status == 400)
+            #expect(missing["message"]?.contains("newPassword") == true)
+        }
+    }
+
+    @Test func unknownEmailGetsTheSameShapeAndNeverResolves() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        try await TestDaemon.run(TestDaemon.configuration(folder) { $0.broker.requestTTL = 1 }) { daemon in
+            try await daemon.createUser(Self.email, password: Self.password)
+            let known = try await daemon.call(
+                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Self.email, "newPassword": Self.newPassword])
+            let unknown = try await daemon.call(
+                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "ghost@example.com", "newPassword": Self.newPassword])
+            #expect(known.status == 200)
+            #expect(unknown.status == 200)
+            #expect(Set(known.json.keys) == Set(unknown.json.keys))
+            let id = try #require(unknown["requestId"])
+            #expect(id.count == known["requestId"]?.count)
+            #expect(try await daemon.status(id)["status"] == "pending")
+            try await Task.sleep(for: .milliseconds(1100))
+            #expect(try await daemon.status(id)["status"] == "expired")
+        }
+    }
+
+    @Test func statusOfUnknownIdsAndBadWaitValues() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
+            let unknown = try await daemon.status("AAAAAAAAAAAAAAAAAAAAAA")
+            #expect(unknown.status == 404)
+            #expect(unknown["error"] == "not_found")
+            #expect(try await daemon.status("not%20an%20id").status == 404)
+            #expect(try await daemon.complete("AAAAAAAAAAAAAAAAAAAAAA").status == 404)
+            #expect(try await daemon.call(.POST, "/api/mobile/auth/reset/phone/cancel/AAAAAAAAAAAAAAAAAAAAAA").status == 404)
+
+            let (id, _) = try await daemon.initiate(Self.email, newPassword: Self.newPassword)
+            for bad in ["31", "-1", "abc", "1.5"] {
+                let answer = try await daemon.call(.GET, "/api/mobile/auth/reset/phone/status/\(id)?wait=\(bad)")
+                #expect(answer.status == 400, "wait=\(bad)")
+                #expect(answer["message"]?.contains("wait") == true)
+            }
+            #expect(try await daemon.status(id, wait: 0)["status"] == "pending")
+        }
+    }
+
+    @Test func cancelEndsAPendingRequestOnly() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
+            try await daemon.createUser(Self.email, password: Self.password)
+            let (key, _) = try await daemon.login(Self.email, password: Self.password)
+            let (id, code) = try await daemon.initiate(Self.email, newPassword: Self.newPassword)
+            let cancelled = try await daemon.call(.POST, "/api/mobile/auth/reset/phone/cancel/\(id)")
+            #expect(cancelled.status == 200)
+            #expect(cancelled["status"] == "cancelled")
+            #expect(cancelled.json["success"] as? Bool == true)
+            let twice = try await daemon.call(.POST, "/api/mobile/auth/reset/phone/cancel/\(id)")
+            #expect(twice.status == 409)
+            #expect(twice["status"] == "cancelled")
+            let answer = try await daemon.respond(id, apiKey: key, code: code)
+            #expect(answer.status == 409)
+            #expect(answer["status"] == "cancelled")
+            #expect(try await daemon.complete(id)["status"] == "cancelled")
+        }
+    }
+
+    @Test func aNewRequestCancelsTheUsersPendingOne() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
+            try await daemon.createUser(Self.email, password: Self.password)
+            let (key, _) = try await daemon.login(Self.email, password: Self.password)
+            let (first, _) = try await daemon.initiate(Self.email, newPassword: Self.newPassword)
+            let (second, _) = try await daemon.initiate(Self.email, newPassword: Self.newPassword)
+            #expect(try await daemon.status(first)["status"] == "cancelled")
+            #expect(try await daemon.status(second)["status"] == "pending")
+            let list = try await daemon.call(.GET, "/api/mobile/approvals/pending", apiKey: key)
+            let approvals = try #require(list.json["approvals"] as? [[String: any Sendable]])
+            #expect(approvals.map { $0["requestId"] as? String } == [second])
+        }
+    }
+
+    @Test func completionWindowPassingExpiresAnApprovedRequest() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        try await TestDaemon.run(TestDaemon.configuration(folder) { $0.broker.completionWindow = 1 }) { daemon in
+            try await daemon.createUser(Self.email, password: Self.password)
+            let (key, _) = try await daemon.login(Self.email, password: Self.password)
+            let (id, code) = try await daemon.initiate(Self.email, newPassword: Self.newPassword)
+            #expect(try await daemon.respond(id, apiKey: key, code: code).status == 200)
+            try await Task.sleep(for: .milliseconds(1100))
+            let late = try await daemon.complete(id)
+            #expect(late.status == 410)
+            #expect(late["error"] == "expired")
+            #expect(late["status"] == "expired")
+            #expect(try await daemon.status(id)["status"] == "expired")
+            // The old password still works: nothing was changed.
+            _ = try await daemon.login(Self.email, password: Self.password)
+        }
+    }
+}

@@ -1,0 +1,187 @@
+import AsyncHTTPClient
+import CountersignCore
+import CountersignHTTP
+import CountersignStore
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import ServiceLifecycle
+import Synchronization
+
+/// A folder of its own per test, removed afterwards.
+struct TemporaryFolder {
+    let url: URL
+
+    init() throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    var databasePath: String { url.appendingPathComponent("countersign.sqlite").path }
+
+    func remove() { try? FileManager.default.removeItem(at: url) }
+}
+
+/// Log lines a test can search (for secrets that must never appear).
+final class LogCapture: Sendable {
+    private let lines = Mutex<[String]>([])
+
+    var text: String { lines.withLock { $0.joined(separator: "\n") } }
+
+    func logger() -> Logger {
+        var logger = Logger(label: "countersign-test") { _ in CapturingHandler(capture: self) }
+        logger.logLevel = .trace
+        return logger
+    }
+
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+
+    struct CapturingHandler: LogHandler {
+        let capture: LogCapture
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            let merged = metadata.merging(event.metadata ?? [:]) { $1 }
+            capture.append("\(event.level) \(event.message) \(merged)")
+        }
+    }
+}
+
+/// A daemon built by `buildServer` exactly as `serve` builds it, running on
+/// 127.0.0.1 with an ephemeral port, talked to over real HTTP.
+struct TestDaemon: Sendable {
+    let base: String
+    let server: CountersignServer
+    let hasher: BcryptPasswordHasher
+
+    /// Test defaults lower the bcrypt cost through the same setting a user has.
+    static func configuration(_ folder: TemporaryFolder, _ change: (inout ServeConfiguration) -> Void = { _ in }) -> ServeConfiguration {
+        var configuration = ServeConfiguration(databasePath: folder.databasePath)
+        configuration.port = 0
+        configuration.bcryptCost = 4
+        change(&configuration)
+        return configuration
+    }
+
+    static func run<T: Sendable>(
+        _ configuration: ServeConfiguration,
+        logs: LogCapture = LogCapture(),
+        pushSender: (any PushSender)? = nil,
+        _ body: @Sendable (TestDaemon) async throws -> T
+    ) async throws -> T {
+        let logger = logs.logger()
+        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
+        let server = try await buildServer(configuration: configuration, logger: logger, pushSender: pushSender) { port in
+            portContinuation.yield(port)
+        }
+        let group = ServiceGroup(configuration: .init(services: server.services, logger: logger))
+        return try await withThrowingTaskGroup(of: T?.self) { tasks in
+            tasks.addTask {
+                try await group.run()
+                return nil
+            }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else { throw TestFailure("server did not start") }
+            let daemon = TestDaemon(base: "http://127.0.0.1:\(port)", server: server, hasher: BcryptPasswordHasher(cost: configuration.bcryptCost))
+            let result: T
+            do {
+                result = try await body(daemon)
+            } catch {
+                await group.triggerGracefulShutdown()
+                throw error
+            }
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+            return result
+        }
+    }
+
+    // MARK: HTTP
+
+    struct Answer: Sendable {
+        let status: Int
+        let headers: HTTPHeaders
+        let bytes: [UInt8]
+
+        var json: [String: any Sendable] {
+            (try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: any Sendable]) ?? [:]
+        }
+        subscript(key: String) -> String? { json[key] as? String }
+        var text: String { String(decoding: bytes, as: UTF8.self) }
+    }
+
+    func call(
+        _ method: HTTPMethod,
+        _ path: String,
+        json: [String: any Sendable]? = nil,
+        rawBody: [UInt8]? = nil,
+        contentType: String? = "application/json",
+        apiKey: String? = nil,
+        headers: [(String, String)] = []
+    ) async throws -> Answer {
+        var request = HTTPClientRequest(url: base + path)
+        request.method = method
+        if let apiKey { request.headers.add(name: "X-API-Key", value: apiKey) }
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        let body = try rawBody ?? json.map { Array(try JSONSerialization.data(withJSONObject: $0)) }
+        if let body {
+            if let contentType { request.headers.add(name: "Content-Type", value: contentType) }
+            request.body = .bytes(ByteBuffer(bytes: body))
+        }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(40))
+        let collected = try await response.body.collect(upTo: 1 << 20)
+        return Answer(status: Int(response.status.code), headers: response.headers, bytes: Array(collected.readableBytesView))
+    }
+
+    // MARK: Fixtures
+
+    @discardableResult
+    func createUser(_ email: String, password: String) async throws -> User {
+        try await server.store.createUser(email: email, passwordHash: try await hasher.hash(password))
+    }
+
+    /// Logs a device in; returns its API key and device id.
+    func login(_ email: String, password: String, device: String = "Phone", fcmToken: String = "unknown") async throws -> (apiKey: String, deviceID: String) {
+        let answer = try await call(
+            .POST, "/api/mobile/auth/login",
+            json: ["email": email, "password": password, "deviceName": device, "platform": "iOS", "fcmToken": fcmToken])
+        guard answer.status == 200, let key = answer["apiKey"], let device = answer.json["device"] as? [String: any Sendable],
+            let id = device["id"] as? String
+        else {
+            throw TestFailure("login failed: \(answer.status) \(answer.text)")
+        }
+        return (key, id)
+    }
+
+    func initiate(_ email: String, newPassword: String) async throws -> (requestID: String, code: String?) {
+        let answer = try await call(.POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": email, "newPassword": newPassword])
+        guard answer.status == 200, let id = answer["requestId"] else { throw TestFailure("initiate failed: \(answer.status) \(answer.text)") }
+        return (id, answer["numberCode"])
+    }
+
+    func status(_ id: String, wait: Int? = nil) async throws -> Answer {
+        try await call(.GET, "/api/mobile/auth/reset/phone/status/\(id)" + (wait.map { "?wait=\($0)" } ?? ""))
+    }
+
+    func respond(_ id: String, apiKey: String, decision: String = "approve", code: String?) async throws -> Answer {
+        var body: [String: any Sendable] = ["decision": decision]
+        if let code { body["numberCode"] = code }
+        return try await call(.POST, "/api/mobile/approvals/\(id)/respond", json: body, apiKey: apiKey)
+    }
+
+    func complete(_ id: String) async throws -> Answer {
+        try await call(.POST, "/api/mobile/auth/reset/phone/complete/\(id)")
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
