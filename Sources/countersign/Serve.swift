@@ -47,12 +47,14 @@ struct Serve: AsyncParsableCommand {
     }
 }
 
-/// Runs `body`; a configuration or start-up fault ends the process with one clear line.
+/// Runs `body`; a configuration or start-up fault ends the process with one
+/// clear line on standard error (exit 78, EX_CONFIG, for a bad setting).
 func loadOrExit<T>(_ body: () async throws -> T) async throws -> T {
     do {
         return try await body()
     } catch let error as ConfigurationError {
-        throw ValidationError(error.description)
+        FileHandle.standardError.write(Data("countersign: \(error.description)\n".utf8))
+        throw ExitCode(78)
     } catch let error as any CustomStringConvertible & Error {
         FileHandle.standardError.write(Data("countersign: \(error.description)\n".utf8))
         throw ExitCode.failure

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# End-to-end check with the real binary, as a new user would run it:
+# user add -> serve -> login -> initiate -> pending -> respond -> kill -9 ->
+# restart -> status still approved -> complete -> new password logs in.
+# Talks only to 127.0.0.1. Usage: scripts/smoke.sh [path/to/countersign]
+set -euo pipefail
+
+bin=${1:-.build/debug/countersign}
+[ -x "$bin" ] || { echo "smoke: no binary at $bin (run swift build first)" >&2; exit 2; }
+for tool in curl python3; do command -v "$tool" >/dev/null || { echo "smoke: $tool is required" >&2; exit 2; }; done
+
+work=$(mktemp -d)
+pid=""
+cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+db="$work/countersign.sqlite"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+base="http://127.0.0.1:$port"
+export COUNTERSIGN_BCRYPT_COST=6
+
+json() { python3 -c "import json,sys; d=json.load(sys.stdin); print(d$1)"; }
+step() { printf '\n==> %s\n' "$*"; }
+
+start() {
+  "$bin" serve --database "$db" --listen "127.0.0.1:$port" 2>>"$work/daemon.log" &
+  pid=$!
+  for _ in $(seq 1 100); do
+    curl -fsS "$base/healthz" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "smoke: daemon did not answer /healthz" >&2; cat "$work/daemon.log" >&2; exit 1
+}
+
+step "countersign user add"
+printf 'correct horse battery\n' | "$bin" user add ana@example.com --database "$db"
+
+step "serve"
+start
+curl -fsS "$base/healthz"; echo
+
+step "login"
+login=$(curl -fsS -H 'Content-Type: application/json' \
+  -d '{"email":"ana@example.com","password":"correct horse battery","deviceName":"Phone","platform":"iOS","fcmToken":"unknown"}' \
+  "$base/api/mobile/auth/login")
+key=$(echo "$login" | json '["apiKey"]')
+echo "device $(echo "$login" | json '["device"]["id"]')"
+
+step "initiate"
+init=$(curl -fsS -H 'Content-Type: application/json' -d '{"email":"ana@example.com","newPassword":"staple orbit lantern"}' \
+  "$base/api/mobile/auth/reset/phone/initiate")
+id=$(echo "$init" | json '["requestId"]')
+code=$(echo "$init" | json '["numberCode"]')
+echo "$init" | json '["expiresAt"]'
+
+step "pending (device)"
+curl -fsS -H "X-API-Key: $key" "$base/api/mobile/approvals/pending" | json '["approvals"][0]["requestId"]' | grep -qx "$id"
+echo "listed"
+
+step "respond approve, then kill -9 at once"
+respond=$(curl -sS -w '\n%{http_code}' -H "X-API-Key: $key" -H 'Content-Type: application/json' \
+  -d "{\"decision\":\"approve\",\"numberCode\":\"$code\"}" "$base/api/mobile/approvals/$id/respond")
+kill -9 "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+echo "$respond"
+[ "$(echo "$respond" | tail -1)" = 200 ] || { echo "smoke: respond did not answer 200" >&2; exit 1; }
+
+step "restart: status"
+start
+status=$(curl -fsS "$base/api/mobile/auth/reset/phone/status/$id" | json '["status"]')
+echo "$status"
+[ "$status" = approved ] || { echo "smoke: expected approved after restart, got $status" >&2; exit 1; }
+
+step "complete"
+curl -fsS -X POST "$base/api/mobile/auth/reset/phone/complete/$id"; echo
+
+step "old password refused, new password accepted"
+old=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
+  -d '{"email":"ana@example.com","password":"correct horse battery","deviceName":"Laptop","platform":"web"}' "$base/api/mobile/auth/login")
+new=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
+  -d '{"email":"ana@example.com","password":"staple orbit lantern","deviceName":"Laptop","platform":"web"}' "$base/api/mobile/auth/login")
+echo "old: $old, new: $new"
+[ "$old" = 401 ] && [ "$new" = 200 ] || { echo "smoke: password change not effective" >&2; exit 1; }
+
+step "no secret in the database file or the log"
+for secret in "correct horse battery" "staple orbit lantern" "$key" ; do
+  if grep -aqF -- "$secret" "$db" "$db-wal" "$work/daemon.log" 2>/dev/null; then
+    echo "smoke: a secret was found in the database or the log" >&2; exit 1
+  fi
+done
+echo "none found"
+
+kill -TERM "$pid"; wait "$pid"; rc=$?; pid=""
+echo
+echo "smoke: passed (daemon exited $rc after SIGTERM)"
