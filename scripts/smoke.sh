@@ -89,6 +89,12 @@ for secret in "correct horse battery" "staple orbit lantern" "$key" ; do
 done
 echo "none found"
 
+step "countersign audit shows the flow"
 kill -TERM "$pid"; wait "$pid"; rc=$?; pid=""
+"$bin" audit --database "$db" --email ana@example.com | tee "$work/audit.txt"
+for kind in login_ok request_created approved completed login_failed; do
+  grep -q " $kind " "$work/audit.txt" || { echo "smoke: audit lacks $kind" >&2; exit 1; }
+done
+"$bin" user unlock ana@example.com --database "$db"
 echo
 echo "smoke: passed (daemon exited $rc after SIGTERM)"

@@ -6,12 +6,19 @@ public struct User: Sendable, Equatable {
     public var email: String
     public var passwordHash: String
     public var createdAt: Date
+    /// After a fraud report: until then, this user's requests prompt no device.
+    public var silencedUntil: Date?
 
-    public init(id: String, email: String, passwordHash: String, createdAt: Date) {
+    public init(id: String, email: String, passwordHash: String, createdAt: Date, silencedUntil: Date? = nil) {
         self.id = id
         self.email = email
         self.passwordHash = passwordHash
         self.createdAt = createdAt
+        self.silencedUntil = silencedUntil
+    }
+
+    public func isSilenced(at now: Date) -> Bool {
+        silencedUntil.map { $0 > now } ?? false
     }
 
     /// The form under which emails are stored and compared.

@@ -34,6 +34,7 @@ public actor ApprovalBroker {
     private let store: any ApprovalStore
     private let configuration: BrokerConfiguration
     private let pushQueue: PushQueue
+    private let audit: AuditLog
     private let logger: Logger
     private let now: @Sendable () -> Date
 
@@ -48,12 +49,14 @@ public actor ApprovalBroker {
         store: any ApprovalStore,
         configuration: BrokerConfiguration,
         pushQueue: PushQueue,
+        audit: AuditLog,
         logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.store = store
         self.configuration = configuration
         self.pushQueue = pushQueue
+        self.audit = audit
         self.logger = logger
         self.now = now
     }
@@ -76,7 +79,7 @@ public actor ApprovalBroker {
         for request in due {
             var machine = ApprovalStateMachine(request)
             guard let transition = machine.expireIfDue(at: now) else { continue }
-            try await commit(transition, machine.request)
+            try await commit(transition, machine.request, context: .system)
         }
     }
 
@@ -93,16 +96,22 @@ public actor ApprovalBroker {
 
     // MARK: Requester side
 
-    /// Starts a request. `userID` is `nil` for an unknown email: the request
-    /// looks the same from outside and expires unanswered. `prompt` is false
-    /// when the user's prompts are silenced.
+    /// Starts a request.
+    ///
+    /// - Parameters:
+    ///   - userID: whose devices may approve it and are prompted; `nil` for an
+    ///     unknown email or a silenced user: the request looks the same from
+    ///     outside, no device sees it, and it expires unanswered.
+    ///   - subject: what newer requests replace: the user id, or a hash of the unknown email.
+    ///   - auditUserID: the account the audit trail names, when known.
     public func initiate(
         userID: String?,
         subject: String,
         action: ApprovalAction = .passwordReset,
         newPasswordHash: String,
         requester: RequesterInfo,
-        prompt: Bool = true
+        auditUserID: String? = nil,
+        context: AuditContext = .system
     ) async throws -> (request: ApprovalRequest, numberCode: String?) {
         let now = now()
         let code = configuration.numberMatching ? NumberCode.generate() : nil
@@ -126,11 +135,15 @@ public actor ApprovalBroker {
             guard let old = live[id] else { continue }
             var machine = ApprovalStateMachine(old)
             if let transition = machine.supersede(at: now) {
-                didCommit(transition, machine.request)
+                didCommit(transition, machine.request, context: context)
             }
         }
-        logger.info("approval request created", metadata: ["request": "\(request.logReference)", "push": "\(prompt && userID != nil)"])
-        if let userID, prompt {
+        logger.info("approval request created", metadata: ["request": "\(request.logReference)", "prompt": "\(userID != nil)"])
+        audit.record(
+            AuditEvent(
+                at: now, kind: .requestCreated, userID: userID ?? auditUserID, requestRef: request.logReference, context: context,
+                detail: userID != nil ? nil : auditUserID != nil ? "prompts silenced" : "unknown email"))
+        if let userID {
             pushQueue.enqueue(.prompt(requestID: request.id, userID: userID, action: action, expiresAt: request.expiresAt))
         }
         return (request, code)
@@ -169,12 +182,12 @@ public actor ApprovalBroker {
         return try await status(of: id)
     }
 
-    public func complete(_ id: String) async throws -> ApprovalRequest {
-        try await perform(on: id, ownedBy: nil) { machine, now in machine.complete(at: now) }.request
+    public func complete(_ id: String, context: AuditContext = .system) async throws -> ApprovalRequest {
+        try await perform(on: id, ownedBy: nil, context: context) { machine, now in machine.complete(at: now) }.request
     }
 
-    public func cancel(_ id: String) async throws -> ApprovalRequest {
-        try await perform(on: id, ownedBy: nil) { machine, now in machine.cancel(at: now) }.request
+    public func cancel(_ id: String, context: AuditContext = .system) async throws -> ApprovalRequest {
+        try await perform(on: id, ownedBy: nil, context: context) { machine, now in machine.cancel(at: now) }.request
     }
 
     // MARK: Approver side
@@ -199,9 +212,10 @@ public actor ApprovalBroker {
         userID: String,
         deviceID: String,
         decision: ApprovalDecision,
-        numberCode: String?
+        numberCode: String?,
+        context: AuditContext = .system
     ) async throws -> (request: ApprovalRequest, transition: Transition) {
-        try await perform(on: id, ownedBy: userID) { machine, now in
+        try await perform(on: id, ownedBy: userID, context: context) { machine, now in
             machine.respond(decision, numberCode: numberCode, deviceID: deviceID, at: now)
         }
     }
@@ -211,6 +225,7 @@ public actor ApprovalBroker {
     private func perform(
         on id: String,
         ownedBy userID: String?,
+        context: AuditContext,
         _ event: (inout ApprovalStateMachine, Date) -> MachineAction
     ) async throws -> (request: ApprovalRequest, transition: Transition) {
         guard let request = try await load(id), userID == nil || request.userID == userID else {
@@ -224,12 +239,12 @@ public actor ApprovalBroker {
                 // Write the time-out now rather than wait for the sweeper.
                 var expiring = ApprovalStateMachine(request)
                 if let transition = expiring.expireIfDue(at: now) {
-                    try await commit(transition, expiring.request)
+                    try await commit(transition, expiring.request, context: .system)
                 }
             }
             throw BrokerError.refused(refusal)
         case .persist(let transition):
-            if try await commit(transition, machine.request) {
+            if try await commit(transition, machine.request, context: context) {
                 return (machine.request, transition)
             }
             // Another caller changed the row first: answer with what it holds now.
@@ -241,9 +256,9 @@ public actor ApprovalBroker {
     /// Persists a transition; on success mirrors it in memory, wakes waiters and
     /// queues the resolution push. On a lost race, refreshes the index from the database.
     @discardableResult
-    private func commit(_ transition: Transition, _ request: ApprovalRequest) async throws -> Bool {
+    private func commit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext) async throws -> Bool {
         if try await store.apply(transition, to: request) {
-            didCommit(transition, request)
+            didCommit(transition, request, context: context)
             return true
         }
         if let stored = try await store.request(id: request.id) {
@@ -252,8 +267,13 @@ public actor ApprovalBroker {
         return false
     }
 
-    private func didCommit(_ transition: Transition, _ request: ApprovalRequest) {
+    private func didCommit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext) {
         mirror(request)
+        audit.record(
+            AuditEvent(
+                at: transition.at, kind: transition.cause.auditKind, userID: request.userID ?? request.auditSubjectUser,
+                requestRef: request.logReference, context: context,
+                detail: transition.cause == .supersededByNewerRequest ? "superseded by a newer request" : nil))
         logger.info(
             "approval request \(transition.to.rawValue)",
             metadata: ["request": "\(request.logReference)", "from": "\(transition.from.rawValue)", "cause": "\(transition.cause.rawValue)"]
@@ -290,9 +310,32 @@ public actor ApprovalBroker {
     }
 }
 
+extension TransitionCause {
+    var auditKind: AuditKind {
+        switch self {
+        case .approvedByDevice: .approved
+        case .deniedByDevice: .denied
+        case .numberMismatch: .numberMismatch
+        case .completedByRequester: .completed
+        case .cancelledByRequester, .supersededByNewerRequest: .cancelled
+        case .timedOut: .expired
+        }
+    }
+}
+
 extension ApprovalRequest {
+    /// The user a request without approvers was for (a silenced user), when its subject names one.
+    var auditSubjectUser: String? {
+        subject.hasPrefix(ApprovalRequest.unknownSubjectPrefix) ? nil : subject
+    }
+
+    /// Subjects of requests for unknown emails start with this.
+    public static let unknownSubjectPrefix = "unknown:"
+
     /// The request id is the requester's credential: logs carry a short hash of it instead.
-    public var logReference: String {
+    public var logReference: String { Self.logReference(of: id) }
+
+    public static func logReference(of id: String) -> String {
         String(SecureToken.sha256Hex(id).prefix(12))
     }
 }

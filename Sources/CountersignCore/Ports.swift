@@ -43,6 +43,8 @@ public protocol AccountStore: Sendable {
     /// Stops pushing to a device whose token FCM rejected, unless the token changed meanwhile.
     func disablePush(deviceID: String, fcmToken: String) async throws
     func deleteDevice(id: String) async throws -> Bool
+    /// Silences a user's prompts until `until` (a fraud report); `nil` lifts it.
+    func silencePrompts(userID: String, until: Date?) async throws
 }
 
 public enum AccountError: Error, Equatable {
@@ -58,9 +60,25 @@ public enum PushJob: Sendable, Equatable {
     case resolved(requestID: String, userID: String, status: ApprovalState)
 }
 
+/// How one push to one device ended, for the audit trail, logs and metrics.
+public enum PushOutcome: String, Sendable, CaseIterable {
+    /// The push service accepted the message.
+    case sent
+    /// Push is not configured: nothing was sent.
+    case disabled
+    /// The token is dead (unregistered, wrong sender, malformed): the device gets no more pushes until it sends a new one.
+    case tokenDead = "token_dead"
+    /// The push service refused the message for good (no retry).
+    case rejected
+    /// Retries ran out, or could not finish before the request expired: dropped.
+    case dropped
+    /// The push service refused our credentials.
+    case authError = "auth_error"
+}
+
 /// Delivers one push message to one device.
 public protocol PushSender: Sendable {
-    func send(_ job: PushJob, to device: Device, logger: Logger) async
+    func send(_ job: PushJob, to device: Device, logger: Logger) async -> PushOutcome
 }
 
 /// Slow, salted password hashing (bcrypt). Implementations keep the work off event loops.

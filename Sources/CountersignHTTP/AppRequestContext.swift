@@ -9,9 +9,14 @@ public struct AppRequestContext: RequestContext {
     /// The TCP peer of the connection.
     public let remoteAddress: SocketAddress?
 
+    /// The client address used for rate limits and the audit trail: the
+    /// socket peer, or the forwarded address behind a trusted proxy (set by ``ClientAddressMiddleware``).
+    public var clientIP: String
+
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.remoteAddress = source.channel.remoteAddress
+        self.clientIP = source.channel.remoteAddress?.ipAddress ?? "unknown"
     }
 
     /// Bodies larger than 16 KiB are refused with 413.
@@ -19,11 +24,6 @@ public struct AppRequestContext: RequestContext {
 
     /// JSON with sorted keys, so that equal answers are equal bytes.
     public var responseEncoder: JSONEncoder { APIJSON.encoder }
-
-    /// The client address: the socket peer.
-    public var clientIP: String {
-        remoteAddress?.ipAddress ?? "unknown"
-    }
 }
 
 public enum APILimits {

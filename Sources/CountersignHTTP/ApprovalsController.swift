@@ -1,4 +1,5 @@
 import CountersignCore
+import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
@@ -7,6 +8,11 @@ import Logging
 struct ApprovalsController: Sendable {
     let broker: ApprovalBroker
     let authenticator: DeviceAuthenticator
+    let accounts: any AccountStore
+    let abuse: AbuseGuard
+    let audit: AuditLog
+    /// How long a fraud report silences the user's prompts.
+    let fraudSilence: TimeInterval
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.get("approvals/pending", use: pending)
@@ -68,16 +74,32 @@ struct ApprovalsController: Sendable {
 
     @Sendable func respond(_ request: Request, context: AppRequestContext) async throws -> RespondAnswer {
         let device = try await authenticator.device(for: request)
+        try abuse.hit(.respondPerDevice, device.id, AbuseGuard.Message.answers, context: context, request: request, userID: device.userID)
         let id = try context.parameters.require("requestId")
         let body = try await request.decodeJSON(as: RespondBody.self, context: context)
         let code = try body.numberCode.map { try Field.text($0, "numberCode", maxBytes: 8) }
+        let reportFraud = body.reportFraud ?? false
+        if reportFraud && body.decision != .deny {
+            throw APIError.invalidRequest("The field `reportFraud` goes with the decision `deny` only.")
+        }
+        let auditContext = request.auditContext(context, deviceID: device.id)
         let (approval, transition) = try await broker.respond(
             to: id,
             userID: device.userID,
             deviceID: device.id,
             decision: body.decision,
-            numberCode: code
+            numberCode: code,
+            context: auditContext
         )
+        if reportFraud {
+            let until = Date().addingTimeInterval(fraudSilence)
+            try await accounts.silencePrompts(userID: device.userID, until: until)
+            context.logger.warning("fraud reported: prompts silenced", metadata: ["user": "\(device.userID)", "device": "\(device.id)"])
+            audit.record(
+                AuditEvent(
+                    kind: .fraudReported, userID: device.userID, requestRef: approval.logReference, context: auditContext,
+                    detail: "prompts silenced until \(Timestamp.string(until))"))
+        }
         context.logger.info(
             "approval answered",
             metadata: ["request": "\(approval.logReference)", "device": "\(device.id)", "status": "\(approval.state.rawValue)"]

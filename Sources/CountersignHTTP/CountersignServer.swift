@@ -48,7 +48,9 @@ public func buildServer(
     let store = try SQLiteStore(path: configuration.databasePath, logger: logger)
     let hasher = BcryptPasswordHasher(cost: configuration.bcryptCost)
     let pushQueue = PushQueue()
-    let broker = ApprovalBroker(store: store, configuration: configuration.broker, pushQueue: pushQueue, logger: logger)
+    let audit = AuditLog()
+    let broker = ApprovalBroker(store: store, configuration: configuration.broker, pushQueue: pushQueue, audit: audit, logger: logger)
+    let abuse = AbuseGuard(limits: RateLimits(configuration.rateLimits), audit: audit)
     let sender = pushSender ?? LoggingPushSender()
     let decoyHash = try await hasher.hash(SecureToken.apiKey())
 
@@ -56,11 +58,16 @@ public func buildServer(
     router.add(middleware: AccessLogMiddleware())
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: BodyLimitMiddleware())
+    router.add(middleware: ClientAddressMiddleware(trusted: configuration.trustedProxies))
     let authenticator = DeviceAuthenticator(accounts: store)
     let mobile = router.group("api/mobile")
-    MobileAuthController(accounts: store, hasher: hasher, authenticator: authenticator, decoyHash: decoyHash).addRoutes(to: mobile)
-    PhoneResetController(broker: broker, accounts: store, hasher: hasher).addRoutes(to: mobile)
-    ApprovalsController(broker: broker, authenticator: authenticator).addRoutes(to: mobile)
+    MobileAuthController(
+        accounts: store, hasher: hasher, authenticator: authenticator, abuse: abuse, audit: audit, decoyHash: decoyHash
+    ).addRoutes(to: mobile)
+    PhoneResetController(broker: broker, accounts: store, hasher: hasher, abuse: abuse, audit: audit).addRoutes(to: mobile)
+    ApprovalsController(
+        broker: broker, authenticator: authenticator, accounts: store, abuse: abuse, audit: audit, fraudSilence: configuration.fraudSilence
+    ).addRoutes(to: mobile)
     HealthController(store: store, pushState: { pushSender == nil ? "disabled" : "ok" }).addRoutes(to: router)
 
     var application = Application(
@@ -68,7 +75,9 @@ public func buildServer(
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "countersign"),
         services: [
             ExpiryService(broker: broker, interval: .milliseconds(250), logger: logger),
-            PushDispatcher(queue: pushQueue, accounts: store, sender: sender, logger: logger),
+            AuditWriter(log: audit, store: store, logger: logger),
+            MaintenanceService(store: store, retention: configuration.retention, logger: logger),
+            PushDispatcher(queue: pushQueue, accounts: store, sender: sender, audit: audit, logger: logger),
         ],
         onServerRunning: { channel in
             logger.info("listening", metadata: ["address": "\(channel.localAddress?.description ?? "?")"])

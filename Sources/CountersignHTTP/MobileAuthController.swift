@@ -8,6 +8,8 @@ struct MobileAuthController: Sendable {
     let accounts: any AccountStore
     let hasher: any PasswordHasher
     let authenticator: DeviceAuthenticator
+    let abuse: AbuseGuard
+    let audit: AuditLog
     /// A hash of nothing anyone knows, verified for unknown emails so that they
     /// cost the same bcrypt time as a wrong password.
     let decoyHash: String
@@ -43,11 +45,21 @@ struct MobileAuthController: Sendable {
         let deviceName = try Field.text(body.deviceName, "deviceName", maxBytes: 100)
         let platform = try Field.text(body.platform, "platform", maxBytes: 32)
         let token = try body.fcmToken.map { try Field.text($0, "fcmToken", maxBytes: 4096, allowEmpty: true) }
+        let normalized = User.normalize(email: email)
+        try abuse.check(.loginFailuresPerIP, context.clientIP, AbuseGuard.Message.logins, context: context, request: request, email: normalized)
+        try abuse.check(.loginFailuresPerEmail, normalized, AbuseGuard.Message.logins, context: context, request: request, email: normalized)
 
-        let user = try await accounts.user(email: email)
+        let user = try await accounts.user(email: normalized)
+        // An unknown email costs the same bcrypt work as a wrong password.
         let passwordMatches = try await hasher.verify(password, hash: user?.passwordHash ?? decoyHash)
         guard let user, passwordMatches else {
+            abuse.recordFailure(.loginFailuresPerIP, context.clientIP)
+            abuse.recordFailure(.loginFailuresPerEmail, normalized)
             context.logger.notice("login failed", metadata: ["ip": "\(context.clientIP)"])
+            audit.record(
+                AuditEvent(
+                    kind: .loginFailed, userID: user?.id, email: normalized, context: request.auditContext(context),
+                    detail: user == nil ? "unknown email" : "wrong password"))
             throw APIError.invalidCredentials
         }
         let apiKey = SecureToken.apiKey()
@@ -59,6 +71,10 @@ struct MobileAuthController: Sendable {
             apiKeyHash: SecureToken.sha256Hex(apiKey)
         )
         context.logger.info("device signed in", metadata: ["user": "\(user.id)", "device": "\(device.id)", "push": "\(device.pushEnabled)"])
+        audit.record(
+            AuditEvent(
+                kind: .loginSucceeded, userID: user.id, context: request.auditContext(context, deviceID: device.id),
+                detail: device.fcmToken.map { "push token \(Device.tokenSuffix($0))" } ?? "pull only"))
         return LoginAnswer(
             user: .init(id: user.id, email: user.email),
             device: .init(id: device.id, name: device.name, platform: device.platform, pushEnabled: device.pushEnabled),
@@ -73,14 +89,19 @@ struct MobileAuthController: Sendable {
         let device = try await authenticator.device(for: request)
         let body = try await request.decodeJSON(as: RefreshBody.self, context: context)
         let password = try Field.password(body.password)
+        try abuse.check(
+            .refreshKeyFailuresPerDevice, device.id, AbuseGuard.Message.refresh, context: context, request: request, userID: device.userID)
         guard let user = try await accounts.user(id: device.userID) else { throw APIError.unauthorized }
         guard try await hasher.verify(password, hash: user.passwordHash) else {
+            abuse.recordFailure(.refreshKeyFailuresPerDevice, device.id)
             context.logger.notice("key refresh refused: wrong password", metadata: ["device": "\(device.id)"])
+            audit.record(AuditEvent(kind: .keyRefreshFailed, userID: user.id, context: request.auditContext(context, deviceID: device.id)))
             throw APIError.wrongPassword
         }
         let apiKey = SecureToken.apiKey()
         try await accounts.replaceAPIKey(deviceID: device.id, apiKeyHash: SecureToken.sha256Hex(apiKey))
         context.logger.info("API key refreshed", metadata: ["device": "\(device.id)"])
+        audit.record(AuditEvent(kind: .keyRefreshed, userID: user.id, context: request.auditContext(context, deviceID: device.id)))
         return RefreshAnswer(apiKey: apiKey)
     }
 
@@ -96,6 +117,10 @@ struct MobileAuthController: Sendable {
             "push token updated",
             metadata: ["device": "\(device.id)", "token": "\(token.map(Device.tokenSuffix) ?? "none")"]
         )
+        audit.record(
+            AuditEvent(
+                kind: .pushTokenUpdated, userID: device.userID, context: request.auditContext(context, deviceID: device.id),
+                detail: token.map { "push token \(Device.tokenSuffix($0))" } ?? "pull only"))
         return Success()
     }
 
@@ -103,6 +128,7 @@ struct MobileAuthController: Sendable {
         let device = try await authenticator.device(for: request)
         _ = try await accounts.deleteDevice(id: device.id)
         context.logger.info("device signed out", metadata: ["device": "\(device.id)"])
+        audit.record(AuditEvent(kind: .deviceSignedOut, userID: device.userID, context: request.auditContext(context, deviceID: device.id)))
         return Success()
     }
 }

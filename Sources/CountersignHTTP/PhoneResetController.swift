@@ -10,6 +10,8 @@ struct PhoneResetController: Sendable {
     let broker: ApprovalBroker
     let accounts: any AccountStore
     let hasher: any PasswordHasher
+    let abuse: AbuseGuard
+    let audit: AuditLog
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.post("auth/reset/phone/initiate", use: initiate)
@@ -35,14 +37,26 @@ struct PhoneResetController: Sendable {
         if let violation = PasswordPolicy.violation(of: body.newPassword) {
             throw APIError.weakPassword(violation)
         }
+        try abuse.hit(.resetInitiatePerIP, context.clientIP, AbuseGuard.Message.resets, context: context, request: request, email: email)
+        try abuse.hit(.resetInitiatePerEmail, email, AbuseGuard.Message.resets, context: context, request: request, email: email)
         // Hashed whether or not the account exists: same work, same answer.
         let newPasswordHash = try await hasher.hash(body.newPassword)
         let user = try await accounts.user(email: email)
+        let silenced = user?.isSilenced(at: Date()) ?? false
+        if let user, silenced {
+            context.logger.notice("prompts silenced after a fraud report", metadata: ["user": "\(user.id)"])
+            audit.record(
+                AuditEvent(
+                    kind: .promptSuppressed, userID: user.id, context: request.auditContext(context),
+                    detail: "fraud report until \(Timestamp.string(user.silencedUntil ?? Date()))"))
+        }
         let (approval, code) = try await broker.initiate(
-            userID: user?.id,
-            subject: user?.id ?? "unknown:" + SecureToken.sha256Hex(email),
+            userID: silenced ? nil : user?.id,
+            subject: user?.id ?? ApprovalRequest.unknownSubjectPrefix + SecureToken.sha256Hex(email),
             newPasswordHash: newPasswordHash,
-            requester: RequesterInfo(ip: context.clientIP, userAgent: Self.userAgent(request))
+            requester: RequesterInfo(ip: context.clientIP, userAgent: Self.userAgent(request)),
+            auditUserID: user?.id,
+            context: request.auditContext(context)
         )
         return InitiateAnswer(requestId: approval.id, expiresAt: Timestamp.string(approval.expiresAt), numberCode: code)
     }
@@ -78,6 +92,7 @@ struct PhoneResetController: Sendable {
     }
 
     @Sendable func status(_ request: Request, context: AppRequestContext) async throws -> StatusAnswer {
+        try abuse.hit(.statusPollsPerIP, context.clientIP, AbuseGuard.Message.polls, context: context, request: request)
         let id = try context.parameters.require("requestId")
         let wait = try Self.waitSeconds(request)
         let approval =
@@ -98,14 +113,14 @@ struct PhoneResetController: Sendable {
     @Sendable func complete(_ request: Request, context: AppRequestContext) async throws -> Success {
         let id = try context.parameters.require("requestId")
         _ = try await request.readBody(context: context)  // optional and ignored, but bounded
-        _ = try await broker.complete(id)
+        _ = try await broker.complete(id, context: request.auditContext(context))
         return Success()
     }
 
     @Sendable func cancel(_ request: Request, context: AppRequestContext) async throws -> Success {
         let id = try context.parameters.require("requestId")
         _ = try await request.readBody(context: context)
-        let cancelled = try await broker.cancel(id)
+        let cancelled = try await broker.cancel(id, context: request.auditContext(context))
         return Success(status: cancelled.state)
     }
 

@@ -9,6 +9,7 @@ struct PushDispatcher: Service {
     let queue: PushQueue
     let accounts: any AccountStore
     let sender: any PushSender
+    let audit: AuditLog
     let logger: Logger
     var maxConcurrent = 64
 
@@ -29,7 +30,15 @@ struct PushDispatcher: Service {
                         inFlight -= 1
                     }
                     inFlight += 1
-                    group.addTask { await sender.send(job, to: device, logger: logger) }
+                    group.addTask {
+                        let outcome = await sender.send(job, to: device, logger: logger)
+                        if outcome != .disabled {
+                            audit.record(
+                                AuditEvent(
+                                    kind: .pushed, userID: device.userID, deviceID: device.id, requestRef: job.requestRef,
+                                    detail: "\(job.type): \(outcome.rawValue)"))
+                        }
+                    }
                 }
             }
         }
@@ -37,6 +46,20 @@ struct PushDispatcher: Service {
 }
 
 extension PushJob {
+    var requestRef: String {
+        switch self {
+        case .prompt(let id, _, _, _), .resolved(let id, _, _): ApprovalRequest.logReference(of: id)
+        }
+    }
+
+    /// The `type` data value of the message.
+    var type: String {
+        switch self {
+        case .prompt: "approval_request"
+        case .resolved: "approval_resolved"
+        }
+    }
+
     var userID: String {
         switch self {
         case .prompt(_, let userID, _, _), .resolved(_, let userID, _): userID
@@ -48,15 +71,11 @@ extension PushJob {
 public struct LoggingPushSender: PushSender {
     public init() {}
 
-    public func send(_ job: PushJob, to device: Device, logger: Logger) async {
-        let kind =
-            switch job {
-            case .prompt: "approval_request"
-            case .resolved: "approval_resolved"
-            }
+    public func send(_ job: PushJob, to device: Device, logger: Logger) async -> PushOutcome {
         logger.debug(
             "push disabled; not sent",
-            metadata: ["type": "\(kind)", "device": "\(device.id)", "token": "\(device.fcmToken.map(Device.tokenSuffix) ?? "none")"]
+            metadata: ["type": "\(job.type)", "device": "\(device.id)", "token": "\(device.fcmToken.map(Device.tokenSuffix) ?? "none")"]
         )
+        return .disabled
     }
 }

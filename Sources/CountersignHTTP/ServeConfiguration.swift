@@ -10,6 +10,14 @@ public struct ServeConfiguration: Sendable, Equatable {
     public var broker = BrokerConfiguration()
     public var bcryptCost = 12
     public var logLevel: Logger.Level = .info
+    /// Limits by name; names not given keep their defaults.
+    public var rateLimits: [RateLimitName: RateLimit] = [:]
+    /// Peers whose `X-Forwarded-For` is believed.
+    public var trustedProxies: [IPNetwork] = []
+    /// How long a fraud report silences a user's prompts.
+    public var fraudSilence: TimeInterval = 3600
+    /// How long audit events and finished requests are kept.
+    public var retention: TimeInterval = 90 * 86400
 
     public init(databasePath: String) {
         self.databasePath = databasePath
@@ -48,9 +56,21 @@ public struct ConfigurationLoader {
         flag: "--number-matching", environment: "COUNTERSIGN_NUMBER_MATCHING", fileKey: "numberMatching")
     public static let bcryptCost = Setting(flag: "--bcrypt-cost", environment: "COUNTERSIGN_BCRYPT_COST", fileKey: "bcryptCost")
     public static let logLevel = Setting(flag: "--log-level", environment: "COUNTERSIGN_LOG_LEVEL", fileKey: "logLevel")
-    static let all = [listen, database, requestTTL, completionWindow, numberMatching, bcryptCost, logLevel]
+    public static let fraudSilence = Setting(flag: "--fraud-silence", environment: "COUNTERSIGN_FRAUD_SILENCE", fileKey: "fraudSilence")
+    public static let retention = Setting(
+        flag: "--audit-retention-days", environment: "COUNTERSIGN_AUDIT_RETENTION_DAYS", fileKey: "auditRetentionDays")
+    /// Repeatable: `--rate-limit NAME=COUNT/SECONDS`; environment `NAME=COUNT/SECONDS,…`; file `{"NAME": {"count": C, "window": S}}`.
+    public static let rateLimits = Setting(flag: "--rate-limit", environment: "COUNTERSIGN_RATE_LIMITS", fileKey: "rateLimits")
+    /// Repeatable: `--trusted-proxy CIDR`; environment `CIDR,…`; file `["CIDR", …]`.
+    public static let trustedProxies = Setting(
+        flag: "--trusted-proxy", environment: "COUNTERSIGN_TRUSTED_PROXIES", fileKey: "trustedProxies")
+    static let all = [
+        listen, database, requestTTL, completionWindow, numberMatching, bcryptCost, logLevel, fraudSilence, retention,
+        rateLimits, trustedProxies,
+    ]
 
     let flags: [String: String]
+    let lists: [String: [String]]
     let environment: [String: String]
     let file: [String: Any]
     let filePath: String?
@@ -58,8 +78,10 @@ public struct ConfigurationLoader {
     /// - Parameters:
     ///   - flags: values given on the command line, by flag name (`"--listen"`).
     ///   - configFile: the JSON config file, when given (flag, then `COUNTERSIGN_CONFIG`).
-    public init(flags: [String: String], environment: [String: String], configFile: String?) throws {
+    ///   - lists: repeatable flags, by flag name (`"--rate-limit"`).
+    public init(flags: [String: String], lists: [String: [String]] = [:], environment: [String: String], configFile: String?) throws {
         self.flags = flags
+        self.lists = lists.filter { !$0.value.isEmpty }
         self.environment = environment
         self.filePath = configFile ?? environment["COUNTERSIGN_CONFIG"]
         guard let filePath else {
@@ -131,7 +153,94 @@ public struct ConfigurationLoader {
         }) {
             configuration.logLevel = level
         }
+        if let silence = try value(Self.fraudSilence, expected: "whole seconds from 1 to 604800", parse: {
+            Int($0).flatMap { (1...604_800).contains($0) ? TimeInterval($0) : nil }
+        }) {
+            configuration.fraudSilence = silence
+        }
+        if let days = try value(Self.retention, expected: "whole days from 1 to 3650", parse: {
+            Int($0).flatMap { (1...3650).contains($0) ? TimeInterval($0) * 86400 : nil }
+        }) {
+            configuration.retention = days
+        }
+        configuration.rateLimits = try rateLimitValues()
+        configuration.trustedProxies = try trustedProxyValues()
         return configuration
+    }
+
+    /// Each limit from the flag that names it, else the environment, else the file.
+    func rateLimitValues() throws -> [RateLimitName: RateLimit] {
+        var limits: [RateLimitName: RateLimit] = [:]
+        if let object = file[Self.rateLimits.fileKey] {
+            let source = "\(filePath ?? "config file"): rateLimits"
+            guard let entries = object as? [String: Any] else { throw ConfigurationError("\(source) must be an object") }
+            for (key, value) in entries {
+                let name = try Self.limitName(key, source: source)
+                guard let fields = value as? [String: Any], let count = (fields["count"] as? NSNumber)?.intValue,
+                    let window = (fields["window"] as? NSNumber)?.intValue, count > 0, (1...86400).contains(window)
+                else {
+                    throw ConfigurationError("\(source).\(key) must be {\"count\": N, \"window\": SECONDS} with N ≥ 1 and 1…86400 seconds")
+                }
+                limits[name] = RateLimit(count: count, window: TimeInterval(window))
+            }
+        }
+        if let text = environment[Self.rateLimits.environment] {
+            for item in text.split(separator: ",") {
+                let (name, limit) = try Self.parseLimit(String(item), source: Self.rateLimits.environment)
+                limits[name] = limit
+            }
+        }
+        for item in lists[Self.rateLimits.flag] ?? [] {
+            let (name, limit) = try Self.parseLimit(item, source: Self.rateLimits.flag)
+            limits[name] = limit
+        }
+        return limits
+    }
+
+    /// The flag's list if given, else the environment's, else the file's.
+    func trustedProxyValues() throws -> [IPNetwork] {
+        let items: [String]
+        let source: String
+        if let fromFlags = lists[Self.trustedProxies.flag] {
+            (items, source) = (fromFlags, Self.trustedProxies.flag)
+        } else if let text = environment[Self.trustedProxies.environment] {
+            (items, source) = (text.split(separator: ",").map(String.init), Self.trustedProxies.environment)
+        } else if let value = file[Self.trustedProxies.fileKey] {
+            source = "\(filePath ?? "config file"): trustedProxies"
+            guard let array = value as? [String] else { throw ConfigurationError("\(source) must be an array of CIDR strings") }
+            items = array
+        } else {
+            return []
+        }
+        return try items.map { item in
+            let trimmed = item.trimmingCharacters(in: .whitespaces)
+            guard let network = IPNetwork(trimmed) else {
+                throw ConfigurationError("invalid value \"\(item)\" for \(source): expected an IP address or CIDR, e.g. 10.0.0.0/8")
+            }
+            return network
+        }
+    }
+
+    static func limitName(_ key: String, source: String) throws -> RateLimitName {
+        guard let name = RateLimitName(rawValue: key) else {
+            let known = RateLimitName.allCases.map(\.rawValue).joined(separator: ", ")
+            throw ConfigurationError("unknown rate limit \"\(key)\" in \(source) (known: \(known))")
+        }
+        return name
+    }
+
+    /// `NAME=COUNT/SECONDS`.
+    static func parseLimit(_ text: String, source: String) throws -> (RateLimitName, RateLimit) {
+        let parts = text.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1).map(String.init)
+        guard parts.count == 2 else {
+            throw ConfigurationError("invalid value \"\(text)\" for \(source): expected NAME=COUNT/SECONDS, e.g. statusPollsPerIP=50/1")
+        }
+        let name = try limitName(parts[0], source: source)
+        let numbers = parts[1].split(separator: "/").map { Int($0) }
+        guard numbers.count == 2, let count = numbers[0], let window = numbers[1], count > 0, (1...86400).contains(window) else {
+            throw ConfigurationError("invalid value \"\(text)\" for \(source): expected NAME=COUNT/SECONDS with COUNT ≥ 1 and 1…86400 seconds")
+        }
+        return (name, RateLimit(count: count, window: TimeInterval(window)))
     }
 
     static func parseListen(_ text: String) -> (String, Int)? {

@@ -140,6 +140,13 @@ extension SQLiteStore: AccountStore {
         }
     }
 
+    public func silencePrompts(userID: String, until: Date?) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE users SET silenced_until = ? WHERE id = ?", arguments: [until?.storedValue, userID])
+            if db.changesCount == 0 { throw AccountError.unknownUser }
+        }
+    }
+
     public func deleteDevice(id: String) async throws -> Bool {
         try await pool.write { db in
             try db.execute(sql: "DELETE FROM devices WHERE id = ?", arguments: [id])
@@ -150,7 +157,13 @@ extension SQLiteStore: AccountStore {
 
 extension User {
     init(row: Row) throws {
-        self.init(id: row["id"], email: row["email"], passwordHash: row["password_hash"], createdAt: Date(stored: row["created_at"]))
+        self.init(
+            id: row["id"],
+            email: row["email"],
+            passwordHash: row["password_hash"],
+            createdAt: Date(stored: row["created_at"]),
+            silencedUntil: (row["silenced_until"] as Double?).map(Date.init(stored:))
+        )
     }
 }
 

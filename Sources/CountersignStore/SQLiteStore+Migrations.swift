@@ -47,6 +47,27 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v2-fraud-silence-and-audit") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE users ADD COLUMN silenced_until REAL;
+                    CREATE TABLE audit_events (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        at REAL NOT NULL,
+                        kind TEXT NOT NULL,
+                        user_id TEXT,
+                        email TEXT,
+                        device_id TEXT,
+                        request_ref TEXT,
+                        ip TEXT,
+                        user_agent TEXT,
+                        detail TEXT
+                    );
+                    CREATE INDEX audit_by_time ON audit_events(at);
+                    CREATE INDEX audit_by_user ON audit_events(user_id, at);
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -16,16 +16,24 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Number matching: required or off (default required).") var numberMatching: String?
     @Option(help: "bcrypt cost, 4…31 (default 12).") var bcryptCost: String?
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default info).") var logLevel: String?
+    @Option(name: .customLong("rate-limit"), help: "Override a rate limit, NAME=COUNT/SECONDS (repeatable).")
+    var rateLimits: [String] = []
+    @Option(name: .customLong("trusted-proxy"), help: "A proxy whose X-Forwarded-For is believed, IP or CIDR (repeatable).")
+    var trustedProxies: [String] = []
+    @Option(help: "Seconds a fraud report silences the user's prompts (default 3600).") var fraudSilence: String?
+    @Option(help: "Days audit events and finished requests are kept (default 90).") var auditRetentionDays: String?
 
     func run() async throws {
         let flags: [String: String?] = [
             "--listen": listen, "--database": database, "--request-ttl": requestTTL,
             "--completion-window": completionWindow, "--number-matching": numberMatching,
-            "--bcrypt-cost": bcryptCost, "--log-level": logLevel,
+            "--bcrypt-cost": bcryptCost, "--log-level": logLevel, "--fraud-silence": fraudSilence,
+            "--audit-retention-days": auditRetentionDays,
         ]
         let configuration = try await loadOrExit {
             try ConfigurationLoader(
                 flags: flags.compactMapValues { $0 },
+                lists: ["--rate-limit": rateLimits, "--trusted-proxy": trustedProxies],
                 environment: ProcessInfo.processInfo.environment,
                 configFile: config
             ).serveConfiguration()
@@ -40,6 +48,7 @@ struct Serve: AsyncParsableCommand {
                 "completionWindow": "\(Int(configuration.broker.completionWindow))",
                 "numberMatching": "\(configuration.broker.numberMatching ? "required" : "off")",
                 "push": "disabled",
+                "trustedProxies": "\(configuration.trustedProxies.map(\.description))",
             ]
         )
         let server = try await loadOrExit { try await buildServer(configuration: configuration, logger: logger) }

@@ -8,7 +8,7 @@ struct UserCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "user",
         abstract: "Manage user accounts.",
-        subcommands: [Add.self, Passwd.self, List.self]
+        subcommands: [Add.self, Passwd.self, List.self, Unlock.self]
     )
 
     struct Add: AsyncParsableCommand {
@@ -47,6 +47,20 @@ struct UserCommand: AsyncParsableCommand {
         }
     }
 
+    struct Unlock: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "End the prompt silence a fraud report put on a user.")
+        @Argument(help: "The user's email.") var email: String
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            let store = try await database.open()
+            guard let user = try await store.user(email: email) else { throw ValidationError("no user with email \(email)") }
+            try await store.silencePrompts(userID: user.id, until: nil)
+            try await store.append([AuditEvent(kind: .userUnlocked, userID: user.id, detail: "countersign user unlock")])
+            print(user.isSilenced(at: Date()) ? "unlocked \(user.email): prompts resume" : "\(user.email) was not silenced; nothing to do")
+        }
+    }
+
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List users.")
         @OptionGroup var database: DatabaseOptions
@@ -57,7 +71,8 @@ struct UserCommand: AsyncParsableCommand {
             if users.isEmpty { print("no users") }
             for user in users {
                 let devices = try await store.devices(userID: user.id)
-                print("\(user.id)  \(user.email)  devices: \(devices.count)  created \(user.createdAt.formatted(.iso8601))")
+                let silence = user.isSilenced(at: Date()) ? "  prompts silenced until \(user.silencedUntil!.formatted(.iso8601))" : ""
+                print("\(user.id)  \(user.email)  devices: \(devices.count)  created \(user.createdAt.formatted(.iso8601))\(silence)")
             }
         }
     }

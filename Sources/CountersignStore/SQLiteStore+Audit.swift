@@ -1,0 +1,82 @@
+import CountersignCore
+import Foundation
+import GRDB
+
+extension SQLiteStore: AuditStore {
+    public func append(_ events: [AuditEvent]) async throws {
+        guard !events.isEmpty else { return }
+        try await pool.write { db in
+            for event in events {
+                try db.execute(
+                    sql: """
+                        INSERT INTO audit_events (at, kind, user_id, email, device_id, request_ref, ip, user_agent, detail)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        event.at.storedValue, event.kind.rawValue, event.userID, event.email, event.deviceID,
+                        event.requestRef, event.ip, event.userAgent, event.detail,
+                    ]
+                )
+            }
+        }
+    }
+
+    public func auditEvents(since: Date?, email: String?, kind: AuditKind?, limit: Int) async throws -> [AuditEvent] {
+        try await pool.read { db in
+            var conditions: [String] = []
+            var arguments: StatementArguments = []
+            if let since {
+                conditions.append("a.at >= ?")
+                arguments += [since.storedValue]
+            }
+            if let email {
+                // Events name the user by id once known, by the typed email before.
+                conditions.append("(a.email = ? OR a.user_id = (SELECT id FROM users WHERE email = ?))")
+                let normalized = User.normalize(email: email)
+                arguments += [normalized, normalized]
+            }
+            if let kind {
+                conditions.append("a.kind = ?")
+                arguments += [kind.rawValue]
+            }
+            let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM (
+                        SELECT a.*, u.email AS user_email FROM audit_events a LEFT JOIN users u ON u.id = a.user_id
+                        \(filter) ORDER BY a.id DESC LIMIT ?
+                    ) ORDER BY id
+                    """,
+                arguments: arguments + [limit]
+            )
+            return rows.compactMap { row in
+                guard let kind = AuditKind(rawValue: row["kind"]) else { return nil }
+                var event = AuditEvent(
+                    at: Date(stored: row["at"]), kind: kind, userID: row["user_id"], email: row["email"] ?? row["user_email"],
+                    deviceID: row["device_id"], requestRef: row["request_ref"], detail: row["detail"])
+                event.ip = row["ip"]
+                event.userAgent = row["user_agent"]
+                return event
+            }
+        }
+    }
+
+    public func pruneAudit(before date: Date) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM audit_events WHERE at < ?", arguments: [date.storedValue])
+            return db.changesCount
+        }
+    }
+
+    /// Removes terminal approval requests last changed before `date`; returns how many.
+    public func pruneFinishedRequests(before date: Date) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(
+                sql: "DELETE FROM approval_requests WHERE state NOT IN ('pending', 'approved') AND updated_at < ?",
+                arguments: [date.storedValue]
+            )
+            return db.changesCount
+        }
+    }
+}

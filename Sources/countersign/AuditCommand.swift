@@ -1,0 +1,72 @@
+import ArgumentParser
+import CountersignCore
+import CountersignStore
+import Foundation
+
+struct AuditCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "audit",
+        abstract: "Print the audit trail, newest last."
+    )
+
+    @Option(help: "Only events this recent: a duration such as 30m, 1h, 7d.") var since: String?
+    @Option(help: "Only events of this user (or attempts with this email).") var email: String?
+    @Option(help: "Only events of this kind (\(AuditKind.allCases.map(\.rawValue).joined(separator: ", "))).") var kind: String?
+    @Option(help: "At most this many events (the newest).") var limit: Int = 1000
+    @Flag(help: "One JSON object per line.") var json = false
+    @OptionGroup var database: DatabaseOptions
+
+    func run() async throws {
+        var kindFilter: AuditKind?
+        if let kind {
+            guard let parsed = AuditKind(rawValue: kind) else { throw ValidationError("unknown kind \(kind)") }
+            kindFilter = parsed
+        }
+        var sinceDate: Date?
+        if let since {
+            guard let seconds = Self.duration(since) else { throw ValidationError("--since takes a duration such as 30m, 1h or 7d") }
+            sinceDate = Date().addingTimeInterval(-seconds)
+        }
+        guard limit > 0 else { throw ValidationError("--limit must be positive") }
+        let store = try await database.open()
+        let events = try await store.auditEvents(since: sinceDate, email: email, kind: kindFilter, limit: limit)
+        for event in events {
+            print(json ? Self.jsonLine(event) : Self.textLine(event))
+        }
+        if events.isEmpty && !json {
+            FileHandle.standardError.write(Data("no audit events match\n".utf8))
+        }
+    }
+
+    static func duration(_ text: String) -> TimeInterval? {
+        guard let unit = text.last, let number = Double(text.dropLast()), number >= 0 else { return nil }
+        switch unit {
+        case "s": return number
+        case "m": return number * 60
+        case "h": return number * 3600
+        case "d": return number * 86400
+        default: return nil
+        }
+    }
+
+    static func fields(_ event: AuditEvent) -> [(String, String?)] {
+        [
+            ("time", event.at.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))),
+            ("kind", event.kind.rawValue), ("user", event.userID), ("email", event.email), ("device", event.deviceID),
+            ("request", event.requestRef), ("ip", event.ip), ("userAgent", event.userAgent), ("detail", event.detail),
+        ]
+    }
+
+    static func textLine(_ event: AuditEvent) -> String {
+        fields(event).compactMap { key, value in
+            guard let value else { return nil }
+            return key == "time" || key == "kind" ? value : "\(key)=\(value.contains(" ") ? "\"\(value)\"" : value)"
+        }.joined(separator: " ")
+    }
+
+    static func jsonLine(_ event: AuditEvent) -> String {
+        let object = Dictionary(uniqueKeysWithValues: fields(event).compactMap { key, value in value.map { (key, $0) } })
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+        return String(decoding: data, as: UTF8.self)
+    }
+}

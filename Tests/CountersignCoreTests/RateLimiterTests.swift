@@ -1,0 +1,67 @@
+import CountersignCore
+import Foundation
+import Testing
+
+@Suite struct RateLimiterTests {
+    static let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+
+    @Test func aLimitTripsAtItsCountAndNotBefore() {
+        let limiter = RateLimiter(limit: RateLimit(count: 3, window: 900))
+        #expect(limiter.hit("a", now: Self.t0) == nil)
+        #expect(limiter.hit("a", now: Self.t0) == nil)
+        #expect(limiter.hit("a", now: Self.t0) == nil)
+        #expect(limiter.hit("a", now: Self.t0.addingTimeInterval(100)) == 800)
+        // Other keys are untouched.
+        #expect(limiter.hit("b", now: Self.t0) == nil)
+    }
+
+    @Test func theCountResetsWhenTheWindowEnds() {
+        let limiter = RateLimiter(limit: RateLimit(count: 1, window: 60))
+        #expect(limiter.hit("a", now: Self.t0) == nil)
+        #expect(limiter.hit("a", now: Self.t0.addingTimeInterval(59.5)) == 1)
+        #expect(limiter.hit("a", now: Self.t0.addingTimeInterval(60)) == nil)
+        #expect(limiter.hit("a", now: Self.t0.addingTimeInterval(61)) == 59)
+    }
+
+    @Test func failureLimitsCountOnlyRecordedFailures() {
+        let limiter = RateLimiter(limit: RateLimit(count: 2, window: 900))
+        for _ in 0..<10 { #expect(limiter.check("a", now: Self.t0) == nil) }
+        limiter.record("a", now: Self.t0)
+        #expect(limiter.check("a", now: Self.t0) == nil)
+        limiter.record("a", now: Self.t0)
+        #expect(limiter.check("a", now: Self.t0) == 900)
+        #expect(limiter.check("a", now: Self.t0.addingTimeInterval(900)) == nil)
+    }
+
+    @Test func idleKeysAreForgottenAfterTheirWindow() {
+        let limiter = RateLimiter(limit: RateLimit(count: 5, window: 10))
+        for index in 0..<1000 { _ = limiter.hit("k\(index)", now: Self.t0) }
+        #expect(limiter.trackedKeys == 1000)
+        _ = limiter.hit("late", now: Self.t0.addingTimeInterval(11))
+        #expect(limiter.trackedKeys == 1)
+    }
+
+    @Test func aFloodOfDistinctKeysStaysWithinCapacity() {
+        let limiter = RateLimiter(limit: RateLimit(count: 5, window: 900), capacity: 10_000)
+        for index in 0..<100_000 {
+            _ = limiter.hit("198.51.\(index / 256 % 256).\(index % 256)#\(index)", now: Self.t0)
+        }
+        #expect(limiter.trackedKeys == 10_000)
+        // The newest keys are still counted.
+        for _ in 0..<4 { _ = limiter.hit("198.51.134.159#99999", now: Self.t0) }
+        #expect(limiter.hit("198.51.134.159#99999", now: Self.t0) != nil)
+    }
+
+    @Test func everyNamedLimitHasTheContractDefault() {
+        let limits = RateLimits()
+        #expect(limits[.resetInitiatePerEmail].limit == RateLimit(count: 3, window: 900))
+        #expect(limits[.resetInitiatePerIP].limit == RateLimit(count: 10, window: 900))
+        #expect(limits[.loginFailuresPerEmail].limit == RateLimit(count: 5, window: 900))
+        #expect(limits[.loginFailuresPerIP].limit == RateLimit(count: 5, window: 900))
+        #expect(limits[.refreshKeyFailuresPerDevice].limit == RateLimit(count: 5, window: 900))
+        #expect(limits[.statusPollsPerIP].limit == RateLimit(count: 50, window: 1))
+        #expect(limits[.respondPerDevice].limit == RateLimit(count: 10, window: 60))
+        let custom = RateLimits([.statusPollsPerIP: RateLimit(count: 2, window: 5)])
+        #expect(custom[.statusPollsPerIP].limit == RateLimit(count: 2, window: 5))
+    }
+}

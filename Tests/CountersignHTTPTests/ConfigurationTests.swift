@@ -1,0 +1,135 @@
+import CountersignCore
+import CountersignHTTP
+import Foundation
+import Logging
+import Testing
+
+@Suite struct ConfigurationTests {
+    func writeConfig(_ json: String) throws -> (TemporaryFolder, String) {
+        let folder = try TemporaryFolder()
+        let path = folder.url.appendingPathComponent("countersign.json").path
+        try Data(json.utf8).write(to: URL(fileURLWithPath: path))
+        return (folder, path)
+    }
+
+    @Test func defaultsMatchTheDocumentation() throws {
+        let configuration = try ConfigurationLoader(flags: [:], environment: [:], configFile: nil).serveConfiguration()
+        #expect(configuration.host == "127.0.0.1")
+        #expect(configuration.port == 8080)
+        #expect(configuration.databasePath == "./countersign.sqlite")
+        #expect(configuration.broker == BrokerConfiguration(requestTTL: 60, completionWindow: 120, numberMatching: true))
+        #expect(configuration.bcryptCost == 12)
+        #expect(configuration.fraudSilence == 3600)
+        #expect(configuration.retention == 90 * 86400)
+        let systemd = try ConfigurationLoader(flags: [:], environment: ["STATE_DIRECTORY": "/var/lib/countersign"], configFile: nil)
+        #expect(try systemd.databasePath() == "/var/lib/countersign/countersign.sqlite")
+    }
+
+    @Test func flagBeatsEnvironmentBeatsFileBeatsDefault() throws {
+        let (folder, path) = try writeConfig(#"{"requestTTL": 30, "completionWindow": 90, "numberMatching": "off", "listen": "0.0.0.0:9000"}"#)
+        defer { folder.remove() }
+        let loader = try ConfigurationLoader(
+            flags: ["--request-ttl": "10"],
+            environment: ["COUNTERSIGN_REQUEST_TTL": "20", "COUNTERSIGN_COMPLETION_WINDOW": "80"],
+            configFile: path
+        )
+        let configuration = try loader.serveConfiguration()
+        #expect(configuration.broker.requestTTL == 10)
+        #expect(configuration.broker.completionWindow == 80)
+        #expect(configuration.broker.numberMatching == false)
+        #expect(configuration.host == "0.0.0.0")
+        #expect(configuration.port == 9000)
+        #expect(configuration.bcryptCost == 12)
+    }
+
+    @Test func aBadValueIsOneLineNamingItsSource() throws {
+        #expect(throws: ConfigurationError("invalid value \"abc\" for COUNTERSIGN_REQUEST_TTL: expected whole seconds from 1 to 86400")) {
+            try ConfigurationLoader(flags: [:], environment: ["COUNTERSIGN_REQUEST_TTL": "abc"], configFile: nil).serveConfiguration()
+        }
+        #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader(flags: ["--bcrypt-cost": "3"], environment: [:], configFile: nil).serveConfiguration()
+        }
+        #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader(flags: ["--listen": "localhost"], environment: [:], configFile: nil).serveConfiguration()
+        }
+        let (folder, path) = try writeConfig(#"{"requestTtl": 30}"#)
+        defer { folder.remove() }
+        do {
+            _ = try ConfigurationLoader(flags: [:], environment: [:], configFile: path)
+            Issue.record("an unknown key was accepted")
+        } catch let error as ConfigurationError {
+            #expect(error.description.contains("requestTtl"))
+            #expect(!error.description.contains("\n"))
+        }
+    }
+
+    @Test func rateLimitsComeFromFileEnvironmentAndRepeatedFlags() throws {
+        let (folder, path) = try writeConfig(
+            #"{"rateLimits": {"resetInitiatePerEmail": {"count": 7, "window": 600}, "statusPollsPerIP": {"count": 9, "window": 2}}}"#)
+        defer { folder.remove() }
+        let configuration = try ConfigurationLoader(
+            flags: [:],
+            lists: ["--rate-limit": ["statusPollsPerIP=100/1", "respondPerDevice=2/30"]],
+            environment: ["COUNTERSIGN_RATE_LIMITS": "statusPollsPerIP=20/1,loginFailuresPerIP=4/60"],
+            configFile: path
+        ).serveConfiguration()
+        #expect(configuration.rateLimits[.resetInitiatePerEmail] == RateLimit(count: 7, window: 600))
+        #expect(configuration.rateLimits[.statusPollsPerIP] == RateLimit(count: 100, window: 1))
+        #expect(configuration.rateLimits[.respondPerDevice] == RateLimit(count: 2, window: 30))
+        #expect(configuration.rateLimits[.loginFailuresPerIP] == RateLimit(count: 4, window: 60))
+        #expect(configuration.rateLimits[.resetInitiatePerIP] == nil)
+
+        #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader(flags: [:], lists: ["--rate-limit": ["nope=1/1"]], environment: [:], configFile: nil).serveConfiguration()
+        }
+        #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader(flags: [:], lists: ["--rate-limit": ["statusPollsPerIP=0/1"]], environment: [:], configFile: nil)
+                .serveConfiguration()
+        }
+    }
+
+    @Test func trustedProxiesParseAsCIDR() throws {
+        let configuration = try ConfigurationLoader(
+            flags: [:], lists: ["--trusted-proxy": ["10.0.0.0/8", "::1", "2001:db8::/32"]], environment: [:], configFile: nil
+        ).serveConfiguration()
+        #expect(configuration.trustedProxies.map(\.description) == ["10.0.0.0/8", "::1", "2001:db8::/32"])
+        #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader(flags: [:], lists: ["--trusted-proxy": ["10.0.0.0/33"]], environment: [:], configFile: nil)
+                .serveConfiguration()
+        }
+    }
+}
+
+@Suite struct ClientAddressTests {
+    let proxies = [IPNetwork("10.0.0.0/8")!, IPNetwork("127.0.0.1")!]
+
+    @Test func anUntrustedPeerIsTheClientWhateverItForwards() {
+        #expect(ClientAddress.resolve(peer: "203.0.113.9", forwardedFor: ["198.51.100.1"], trusted: proxies) == "203.0.113.9")
+        #expect(ClientAddress.resolve(peer: "127.0.0.1", forwardedFor: ["198.51.100.1"], trusted: []) == "127.0.0.1")
+    }
+
+    @Test func behindTrustedProxiesTheRightMostUntrustedAddressWins() {
+        #expect(ClientAddress.resolve(peer: "127.0.0.1", forwardedFor: ["198.51.100.1"], trusted: proxies) == "198.51.100.1")
+        // A client cannot choose its address by prepending a forged hop.
+        #expect(
+            ClientAddress.resolve(peer: "10.1.2.3", forwardedFor: ["6.6.6.6, 198.51.100.1", "10.9.9.9"], trusted: proxies) == "198.51.100.1")
+        #expect(ClientAddress.resolve(peer: "10.1.2.3", forwardedFor: ["10.2.2.2"], trusted: proxies) == "10.2.2.2")
+        #expect(ClientAddress.resolve(peer: "10.1.2.3", forwardedFor: [], trusted: proxies) == "10.1.2.3")
+        #expect(ClientAddress.resolve(peer: "10.1.2.3", forwardedFor: ["not-an-ip"], trusted: proxies) == "10.1.2.3")
+    }
+
+    @Test func networksMatchByPrefix() throws {
+        let network = try #require(IPNetwork("192.168.0.0/16"))
+        #expect(network.contains(try #require(IPNetworkTestBytes.v4("192.168.44.1"))))
+        #expect(!network.contains(try #require(IPNetworkTestBytes.v4("192.169.0.1"))))
+        #expect(IPNetwork("not/an/ip") == nil)
+        #expect(ClientAddress.resolve(peer: "::ffff:127.0.0.1", forwardedFor: ["2001:db8::1"], trusted: proxies) == "2001:db8::1")
+    }
+}
+
+enum IPNetworkTestBytes {
+    static func v4(_ text: String) -> [UInt8]? {
+        let parts = text.split(separator: ".").compactMap { UInt8($0) }
+        return parts.count == 4 ? parts : nil
+    }
+}

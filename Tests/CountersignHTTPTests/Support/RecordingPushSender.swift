@@ -1,0 +1,22 @@
+import CountersignCore
+import Logging
+import Synchronization
+
+/// Records what would be pushed, to check who is prompted.
+final class RecordingPushSender: PushSender {
+    private let sent = Mutex<[(job: PushJob, deviceID: String)]>([])
+
+    var deliveries: [(job: PushJob, deviceID: String)] { sent.withLock { $0 } }
+
+    var prompts: [(requestID: String, deviceID: String)] {
+        deliveries.compactMap { delivery in
+            if case .prompt(let id, _, _, _) = delivery.job { return (id, delivery.deviceID) }
+            return nil
+        }
+    }
+
+    func send(_ job: PushJob, to device: Device, logger: Logger) async -> PushOutcome {
+        sent.withLock { $0.append((job, device.id)) }
+        return .sent
+    }
+}
