@@ -37,6 +37,7 @@ public actor ApprovalBroker {
     private let audit: AuditLog
     private let logger: Logger
     private let now: @Sendable () -> Date
+    private let observer: @Sendable (Transition) -> Void
 
     /// Pending and approved requests, by id.
     private var live: [String: ApprovalRequest] = [:]
@@ -44,6 +45,8 @@ public actor ApprovalBroker {
     private var waiters: [String: [Int: CheckedContinuation<Void, Never>]] = [:]
     private var nextWaiter = 0
     private var draining = false
+    /// When the expiry sweep last completed: the watchdog's sign of life.
+    public private(set) var lastSweep: Date?
 
     public init(
         store: any ApprovalStore,
@@ -51,8 +54,10 @@ public actor ApprovalBroker {
         pushQueue: PushQueue,
         audit: AuditLog,
         logger: Logger,
-        now: @escaping @Sendable () -> Date = { Date() }
+        now: @escaping @Sendable () -> Date = { Date() },
+        observer: @escaping @Sendable (Transition) -> Void = { _ in }
     ) {
+        self.observer = observer
         self.store = store
         self.configuration = configuration
         self.pushQueue = pushQueue
@@ -81,6 +86,7 @@ public actor ApprovalBroker {
             guard let transition = machine.expireIfDue(at: now) else { continue }
             try await commit(transition, machine.request, context: .system)
         }
+        lastSweep = now
     }
 
     /// Counts of live requests by state, for status lines and metrics.
@@ -269,6 +275,7 @@ public actor ApprovalBroker {
 
     private func didCommit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext) {
         mirror(request)
+        observer(transition)
         audit.record(
             AuditEvent(
                 at: transition.at, kind: transition.cause.auditKind, userID: request.userID ?? request.auditSubjectUser,

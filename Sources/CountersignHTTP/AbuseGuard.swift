@@ -8,6 +8,7 @@ import Logging
 struct AbuseGuard: Sendable {
     let limits: RateLimits
     let audit: AuditLog
+    let metrics: AppMetrics
 
     enum Message {
         static let resets = "Too many reset attempts. Please try again later."
@@ -45,6 +46,7 @@ struct AbuseGuard: Sendable {
         _ name: RateLimitName, _ retryAfter: Int, _ message: String, context: AppRequestContext, request: Request, userID: String?,
         email: String?
     ) -> APIError {
+        metrics.rateLimited(name)
         context.logger.notice("rate limited", metadata: ["limit": "\(name.rawValue)", "ip": "\(context.clientIP)"])
         audit.record(AuditEvent(kind: .rateLimited, userID: userID, email: email, context: request.auditContext(context), detail: name.rawValue))
         return APIError(.tooManyRequests, "rate_limited", message, retryAfter: retryAfter)

@@ -10,6 +10,7 @@ struct PushDispatcher: Service {
     let accounts: any AccountStore
     let sender: any PushSender
     let audit: AuditLog
+    let metrics: AppMetrics
     let logger: Logger
     var maxConcurrent = 64
 
@@ -32,6 +33,7 @@ struct PushDispatcher: Service {
                     inFlight += 1
                     group.addTask {
                         let outcome = await sender.send(job, to: device, logger: logger)
+                        metrics.push(type: job.type, outcome: outcome)
                         if outcome != .disabled {
                             audit.record(
                                 AuditEvent(

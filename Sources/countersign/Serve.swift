@@ -51,7 +51,9 @@ struct Serve: AsyncParsableCommand {
                 "trustedProxies": "\(configuration.trustedProxies.map(\.description))",
             ]
         )
-        let server = try await loadOrExit { try await buildServer(configuration: configuration, logger: logger) }
+        let server = try await loadOrExit {
+            try await buildServer(configuration: configuration, logger: logger, environment: ProcessInfo.processInfo.environment)
+        }
         try await server.run(logger: logger)
     }
 }
