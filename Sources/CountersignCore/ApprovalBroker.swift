@@ -150,7 +150,8 @@ public actor ApprovalBroker {
                 at: now, kind: .requestCreated, userID: userID ?? auditUserID, requestRef: request.logReference, context: context,
                 detail: userID != nil ? nil : auditUserID != nil ? "prompts silenced" : "unknown email"))
         if let userID {
-            pushQueue.enqueue(.prompt(requestID: request.id, userID: userID, action: action, expiresAt: request.expiresAt))
+            pushQueue.enqueue(
+                .prompt(requestID: request.id, userID: userID, action: action, expiresAt: request.expiresAt, requester: requester))
         }
         return (request, code)
     }

@@ -55,7 +55,7 @@ public enum AccountError: Error, Equatable {
 /// One push to carry out; the dispatcher finds the devices.
 public enum PushJob: Sendable, Equatable {
     /// A new request: prompt every push-enabled device of the user.
-    case prompt(requestID: String, userID: String, action: ApprovalAction, expiresAt: Date)
+    case prompt(requestID: String, userID: String, action: ApprovalAction, expiresAt: Date, requester: RequesterInfo)
     /// The request left pending: tell the devices to drop the prompt.
     case resolved(requestID: String, userID: String, status: ApprovalState)
 }

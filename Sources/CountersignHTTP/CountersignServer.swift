@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignPush
 import CountersignStore
 import HTTPTypes
 import Hummingbird
@@ -43,7 +44,8 @@ public struct CountersignServer: Sendable {
 /// loads live requests when the server starts, and routes the API.
 ///
 /// - Parameters:
-///   - pushSender: where pushes go; the default only logs them (push off).
+///   - pushSender: where pushes go; by default FCM when a service account is
+///     configured, else a sender that only logs (push off).
 ///   - onServerRunning: called with the bound port once the listener is up.
 ///   - environment: where `NOTIFY_SOCKET` and `WATCHDOG_USEC` are read (systemd).
 public func buildServer(
@@ -62,7 +64,12 @@ public func buildServer(
         store: store, configuration: configuration.broker, pushQueue: pushQueue, audit: audit, logger: logger,
         observer: { metrics.transition($0) })
     let abuse = AbuseGuard(limits: RateLimits(configuration.rateLimits), audit: audit, metrics: metrics)
-    let pushState = pushSender == nil ? "disabled" : "ok"
+    let push = pushSender == nil ? try await PushSetup.make(settings: configuration.push, accounts: store, logger: logger) : nil
+    let sender: any PushSender = pushSender ?? push?.sender ?? LoggingPushSender()
+    let pushState: @Sendable () -> String = {
+        if let fcm = push?.sender { return fcm.healthState }
+        return pushSender == nil ? "disabled" : "ok"
+    }
     let (readyPorts, readyContinuation) = AsyncStream.makeStream(of: Int.self)
     let systemd = SystemdNotifier(environment: environment).map { notifier in
         SystemdService(
@@ -72,12 +79,11 @@ public func buildServer(
             broker: broker,
             store: store,
             summary: { port, live in
-                "listening on \(configuration.host):\(port); \(live[.pending] ?? 0) pending, \(live[.approved] ?? 0) approved; push \(pushState)"
+                "listening on \(configuration.host):\(port); \(live[.pending] ?? 0) pending, \(live[.approved] ?? 0) approved; push \(pushState())"
             },
             logger: logger
         )
     }
-    let sender = pushSender ?? LoggingPushSender()
     let decoyHash = try await hasher.hash(SecureToken.apiKey())
 
     let router = Router(context: AppRequestContext.self)
@@ -95,13 +101,13 @@ public func buildServer(
     ApprovalsController(
         broker: broker, authenticator: authenticator, accounts: store, abuse: abuse, audit: audit, fraudSilence: configuration.fraudSilence
     ).addRoutes(to: mobile)
-    HealthController(store: store, pushState: { pushState }).addRoutes(to: router)
+    HealthController(store: store, pushState: pushState).addRoutes(to: router)
     MetricsController(metrics: metrics, broker: broker).addRoutes(to: router)
 
     var application = Application(
         router: router,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "countersign"),
-        services: [
+        services: (push.map { [$0.clientService] } ?? []) + [
             ExpiryService(broker: broker, interval: .milliseconds(250), logger: logger),
             AuditWriter(log: audit, store: store, logger: logger),
             MaintenanceService(store: store, retention: configuration.retention, logger: logger),

@@ -50,7 +50,7 @@ struct PushDispatcher: Service {
 extension PushJob {
     var requestRef: String {
         switch self {
-        case .prompt(let id, _, _, _), .resolved(let id, _, _): ApprovalRequest.logReference(of: id)
+        case .prompt(let id, _, _, _, _), .resolved(let id, _, _): ApprovalRequest.logReference(of: id)
         }
     }
 
@@ -64,7 +64,7 @@ extension PushJob {
 
     var userID: String {
         switch self {
-        case .prompt(_, let userID, _, _), .resolved(_, let userID, _): userID
+        case .prompt(_, let userID, _, _, _), .resolved(_, let userID, _): userID
         }
     }
 }

@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignPush
 import Foundation
 import Logging
 
@@ -18,6 +19,8 @@ public struct ServeConfiguration: Sendable, Equatable {
     public var fraudSilence: TimeInterval = 3600
     /// How long audit events and finished requests are kept.
     public var retention: TimeInterval = 90 * 86400
+    /// FCM: off unless a service account is configured.
+    public var push = PushSettings()
 
     public init(databasePath: String) {
         self.databasePath = databasePath
@@ -64,9 +67,13 @@ public struct ConfigurationLoader {
     /// Repeatable: `--trusted-proxy CIDR`; environment `CIDR,…`; file `["CIDR", …]`.
     public static let trustedProxies = Setting(
         flag: "--trusted-proxy", environment: "COUNTERSIGN_TRUSTED_PROXIES", fileKey: "trustedProxies")
+    public static let fcmServiceAccount = Setting(
+        flag: "--fcm-service-account", environment: "COUNTERSIGN_FCM_SERVICE_ACCOUNT", fileKey: "fcm.serviceAccountFile")
+    public static let fcmEndpoint = Setting(flag: "--fcm-endpoint", environment: "COUNTERSIGN_FCM_ENDPOINT", fileKey: "fcm.endpoint")
+    public static let fcmCAFile = Setting(flag: "--fcm-ca-file", environment: "COUNTERSIGN_FCM_CA_FILE", fileKey: "fcm.caFile")
     static let all = [
         listen, database, requestTTL, completionWindow, numberMatching, bcryptCost, logLevel, fraudSilence, retention,
-        rateLimits, trustedProxies,
+        rateLimits, trustedProxies, fcmServiceAccount, fcmEndpoint, fcmCAFile,
     ]
 
     let flags: [String: String]
@@ -94,12 +101,21 @@ public struct ConfigurationLoader {
         guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
             throw ConfigurationError("config file \(filePath) is not a JSON object")
         }
+        // Nested objects ("fcm": {...}) are flattened to dotted keys ("fcm.endpoint").
+        var flat: [String: Any] = [:]
+        for (key, value) in object {
+            if key == "fcm", let nested = value as? [String: Any] {
+                for (inner, innerValue) in nested { flat["fcm.\(inner)"] = innerValue }
+            } else {
+                flat[key] = value
+            }
+        }
         let known = Set(Self.all.map(\.fileKey))
-        if let unknown = object.keys.sorted().first(where: { !known.contains($0) }) {
+        if let unknown = flat.keys.sorted().first(where: { !known.contains($0) }) {
             throw ConfigurationError(
                 "config file \(filePath): unknown key \"\(unknown)\" (known: \(known.sorted().joined(separator: ", ")))")
         }
-        self.file = object
+        self.file = flat
     }
 
     /// The raw value of a setting and where it came from, or `nil` when unset.
@@ -165,7 +181,28 @@ public struct ConfigurationLoader {
         }
         configuration.rateLimits = try rateLimitValues()
         configuration.trustedProxies = try trustedProxyValues()
+        configuration.push = try pushSettings()
         return configuration
+    }
+
+    /// FCM settings. The service account comes from the flag, the environment,
+    /// the config file, then `$CREDENTIALS_DIRECTORY/fcm-service-account.json`
+    /// (systemd `LoadCredential=`) when that file exists.
+    public func pushSettings() throws -> PushSettings {
+        var settings = PushSettings()
+        let path = "a file path"
+        settings.serviceAccountFile = try value(Self.fcmServiceAccount, expected: path, parse: { $0.isEmpty ? nil : $0 })
+        if settings.serviceAccountFile == nil, let credentials = environment["CREDENTIALS_DIRECTORY"] {
+            let candidate = credentials + "/" + PushSettings.credentialName
+            if FileManager.default.fileExists(atPath: candidate) { settings.serviceAccountFile = candidate }
+        }
+        if let endpoint = try value(Self.fcmEndpoint, expected: "an http(s) URL such as https://fcm.googleapis.com", parse: { text in
+            URL(string: text).flatMap { ($0.scheme == "https" || $0.scheme == "http") && $0.host != nil ? text : nil }
+        }) {
+            settings.endpoint = endpoint
+        }
+        settings.caFile = try value(Self.fcmCAFile, expected: path, parse: { $0.isEmpty ? nil : $0 })
+        return settings
     }
 
     /// Each limit from the flag that names it, else the environment, else the file.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CountersignCore
 import CountersignHTTP
+import CountersignPush
 import Foundation
 import Logging
 
@@ -22,6 +23,7 @@ struct Serve: AsyncParsableCommand {
     var trustedProxies: [String] = []
     @Option(help: "Seconds a fraud report silences the user's prompts (default 3600).") var fraudSilence: String?
     @Option(help: "Days audit events and finished requests are kept (default 90).") var auditRetentionDays: String?
+    @OptionGroup var push: PushOptions
 
     func run() async throws {
         let flags: [String: String?] = [
@@ -29,7 +31,7 @@ struct Serve: AsyncParsableCommand {
             "--completion-window": completionWindow, "--number-matching": numberMatching,
             "--bcrypt-cost": bcryptCost, "--log-level": logLevel, "--fraud-silence": fraudSilence,
             "--audit-retention-days": auditRetentionDays,
-        ]
+        ].merging(push.flags) { $1 }
         let configuration = try await loadOrExit {
             try ConfigurationLoader(
                 flags: flags.compactMapValues { $0 },
@@ -47,7 +49,7 @@ struct Serve: AsyncParsableCommand {
                 "requestTTL": "\(Int(configuration.broker.requestTTL))",
                 "completionWindow": "\(Int(configuration.broker.completionWindow))",
                 "numberMatching": "\(configuration.broker.numberMatching ? "required" : "off")",
-                "push": "disabled",
+                "push": "\(configuration.push.serviceAccountFile.map { "FCM, service account \($0)" } ?? "disabled (no service account)")",
                 "trustedProxies": "\(configuration.trustedProxies.map(\.description))",
             ]
         )

@@ -1,0 +1,116 @@
+import AsyncHTTPClient
+import Foundation
+import JWTKit
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// OAuth2 access tokens for FCM from a service account: an RS256 assertion
+/// signed with the account's key, exchanged at its `token_uri`, cached and
+/// refreshed ahead of expiry, with one exchange in flight however many sends wait.
+public actor AccessTokenProvider {
+    public static let scope = "https://www.googleapis.com/auth/firebase.messaging"
+    /// Refresh this long before the token expires (the Admin SDKs use 3¾ to 5 minutes).
+    static let refreshMargin: TimeInterval = 300
+
+    struct Assertion: JWTPayload {
+        var iss: IssuerClaim
+        var scope: String
+        var aud: AudienceClaim
+        var iat: IssuedAtClaim
+        var exp: ExpirationClaim
+
+        func verify(using algorithm: some JWTAlgorithm) async throws {
+            try exp.verifyNotExpired()
+        }
+    }
+
+    struct Token {
+        var value: String
+        var expiresAt: Date
+    }
+
+    private let account: ServiceAccount
+    private let client: HTTPClient
+    private let keys: JWTKeyCollection
+    private let logger: Logger
+    private var cached: Token?
+    private var refreshing: Task<Token, any Error>?
+    /// Token exchanges made so far (for the benchmark and tests).
+    public private(set) var exchanges = 0
+
+    public init(account: ServiceAccount, client: HTTPClient, logger: Logger) async throws {
+        self.account = account
+        self.client = client
+        self.logger = logger
+        let key: Insecure.RSA.PrivateKey
+        do {
+            key = try Insecure.RSA.PrivateKey(pem: account.privateKeyPEM)
+        } catch {
+            throw ServiceAccountError("FCM service account: field \"private_key\" is not a usable RSA key")
+        }
+        // jwt-kit's default encoder writes fractional seconds; the token endpoint wants integers.
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .integerSecondsSince1970
+        let keys = JWTKeyCollection()
+        await keys.add(
+            rsa: key, digestAlgorithm: .sha256, kid: JWKIdentifier(string: account.privateKeyID),
+            serializer: DefaultJWTSerializer(jsonEncoder: encoder))
+        self.keys = keys
+    }
+
+    /// A valid access token, exchanging a new one when none is cached or it expires within five minutes.
+    public func token() async throws -> String {
+        if let cached, cached.expiresAt.timeIntervalSinceNow > Self.refreshMargin {
+            return cached.value
+        }
+        if let refreshing {
+            return try await refreshing.value.value
+        }
+        let task = Task { try await self.exchange() }
+        refreshing = task
+        defer { refreshing = nil }
+        let token = try await task.value
+        cached = token
+        return token.value
+    }
+
+    /// Forgets `token` after FCM refused it, so the next call exchanges a new one.
+    public func invalidate(_ token: String) {
+        if cached?.value == token { cached = nil }
+    }
+
+    private func exchange() async throws -> Token {
+        exchanges += 1
+        let now = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
+        let assertion = Assertion(
+            iss: IssuerClaim(value: account.clientEmail),
+            scope: Self.scope,
+            aud: AudienceClaim(value: account.tokenURI),
+            iat: IssuedAtClaim(value: now),
+            exp: ExpirationClaim(value: now.addingTimeInterval(3600))
+        )
+        let jwt = try await keys.sign(assertion, kid: JWKIdentifier(string: account.privateKeyID))
+        var form = URLComponents()
+        form.queryItems = [
+            URLQueryItem(name: "grant_type", value: "urn:ietf:params:oauth:grant-type:jwt-bearer"),
+            URLQueryItem(name: "assertion", value: jwt),
+        ]
+        var request = HTTPClientRequest(url: account.tokenURI)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        request.body = .bytes(ByteBuffer(string: form.percentEncodedQuery ?? ""))
+        let response = try await client.execute(request, timeout: .seconds(15))
+        let body = try await response.body.collect(upTo: 64 * 1024)
+        let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
+        guard response.status == .ok, let value = object?["access_token"] as? String,
+            let expiresIn = (object?["expires_in"] as? NSNumber)?.doubleValue
+        else {
+            let reason = (object?["error"] as? String) ?? "HTTP \(response.status.code)"
+            logger.error("FCM token exchange refused", metadata: ["status": "\(response.status.code)", "error": "\(reason)"])
+            throw FCMFailure(response.status.code >= 500 ? .unavailable : .authentication, httpStatus: Int(response.status.code), message: reason)
+        }
+        logger.debug("FCM access token obtained", metadata: ["expiresIn": "\(Int(expiresIn))"])
+        return Token(value: value, expiresAt: Date().addingTimeInterval(expiresIn))
+    }
+}

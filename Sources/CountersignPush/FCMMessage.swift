@@ -1,0 +1,154 @@
+import CountersignCore
+import Foundation
+
+/// The body of an FCM HTTP v1 `messages:send` call: `{"message": {...}}`.
+public struct FCMSendBody: Encodable, Sendable, Equatable {
+    public var message: FCMMessage
+    /// Ask FCM to check the message without delivering it (`countersign fcm check`).
+    public var validateOnly: Bool?
+
+    enum CodingKeys: String, CodingKey {
+        case message
+        case validateOnly = "validate_only"
+    }
+}
+
+public struct FCMMessage: Encodable, Sendable, Equatable {
+    public struct Notification: Encodable, Sendable, Equatable {
+        public var title: String
+        public var body: String
+    }
+
+    public struct Android: Encodable, Sendable, Equatable {
+        public struct AndroidNotification: Encodable, Sendable, Equatable {
+            public var tag: String
+        }
+        public var priority: String
+        public var ttl: String
+        public var collapseKey: String?
+        public var notification: AndroidNotification?
+
+        enum CodingKeys: String, CodingKey {
+            case priority, ttl, notification
+            case collapseKey = "collapse_key"
+        }
+    }
+
+    public struct APNS: Encodable, Sendable, Equatable {
+        public struct Payload: Encodable, Sendable, Equatable {
+            public struct APS: Encodable, Sendable, Equatable {
+                public var category: String?
+                public var mutableContent: Int?
+                public var contentAvailable: Int?
+                public var interruptionLevel: String?
+
+                enum CodingKeys: String, CodingKey {
+                    case category
+                    case mutableContent = "mutable-content"
+                    case contentAvailable = "content-available"
+                    case interruptionLevel = "interruption-level"
+                }
+            }
+            public var aps: APS
+        }
+        public var headers: [String: String]
+        public var payload: Payload
+    }
+
+    public var token: String
+    public var notification: Notification?
+    public var data: [String: String]
+    public var android: Android
+    public var apns: APNS
+}
+
+/// Builds the contract's push messages. Pure: unit-tested, no I/O.
+/// No secret and no number code ever goes into a message.
+public enum FCMMessageBuilder {
+    /// How long a resolution notice may wait for a device.
+    public static let resolutionTTL: TimeInterval = 300
+    /// FCM's limit on a whole message.
+    public static let maximumBytes = 4096
+
+    /// The message for `job` to `token` at `now`; `nil` when a prompt can no longer arrive before its request expires.
+    public static func message(for job: PushJob, token: String, now: Date) -> FCMMessage? {
+        switch job {
+        case .prompt(let requestID, _, let action, let expiresAt, let requester):
+            let secondsLeft = Int(expiresAt.timeIntervalSince(now).rounded(.down))
+            guard secondsLeft >= 1 else { return nil }
+            let collapseID = "approval-" + String(requestID.prefix(40))
+            return FCMMessage(
+                token: token,
+                notification: .init(title: title(for: action), body: body(for: action, requester: requester)),
+                data: [
+                    "type": "approval_request",
+                    "requestId": requestID,
+                    "action": action.rawValue,
+                    "expiresAt": timestamp(expiresAt),
+                ],
+                android: .init(priority: "high", ttl: "\(secondsLeft)s", collapseKey: collapseID, notification: .init(tag: requestID)),
+                apns: .init(
+                    headers: [
+                        "apns-push-type": "alert",
+                        "apns-priority": "10",
+                        "apns-expiration": String(Int(expiresAt.timeIntervalSince1970.rounded(.down))),
+                        "apns-collapse-id": collapseID,
+                    ],
+                    payload: .init(aps: .init(category: "APPROVAL_REQUEST", mutableContent: 1, interruptionLevel: "time-sensitive"))
+                )
+            )
+        case .resolved(let requestID, _, let status):
+            let ttl = Int(resolutionTTL)
+            return FCMMessage(
+                token: token,
+                notification: nil,
+                data: ["type": "approval_resolved", "requestId": requestID, "status": status.rawValue],
+                android: .init(priority: "high", ttl: "\(ttl)s", collapseKey: nil, notification: nil),
+                apns: .init(
+                    headers: [
+                        "apns-push-type": "background",
+                        "apns-priority": "5",
+                        "apns-expiration": String(Int(now.timeIntervalSince1970.rounded(.down)) + ttl),
+                    ],
+                    payload: .init(aps: .init(contentAvailable: 1))
+                )
+            )
+        }
+    }
+
+    static func title(for action: ApprovalAction) -> String {
+        switch action {
+        case .passwordReset: "Approve password reset?"
+        }
+    }
+
+    /// Names the action and where it came from; the user agent is shortened and stripped of control characters.
+    static func body(for action: ApprovalAction, requester: RequesterInfo) -> String {
+        let what =
+            switch action {
+            case .passwordReset: "A password reset"
+            }
+        var origin = requester.ip
+        if let agent = requester.userAgent?.unicodeScalars.filter({ !$0.properties.generalCategory.isControl }), !agent.isEmpty {
+            let text = String(String.UnicodeScalarView(agent))
+            origin += " (" + (text.count > 60 ? String(text.prefix(59)) + "…" : text) + ")"
+        }
+        return "\(what) was requested from \(origin). Open to approve or deny."
+    }
+
+    static func timestamp(_ date: Date) -> String {
+        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt))
+    }
+
+    /// The JSON body, or `nil` when it would exceed FCM's size limit.
+    public static func encode(_ message: FCMMessage, validateOnly: Bool = false) throws -> Data? {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let data = try encoder.encode(FCMSendBody(message: message, validateOnly: validateOnly ? true : nil))
+        return data.count <= maximumBytes ? data : nil
+    }
+}
+
+extension Unicode.GeneralCategory {
+    fileprivate var isControl: Bool { self == .control || self == .format }
+}

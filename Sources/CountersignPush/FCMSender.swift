@@ -1,0 +1,179 @@
+import AsyncHTTPClient
+import CountersignCore
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import Synchronization
+
+/// Sends push messages through FCM HTTP v1 on one shared AsyncHTTPClient
+/// (HTTP/2 over TLS: many sends share one connection).
+///
+/// Per message: a 401 `UNAUTHENTICATED` refreshes the access token and
+/// retries once; dead tokens disable the device's push; 429/500/503 retry with
+/// exponential back-off, jitter and `Retry-After`, never past the moment the
+/// message stops being useful (a prompt's request expiry): such a push is
+/// dropped, not sent late.
+public final class FCMSender: PushSender {
+    public struct Configuration: Sendable {
+        /// `https://fcm.googleapis.com` in production; a local fake in tests.
+        public var endpoint: String
+        public var maxAttempts = 5
+        public var baseBackoff: TimeInterval = 0.5
+        public var requestTimeout: TimeInterval = 10
+
+        public init(endpoint: String = "https://fcm.googleapis.com") {
+            self.endpoint = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
+        }
+    }
+
+    public let account: ServiceAccount
+    public let tokens: AccessTokenProvider
+    private let client: HTTPClient
+    /// Called when FCM says a device's token is dead.
+    private let onDeadToken: @Sendable (_ deviceID: String, _ token: String, _ logger: Logger) async -> Void
+    private let configuration: Configuration
+    private let health = Mutex(HealthRecord())
+
+    struct HealthRecord {
+        var lastSuccess: Date?
+        var lastAuthFault: Date?
+        var lastGiveUp: Date?
+    }
+
+    public init(
+        account: ServiceAccount,
+        tokens: AccessTokenProvider,
+        client: HTTPClient,
+        configuration: Configuration,
+        onDeadToken: @escaping @Sendable (_ deviceID: String, _ token: String, _ logger: Logger) async -> Void
+    ) {
+        self.account = account
+        self.tokens = tokens
+        self.client = client
+        self.configuration = configuration
+        self.onDeadToken = onDeadToken
+    }
+
+    var sendURL: String { "\(configuration.endpoint)/v1/projects/\(account.projectID)/messages:send" }
+
+    /// `ok`, `degraded` (a push gave up in the last five minutes and none succeeded since)
+    /// or `auth_error` (credentials refused, and nothing succeeded since).
+    public var healthState: String {
+        health.withLock { record in
+            let success = record.lastSuccess ?? .distantPast
+            if let fault = record.lastAuthFault, fault > success { return "auth_error" }
+            if let giveUp = record.lastGiveUp, giveUp > success, giveUp.timeIntervalSinceNow > -300 { return "degraded" }
+            return "ok"
+        }
+    }
+
+    public func send(_ job: PushJob, to device: Device, logger: Logger) async -> PushOutcome {
+        guard let token = device.fcmToken else { return .rejected }
+        var logger = logger
+        logger[metadataKey: "device"] = "\(device.id)"
+        logger[metadataKey: "token"] = "\(Device.tokenSuffix(token))"
+        let deadline: Date =
+            switch job {
+            case .prompt(_, _, _, let expiresAt, _): expiresAt
+            case .resolved: Date().addingTimeInterval(FCMMessageBuilder.resolutionTTL)
+            }
+        let outcome = await deliver(job, token: token, deadline: deadline, logger: logger)
+        switch outcome {
+        case .tokenDead:
+            await onDeadToken(device.id, token, logger)
+        case .sent:
+            health.withLock { $0.lastSuccess = Date() }
+        case .dropped:
+            health.withLock { $0.lastGiveUp = Date() }
+        case .authError:
+            health.withLock { $0.lastAuthFault = Date() }
+        case .rejected, .disabled:
+            break
+        }
+        return outcome
+    }
+
+    private func deliver(_ job: PushJob, token: String, deadline: Date, logger: Logger) async -> PushOutcome {
+        var refreshedAfter401 = false
+        var attempt = 0
+        while true {
+            attempt += 1
+            guard let message = FCMMessageBuilder.message(for: job, token: token, now: Date()), Date() < deadline else {
+                logger.notice("push dropped: it can no longer arrive before the request expires")
+                return .dropped
+            }
+            do {
+                try await post(message, validateOnly: false)
+                logger.debug("push sent", metadata: ["attempt": "\(attempt)"])
+                return .sent
+            } catch let failure as FCMFailure {
+                if failure.needsFreshToken && !refreshedAfter401 {
+                    refreshedAfter401 = true
+                    logger.notice("FCM refused the access token; refreshing it and retrying once")
+                    continue
+                }
+                if failure.tokenIsDead {
+                    logger.notice("push token is dead; push disabled for this device", metadata: ["fcm": "\(failure.shortDescription)"])
+                    return .tokenDead
+                }
+                if failure.isAuthFault || failure.needsFreshToken {
+                    logger.error("FCM refused our credentials", metadata: ["fcm": "\(failure.shortDescription)", "detail": "\(failure.message)"])
+                    return .authError
+                }
+                guard failure.isRetryable else {
+                    logger.error("FCM rejected the message", metadata: ["fcm": "\(failure.shortDescription)", "detail": "\(failure.message)"])
+                    return .rejected
+                }
+                guard attempt < configuration.maxAttempts else {
+                    logger.warning("push gave up after \(attempt) attempts", metadata: ["fcm": "\(failure.shortDescription)"])
+                    return .dropped
+                }
+                let delay = backoff(attempt: attempt, retryAfter: failure.retryAfter)
+                guard Date().addingTimeInterval(delay) < deadline else {
+                    logger.notice("push dropped: the next retry would come after the request expires", metadata: ["fcm": "\(failure.shortDescription)"])
+                    return .dropped
+                }
+                logger.debug("push will be retried", metadata: ["fcm": "\(failure.shortDescription)", "in": "\(delay)"])
+                try? await Task.sleep(for: .seconds(delay))
+            } catch {
+                // Connection failures: retried like UNAVAILABLE.
+                guard attempt < configuration.maxAttempts else {
+                    logger.warning("push gave up after \(attempt) attempts", metadata: ["error": "\(error)"])
+                    return .dropped
+                }
+                let delay = backoff(attempt: attempt, retryAfter: nil)
+                guard Date().addingTimeInterval(delay) < deadline else { return .dropped }
+                logger.debug("push will be retried after a transport error", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: .seconds(delay))
+            }
+        }
+    }
+
+    /// Exponential back-off with jitter (×0.5…1.5), never shorter than `Retry-After`.
+    func backoff(attempt: Int, retryAfter: TimeInterval?) -> TimeInterval {
+        let exponential = configuration.baseBackoff * pow(2, Double(attempt - 1)) * Double.random(in: 0.5...1.5)
+        return max(exponential, retryAfter ?? 0)
+    }
+
+    /// One `messages:send` call; throws ``FCMFailure`` on any refusal.
+    public func post(_ message: FCMMessage, validateOnly: Bool) async throws {
+        guard let body = try FCMMessageBuilder.encode(message, validateOnly: validateOnly) else {
+            throw FCMFailure(.invalidArgument, httpStatus: 0, message: "message larger than \(FCMMessageBuilder.maximumBytes) bytes")
+        }
+        let accessToken = try await tokens.token()
+        var request = HTTPClientRequest(url: sendURL)
+        request.method = .POST
+        request.headers.add(name: "Authorization", value: "Bearer \(accessToken)")
+        request.headers.add(name: "Content-Type", value: "application/json; charset=utf-8")
+        request.body = .bytes(ByteBuffer(bytes: body))
+        let response = try await client.execute(request, timeout: .seconds(Int64(configuration.requestTimeout)))
+        let answer = try await response.body.collect(upTo: 64 * 1024)
+        guard response.status == .ok else {
+            let retryAfter = response.headers.first(name: "Retry-After").flatMap(TimeInterval.init)
+            let failure = FCMFailure.classify(httpStatus: Int(response.status.code), body: Data(answer.readableBytesView), retryAfter: retryAfter)
+            if failure.needsFreshToken { await tokens.invalidate(accessToken) }
+            throw failure
+        }
+    }
+}

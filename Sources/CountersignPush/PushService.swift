@@ -1,0 +1,94 @@
+import AsyncHTTPClient
+import CountersignCore
+import Foundation
+import Logging
+import NIOCore
+import NIOSSL
+import ServiceLifecycle
+
+/// Where push settings come from and what they resolve to.
+public struct PushSettings: Sendable, Equatable {
+    /// The service-account key file; `nil`: push is off.
+    public var serviceAccountFile: String?
+    public var endpoint = "https://fcm.googleapis.com"
+    /// An extra trusted CA (PEM) for the token and send endpoints.
+    public var caFile: String?
+
+    public init(serviceAccountFile: String? = nil, endpoint: String = "https://fcm.googleapis.com", caFile: String? = nil) {
+        self.serviceAccountFile = serviceAccountFile
+        self.endpoint = endpoint
+        self.caFile = caFile
+    }
+
+    /// The systemd credential name (`LoadCredential=fcm-service-account.json:…`).
+    public static let credentialName = "fcm-service-account.json"
+}
+
+/// The HTTP client that push uses, shut down cleanly with the service group.
+public struct HTTPClientService: Service {
+    public let client: HTTPClient
+
+    public init(client: HTTPClient) {
+        self.client = client
+    }
+
+    public func run() async throws {
+        try? await gracefulShutdown()
+        try await client.shutdown()
+    }
+}
+
+/// A ready FCM sender and the client service it needs.
+public struct PushStack: Sendable {
+    public let sender: FCMSender
+    public let clientService: HTTPClientService
+}
+
+public enum PushSetup {
+    /// Loads the service account and builds the sender; `nil` when push is off
+    /// (no file, or an empty one). A bad file throws one line naming what is wrong.
+    public static func make(settings: PushSettings, accounts: any AccountStore, logger: Logger) async throws -> PushStack? {
+        guard let path = settings.serviceAccountFile else { return nil }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ServiceAccountError("cannot read FCM service account file \(path)")
+        }
+        if data.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
+            logger.notice("push disabled: the FCM service account file is empty", metadata: ["file": "\(path)"])
+            return nil
+        }
+        let account = try ServiceAccount.parse(data, source: path)
+        let client = try makeClient(caFile: settings.caFile)
+        do {
+            let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
+            let sender = FCMSender(
+                account: account, tokens: tokens, client: client, configuration: FCMSender.Configuration(endpoint: settings.endpoint)
+            ) { deviceID, token, logger in
+                do {
+                    try await accounts.disablePush(deviceID: deviceID, fcmToken: token)
+                } catch {
+                    logger.error("cannot disable push for a dead token", metadata: ["error": "\(error)"])
+                }
+            }
+            return PushStack(sender: sender, clientService: HTTPClientService(client: client))
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+    }
+
+    /// One shared client: HTTP/2 when the server offers it, the system's trust
+    /// roots plus `caFile` when given.
+    public static func makeClient(caFile: String?) throws -> HTTPClient {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if let caFile {
+            guard FileManager.default.isReadableFile(atPath: caFile) else {
+                throw ServiceAccountError("cannot read FCM CA file \(caFile)")
+            }
+            tls.additionalTrustRoots = [.file(caFile)]
+        }
+        var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
+        configuration.httpVersion = .automatic
+        configuration.timeout = .init(connect: .seconds(10), read: .seconds(15))
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+}

@@ -1,0 +1,133 @@
+import AsyncHTTPClient
+import CountersignCore
+import CountersignPush
+import FakeFCM
+import Foundation
+import Logging
+import Testing
+
+@Suite struct FCMSenderTests {
+    let logger = Logger(label: "fcm-sender-test")
+
+    @Test func aPromptReachesTheFakeWellFormedAndSigned() async throws {
+        try await FakeFCMHarness.run { harness in
+            let outcome = await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("token-one"), logger: logger)
+            #expect(outcome == .sent)
+            #expect(harness.fake.rejections.isEmpty)
+            let received = try #require(harness.fake.received.first)
+            #expect(received.token == "token-one")
+            #expect(received.data["type"] == "approval_request")
+            #expect(received.data["requestId"] == "req-AAAAAAAAAAAAAAAAAAAA")
+            #expect(received.data["action"] == "password_reset")
+            #expect(harness.fake.exchanges == 1)
+            #expect(harness.sender.healthState == "ok")
+        }
+    }
+
+    @Test func manySendsShareOneTokenExchange() async throws {
+        try await FakeFCMHarness.run { harness in
+            let outcomes = await withTaskGroup(of: PushOutcome.self) { group in
+                for index in 0..<40 {
+                    group.addTask {
+                        await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("token-\(index)"), logger: logger)
+                    }
+                }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(outcomes.allSatisfy { $0 == .sent })
+            #expect(harness.fake.delivered == 40)
+            #expect(harness.fake.exchanges == 1)
+            #expect(await harness.tokens.exchanges == 1)
+        }
+    }
+
+    @Test func unregisteredTokensAreMarkedDeadAndNotRetried() async throws {
+        try await FakeFCMHarness.run { harness in
+            harness.fake.script("gone-token", [.unregistered])
+            harness.fake.script("other-sender", [.senderMismatch])
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("gone-token"), logger: logger) == .tokenDead)
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("other-sender"), logger: logger) == .tokenDead)
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("alive"), logger: logger) == .sent)
+            #expect(harness.deadTokens.tokens == ["gone-token", "other-sender"])
+            #expect(harness.fake.received.filter { $0.token == "gone-token" }.count == 1)
+        }
+    }
+
+    @Test func unavailableIsRetriedNoSoonerThanRetryAfter() async throws {
+        try await FakeFCMHarness.run { harness in
+            harness.fake.script("flaky", [.unavailable(retryAfter: 1), .ok])
+            let outcome = await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("flaky"), logger: logger)
+            #expect(outcome == .sent)
+            let attempts = harness.fake.received.filter { $0.token == "flaky" }
+            #expect(attempts.count == 2)
+            #expect(attempts[1].at.timeIntervalSince(attempts[0].at) >= 1.0)
+        }
+    }
+
+    @Test func aBadRequestIsNotRetried() async throws {
+        try await FakeFCMHarness.run { harness in
+            harness.fake.script("bad", [.invalidArgument, .ok])
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("bad"), logger: logger) == .rejected)
+            #expect(harness.fake.received.filter { $0.token == "bad" }.count == 1)
+            #expect(harness.deadTokens.tokens.isEmpty)
+        }
+    }
+
+    @Test func aRefusedAccessTokenIsRefreshedAndTheSendRetriedOnce() async throws {
+        try await FakeFCMHarness.run { harness in
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("first"), logger: logger) == .sent)
+            harness.fake.refuseNextAccessToken()
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("second"), logger: logger) == .sent)
+            #expect(harness.fake.exchanges == 2)
+            #expect(harness.fake.received.filter { $0.token == "second" }.count == 1)
+        }
+    }
+
+    @Test func apnsCredentialFaultsAreNotRetriedAndShowInHealth() async throws {
+        try await FakeFCMHarness.run { harness in
+            harness.fake.script("ios", [.thirdPartyAuth, .ok])
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("ios"), logger: logger) == .authError)
+            #expect(harness.fake.received.count == 1)
+            #expect(harness.fake.exchanges == 1)
+            #expect(harness.sender.healthState == "auth_error")
+        }
+    }
+
+    @Test func aPushThatCannotArriveBeforeExpiryIsDropped() async throws {
+        try await FakeFCMHarness.run { harness in
+            harness.fake.script("slow", [.unavailable(retryAfter: 5), .ok])
+            let clock = ContinuousClock()
+            let started = clock.now
+            let outcome = await harness.sender.send(FakeFCMHarness.prompt(expiresIn: 2), to: FakeFCMHarness.device("slow"), logger: logger)
+            #expect(outcome == .dropped)
+            #expect(clock.now - started < .seconds(2))
+            #expect(harness.fake.received.count == 1)
+            #expect(harness.sender.healthState == "degraded")
+            // Already expired: nothing is sent at all.
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(expiresIn: -1), to: FakeFCMHarness.device("late"), logger: logger) == .dropped)
+            #expect(harness.fake.received.count == 1)
+        }
+    }
+
+    @Test func retriesStopAfterTheAttemptLimit() async throws {
+        try await FakeFCMHarness.run(configure: { $0.maxAttempts = 3; $0.baseBackoff = 0.05 }) { harness in
+            harness.fake.script("down", [.error(httpStatus: 500, status: "INTERNAL", errorCode: "INTERNAL")])
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("down"), logger: logger) == .dropped)
+            #expect(harness.fake.received.count == 3)
+        }
+    }
+
+    @Test func anAssertionSignedWithAnotherKeyIsRefused() async throws {
+        try await FakeFCMHarness.run { harness in
+            let other = try await FakeFCM()
+            var json = try JSONSerialization.jsonObject(with: try harness.fake.serviceAccountJSON(base: harness.base)) as! [String: Any]
+            json["private_key"] = other.privateKeyPEM
+            let account = try ServiceAccount.parse(try JSONSerialization.data(withJSONObject: json), source: "test")
+            let client = try PushSetup.makeClient(caFile: nil)
+            let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
+            await #expect(throws: FCMFailure.self) { _ = try await tokens.token() }
+            try await client.shutdown()
+            #expect(harness.fake.rejections.contains { $0.contains("signature") })
+        }
+    }
+}
