@@ -1,0 +1,95 @@
+import ArgumentParser
+import AsyncHTTPClient
+import CountersignCore
+import CountersignPush
+import FakeFCM
+import Foundation
+import Hummingbird
+import HummingbirdHTTP2
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import ServiceLifecycle
+
+/// Pushes N messages through ``FCMSender`` to a local fake FCM over HTTP/2 and
+/// TLS, and prints the throughput and the number of token exchanges.
+/// A measurement, not a test: run it through `benchmarks/push-throughput.sh`.
+@main
+struct PushBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "countersign-push-bench")
+
+    @Option(help: "Messages to send.") var messages = 5000
+    @Option(help: "Sends in flight at once.") var concurrency = 100
+    @Option(help: "Server certificate (PEM) for 127.0.0.1.") var cert: String
+    @Option(help: "Server key (PEM).") var key: String
+    @Option(help: "CA that signed the certificate (PEM), trusted by the sender as --fcm-ca-file would be.") var ca: String
+
+    func run() async throws {
+        var logger = Logger(label: "push-bench")
+        logger.logLevel = .warning
+        let fake = try await FakeFCM()
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(cert).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem))
+        )
+        tls.applicationProtocols = ["h2", "http/1.1"]
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = Application(
+            router: fake.router(),
+            server: try .http2Upgrade(tlsConfiguration: tls),
+            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) },
+            logger: logger
+        )
+        let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else { return }
+            let base = "https://127.0.0.1:\(port)"
+            let account = try ServiceAccount.parse(try fake.serviceAccountJSON(base: base), source: "bench")
+            let client = try PushSetup.makeClient(caFile: ca)
+
+            // Which protocol the shared client speaks to the fake.
+            var probe = HTTPClientRequest(url: base + "/token")
+            probe.method = .GET
+            let probeResponse = try await client.execute(probe, timeout: .seconds(10))
+            _ = try await probeResponse.body.collect(upTo: 1 << 16)
+
+            let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
+            let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: .init(endpoint: base)) { _, _, _ in }
+            let quietLogger = logger
+            let clock = ContinuousClock()
+            let started = clock.now
+            var outcomes: [PushOutcome: Int] = [:]
+            await withTaskGroup(of: PushOutcome.self) { sends in
+                for index in 0..<messages {
+                    if index >= concurrency, let outcome = await sends.next() {
+                        outcomes[outcome, default: 0] += 1
+                    }
+                    sends.addTask {
+                        let job = PushJob.resolved(requestID: "bench-\(index)", userID: "bench", status: .approved)
+                        let device = Device(
+                            id: "d\(index)", userID: "bench", name: "bench", platform: "iOS", fcmToken: "bench-token-\(index)",
+                            pushEnabled: true, createdAt: Date())
+                        return await sender.send(job, to: device, logger: quietLogger)
+                    }
+                }
+                for await outcome in sends {
+                    outcomes[outcome, default: 0] += 1
+                }
+            }
+            let elapsed = clock.now - started
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            print("protocol: \(probeResponse.version) over TLS to 127.0.0.1 (fake FCM verifying every message)")
+            print("messages: \(messages), concurrency: \(concurrency)")
+            print("outcomes: \(outcomes.map { "\($0.key.rawValue)=\($0.value)" }.sorted().joined(separator: " "))")
+            print("fake FCM accepted: \(fake.delivered), rejected as malformed: \(fake.rejections.count)")
+            print(String(format: "elapsed: %.2f s, throughput: %.0f messages/s", seconds, Double(messages) / seconds))
+            print("token exchanges: \(fake.exchanges)")
+            try await client.shutdown()
+            await group.triggerGracefulShutdown()
+        }
+    }
+}
