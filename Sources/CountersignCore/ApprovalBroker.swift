@@ -84,7 +84,7 @@ public actor ApprovalBroker {
         for request in due {
             var machine = ApprovalStateMachine(request)
             guard let transition = machine.expireIfDue(at: now) else { continue }
-            try await commit(transition, machine.request, context: .system)
+            try await commit(transition, machine.request, context: .system, logger: logger)
         }
         lastSweep = now
     }
@@ -117,8 +117,10 @@ public actor ApprovalBroker {
         newPasswordHash: String,
         requester: RequesterInfo,
         auditUserID: String? = nil,
-        context: AuditContext = .system
+        context: AuditContext = .system,
+        logger requestLogger: Logger? = nil
     ) async throws -> (request: ApprovalRequest, numberCode: String?) {
+        let logger = requestLogger ?? self.logger
         let now = now()
         let code = configuration.numberMatching ? NumberCode.generate() : nil
         let request = ApprovalRequest(
@@ -141,7 +143,7 @@ public actor ApprovalBroker {
             guard let old = live[id] else { continue }
             var machine = ApprovalStateMachine(old)
             if let transition = machine.supersede(at: now) {
-                didCommit(transition, machine.request, context: context)
+                didCommit(transition, machine.request, context: context, logger: logger)
             }
         }
         logger.info("approval request created", metadata: ["request": "\(request.logReference)", "prompt": "\(userID != nil)"])
@@ -189,12 +191,14 @@ public actor ApprovalBroker {
         return try await status(of: id)
     }
 
-    public func complete(_ id: String, context: AuditContext = .system) async throws -> ApprovalRequest {
-        try await perform(on: id, ownedBy: nil, context: context) { machine, now in machine.complete(at: now) }.request
+    public func complete(_ id: String, context: AuditContext = .system, logger: Logger? = nil) async throws -> ApprovalRequest {
+        try await perform(on: id, ownedBy: nil, context: context, logger: logger ?? self.logger) { machine, now in machine.complete(at: now) }
+            .request
     }
 
-    public func cancel(_ id: String, context: AuditContext = .system) async throws -> ApprovalRequest {
-        try await perform(on: id, ownedBy: nil, context: context) { machine, now in machine.cancel(at: now) }.request
+    public func cancel(_ id: String, context: AuditContext = .system, logger: Logger? = nil) async throws -> ApprovalRequest {
+        try await perform(on: id, ownedBy: nil, context: context, logger: logger ?? self.logger) { machine, now in machine.cancel(at: now) }
+            .request
     }
 
     // MARK: Approver side
@@ -220,9 +224,10 @@ public actor ApprovalBroker {
         deviceID: String,
         decision: ApprovalDecision,
         numberCode: String?,
-        context: AuditContext = .system
+        context: AuditContext = .system,
+        logger: Logger? = nil
     ) async throws -> (request: ApprovalRequest, transition: Transition) {
-        try await perform(on: id, ownedBy: userID, context: context) { machine, now in
+        try await perform(on: id, ownedBy: userID, context: context, logger: logger ?? self.logger) { machine, now in
             machine.respond(decision, numberCode: numberCode, deviceID: deviceID, at: now)
         }
     }
@@ -233,6 +238,7 @@ public actor ApprovalBroker {
         on id: String,
         ownedBy userID: String?,
         context: AuditContext,
+        logger: Logger,
         _ event: (inout ApprovalStateMachine, Date) -> MachineAction
     ) async throws -> (request: ApprovalRequest, transition: Transition) {
         guard let request = try await load(id), userID == nil || request.userID == userID else {
@@ -246,12 +252,12 @@ public actor ApprovalBroker {
                 // Write the time-out now rather than wait for the sweeper.
                 var expiring = ApprovalStateMachine(request)
                 if let transition = expiring.expireIfDue(at: now) {
-                    try await commit(transition, expiring.request, context: .system)
+                    try await commit(transition, expiring.request, context: .system, logger: logger)
                 }
             }
             throw BrokerError.refused(refusal)
         case .persist(let transition):
-            if try await commit(transition, machine.request, context: context) {
+            if try await commit(transition, machine.request, context: context, logger: logger) {
                 return (machine.request, transition)
             }
             // Another caller changed the row first: answer with what it holds now.
@@ -263,9 +269,9 @@ public actor ApprovalBroker {
     /// Persists a transition; on success mirrors it in memory, wakes waiters and
     /// queues the resolution push. On a lost race, refreshes the index from the database.
     @discardableResult
-    private func commit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext) async throws -> Bool {
+    private func commit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext, logger: Logger) async throws -> Bool {
         if try await store.apply(transition, to: request) {
-            didCommit(transition, request, context: context)
+            didCommit(transition, request, context: context, logger: logger)
             return true
         }
         if let stored = try await store.request(id: request.id) {
@@ -274,7 +280,7 @@ public actor ApprovalBroker {
         return false
     }
 
-    private func didCommit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext) {
+    private func didCommit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext, logger: Logger) {
         mirror(request)
         observer(transition)
         audit.record(

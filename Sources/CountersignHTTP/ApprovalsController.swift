@@ -89,7 +89,8 @@ struct ApprovalsController: Sendable {
             deviceID: device.id,
             decision: body.decision,
             numberCode: code,
-            context: auditContext
+            context: auditContext,
+            logger: context.logger
         )
         if reportFraud {
             let until = Date().addingTimeInterval(fraudSilence)

@@ -56,7 +56,8 @@ struct PhoneResetController: Sendable {
             newPasswordHash: newPasswordHash,
             requester: RequesterInfo(ip: context.clientIP, userAgent: Self.userAgent(request)),
             auditUserID: user?.id,
-            context: request.auditContext(context)
+            context: request.auditContext(context),
+            logger: context.logger
         )
         return InitiateAnswer(requestId: approval.id, expiresAt: Timestamp.string(approval.expiresAt), numberCode: code)
     }
@@ -113,14 +114,14 @@ struct PhoneResetController: Sendable {
     @Sendable func complete(_ request: Request, context: AppRequestContext) async throws -> Success {
         let id = try context.parameters.require("requestId")
         _ = try await request.readBody(context: context)  // optional and ignored, but bounded
-        _ = try await broker.complete(id, context: request.auditContext(context))
+        _ = try await broker.complete(id, context: request.auditContext(context), logger: context.logger)
         return Success()
     }
 
     @Sendable func cancel(_ request: Request, context: AppRequestContext) async throws -> Success {
         let id = try context.parameters.require("requestId")
         _ = try await request.readBody(context: context)
-        let cancelled = try await broker.cancel(id, context: request.auditContext(context))
+        let cancelled = try await broker.cancel(id, context: request.auditContext(context), logger: context.logger)
         return Success(status: cancelled.state)
     }
 
