@@ -1,0 +1,64 @@
+import FakeFCM
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import Testing
+
+/// `countersign fcm check`, the real binary against a fake FCM on 127.0.0.1.
+@Suite struct FCMCheckCommandTests {
+    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = DaemonProcessTests.binary
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    @Test func checkFetchesATokenAndValidatesAMessage() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-fcm-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let fake = try await FakeFCM()
+        let logger = Logger(label: "fake-fcm")
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = Application(
+            router: fake.router(),
+            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) },
+            logger: logger
+        )
+        let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            var iterator = ports.makeAsyncIterator()
+            let port = try #require(await iterator.next())
+            let base = "http://127.0.0.1:\(port)"
+            // Found through $CREDENTIALS_DIRECTORY, as under systemd.
+            try fake.serviceAccountJSON(base: base).write(to: folder.appendingPathComponent("fcm-service-account.json"))
+            let environment = ["CREDENTIALS_DIRECTORY": folder.path, "COUNTERSIGN_FCM_ENDPOINT": base]
+
+            let (status, output) = try Self.run(["fcm", "check", "--token", "device-token-123456"], environment: environment)
+            #expect(status == 0, "\(output)")
+            #expect(output.contains("access token obtained"))
+            #expect(output.contains("validate_only"))
+            #expect(fake.exchanges == 1)
+            #expect(fake.received.count == 1)
+            #expect(fake.received.first?.validateOnly == true)
+            #expect(fake.rejections.isEmpty)
+            #expect(!output.contains("PRIVATE KEY"))
+
+            fake.script("dead-token-654321", [.unregistered])
+            let (failed, failure) = try Self.run(["fcm", "check", "--token", "dead-token-654321"], environment: environment)
+            #expect(failed != 0)
+            #expect(failure.contains("unregistered"))
+            await group.triggerGracefulShutdown()
+        }
+    }
+}
