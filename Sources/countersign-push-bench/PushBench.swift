@@ -26,28 +26,18 @@ struct PushBench: AsyncParsableCommand {
     @Option(help: "CA that signed the certificate (PEM), trusted by the sender as --fcm-ca-file would be.") var ca: String
 
     func run() async throws {
-        var logger = Logger(label: "push-bench")
-        logger.logLevel = .warning
+        let logger = {
+            var logger = Logger(label: "push-bench")
+            logger.logLevel = .warning
+            return logger
+        }()
         let fake = try await FakeFCM()
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMFile(cert).map { .certificate($0) },
             privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem))
         )
         tls.applicationProtocols = ["h2", "http/1.1"]
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = Application(
-            router: fake.router(),
-            server: try .http2Upgrade(tlsConfiguration: tls),
-            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) },
-            logger: logger
-        )
-        let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { return }
-            let base = "https://127.0.0.1:\(port)"
+        try await fake.serve(tls: tls) { base in
             let account = try ServiceAccount.parse(try fake.serviceAccountJSON(base: base), source: "bench")
             let client = try PushSetup.makeClient(caFile: ca)
 
@@ -59,7 +49,6 @@ struct PushBench: AsyncParsableCommand {
 
             let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
             let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: .init(endpoint: base)) { _, _, _ in }
-            let quietLogger = logger
             let clock = ContinuousClock()
             let started = clock.now
             var outcomes: [PushOutcome: Int] = [:]
@@ -73,7 +62,7 @@ struct PushBench: AsyncParsableCommand {
                         let device = Device(
                             id: "d\(index)", userID: "bench", name: "bench", platform: "iOS", fcmToken: "bench-token-\(index)",
                             pushEnabled: true, createdAt: Date())
-                        return await sender.send(job, to: device, logger: quietLogger)
+                        return await sender.send(job, to: device, logger: logger)
                     }
                 }
                 for await outcome in sends {
@@ -89,7 +78,6 @@ struct PushBench: AsyncParsableCommand {
             print(String(format: "elapsed: %.2f s, throughput: %.0f messages/s", seconds, Double(messages) / seconds))
             print("token exchanges: \(fake.exchanges)")
             try await client.shutdown()
-            await group.triggerGracefulShutdown()
         }
     }
 }

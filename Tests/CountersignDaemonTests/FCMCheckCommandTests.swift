@@ -1,8 +1,5 @@
 import FakeFCM
 import Foundation
-import Hummingbird
-import Logging
-import ServiceLifecycle
 import Testing
 
 /// `countersign fcm check`, the real binary against a fake FCM on 127.0.0.1.
@@ -26,20 +23,7 @@ import Testing
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let fake = try await FakeFCM()
-        let logger = Logger(label: "fake-fcm")
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = Application(
-            router: fake.router(),
-            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) },
-            logger: logger
-        )
-        let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            var iterator = ports.makeAsyncIterator()
-            let port = try #require(await iterator.next())
-            let base = "http://127.0.0.1:\(port)"
+        try await fake.serve { base in
             // Found through $CREDENTIALS_DIRECTORY, as under systemd.
             try fake.serviceAccountJSON(base: base).write(to: folder.appendingPathComponent("fcm-service-account.json"))
             let environment = ["CREDENTIALS_DIRECTORY": folder.path, "COUNTERSIGN_FCM_ENDPOINT": base]
@@ -58,7 +42,6 @@ import Testing
             let (failed, failure) = try Self.run(["fcm", "check", "--token", "dead-token-654321"], environment: environment)
             #expect(failed != 0)
             #expect(failure.contains("unregistered"))
-            await group.triggerGracefulShutdown()
         }
     }
 }
