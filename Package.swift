@@ -162,6 +162,7 @@ let package = Package(
             name: "CountersignDaemonTests",
             dependencies: [
                 "countersign",
+                "CountersignHTTP",
                 "FakeFCM",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

@@ -49,6 +49,7 @@ public final class FakeFCM: Sendable {
         var scripts: [String: [Answer]] = [:]
         var refuseNextAccessToken = false
         var delivered = 0
+        var tokenLifetime = 3599
     }
 
     public let privateKeyPEM: String
@@ -85,6 +86,11 @@ public final class FakeFCM: Sendable {
 
     public func script(_ token: String, _ answers: [Answer]) {
         state.withLock { $0.scripts[token] = answers }
+    }
+
+    /// How many seconds the access tokens it issues say they last (`expires_in`).
+    public func setTokenLifetime(_ seconds: Int) {
+        state.withLock { $0.tokenLifetime = seconds }
     }
 
     /// The next send is refused with 401 UNAUTHENTICATED and its access token revoked.
@@ -131,11 +137,12 @@ public final class FakeFCM: Sendable {
             return oauthError("invalid_grant", problem)
         }
         let token = "ya29.fake-" + UUID().uuidString
-        state.withLock {
-            $0.issued.insert(token)
-            $0.exchanges += 1
+        let lifetime = state.withLock { state in
+            state.issued.insert(token)
+            state.exchanges += 1
+            return state.tokenLifetime
         }
-        return json(.ok, ["access_token": token, "expires_in": 3599, "token_type": "Bearer"])
+        return json(.ok, ["access_token": token, "expires_in": lifetime, "token_type": "Bearer"])
     }
 
     func isTLS(_ request: Request) -> Bool { request.head.scheme == "https" }

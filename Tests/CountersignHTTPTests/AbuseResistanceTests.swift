@@ -23,7 +23,7 @@ import Testing
     @Test func resetInitiationsPerEmailTripAtTheirCountAndResetAfterTheWindow() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
-        let configuration = TestDaemon.configuration(folder) { $0.rateLimits[.resetInitiatePerEmail] = RateLimit(count: 3, window: 2) }
+        let configuration = TestDaemon.configuration(folder) { $0.rateLimits[.resetInitiatePerEmail] = RateLimit(count: 3, window: 3) }
         try await TestDaemon.run(configuration) { daemon in
             let body: [String: any Sendable] = ["email": "ana@example.com", "newPassword": Self.newPassword]
             for _ in 0..<3 {
@@ -36,7 +36,7 @@ import Testing
                 try await daemon.call(
                     .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "bob@example.com", "newPassword": Self.newPassword]
                 ).status == 200)
-            try await Task.sleep(for: .milliseconds(2100))
+            try await Task.sleep(for: .milliseconds(3100))
             #expect(try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", json: body).status == 200)
         }
     }
@@ -106,12 +106,12 @@ import Testing
     @Test func statusPollsPerIPTripAndRecover() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder) { $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 5, window: 1) }) {
+        try await TestDaemon.run(TestDaemon.configuration(folder) { $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 5, window: 3) }) {
             daemon in
             let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
             for _ in 0..<5 { #expect(try await daemon.status(id).status == 200) }
             Self.expectLimited(try await daemon.status(id))
-            try await Task.sleep(for: .milliseconds(1100))
+            try await Task.sleep(for: .milliseconds(3100))
             #expect(try await daemon.status(id).status == 200)
         }
     }
@@ -171,7 +171,7 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let pushes = RecordingPushSender()
-        try await TestDaemon.run(TestDaemon.configuration(folder) { $0.broker.requestTTL = 1 }, pushSender: pushes) { daemon in
+        try await TestDaemon.run(TestDaemon.configuration(folder) { $0.broker.requestTTL = 2 }, pushSender: pushes) { daemon in
             try await daemon.createUser("ana@example.com", password: Self.password)
             _ = try await daemon.login("ana@example.com", password: Self.password, fcmToken: "token-ana-123456")
             let known = try await daemon.call(
@@ -186,7 +186,7 @@ import Testing
                 sequences.append([try await daemon.status(id)["status"] ?? "?"])
             }
             for (index, id) in ids.enumerated() {
-                let waited = try await daemon.status(id, wait: 5)
+                let waited = try await daemon.status(id, wait: 6)
                 sequences[index].append(waited["status"] ?? "?")
                 #expect(Self.shape(waited.text) == Self.shape(try await daemon.status(id).text))
             }

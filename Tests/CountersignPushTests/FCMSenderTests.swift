@@ -41,6 +41,19 @@ import Testing
         }
     }
 
+    @Test func aTokenIsRefreshedAheadOfItsExpiry() async throws {
+        try await FakeFCMHarness.run { harness in
+            // Valid for 303 s: cached now, but within the 5-minute margin 3.5 seconds later.
+            harness.fake.setTokenLifetime(303)
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("a"), logger: logger) == .sent)
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("b"), logger: logger) == .sent)
+            #expect(harness.fake.exchanges == 1)
+            try await Task.sleep(for: .milliseconds(3500))
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("c"), logger: logger) == .sent)
+            #expect(harness.fake.exchanges == 2)
+        }
+    }
+
     @Test func unregisteredTokensAreMarkedDeadAndNotRetried() async throws {
         try await FakeFCMHarness.run { harness in
             harness.fake.script("gone-token", [.unregistered])
@@ -95,17 +108,20 @@ import Testing
 
     @Test func aPushThatCannotArriveBeforeExpiryIsDropped() async throws {
         try await FakeFCMHarness.run { harness in
-            harness.fake.script("slow", [.unavailable(retryAfter: 5), .ok])
+            // Warm up: token exchange and connection.
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("warm"), logger: logger) == .sent)
+            harness.fake.script("slow", [.unavailable(retryAfter: 10), .ok])
             let clock = ContinuousClock()
             let started = clock.now
-            let outcome = await harness.sender.send(FakeFCMHarness.prompt(expiresIn: 2), to: FakeFCMHarness.device("slow"), logger: logger)
+            let outcome = await harness.sender.send(FakeFCMHarness.prompt(expiresIn: 4), to: FakeFCMHarness.device("slow"), logger: logger)
             #expect(outcome == .dropped)
-            #expect(clock.now - started < .seconds(2))
-            #expect(harness.fake.received.count == 1)
+            // Dropped at once rather than waiting out the 10 s Retry-After.
+            #expect(clock.now - started < .seconds(8))
+            #expect(harness.fake.received.filter { $0.token == "slow" }.count == 1)
             #expect(harness.sender.healthState == "degraded")
             // Already expired: nothing is sent at all.
             #expect(await harness.sender.send(FakeFCMHarness.prompt(expiresIn: -1), to: FakeFCMHarness.device("late"), logger: logger) == .dropped)
-            #expect(harness.fake.received.count == 1)
+            #expect(!harness.fake.received.contains { $0.token == "late" })
         }
     }
 
