@@ -106,10 +106,6 @@ public final class AuditLog: Sendable {
             return buffer
         }
     }
-
-    public func finish() {
-        signal.finish()
-    }
 }
 
 /// Durable home of the audit trail.

@@ -12,9 +12,4 @@ public struct PushQueue: Sendable {
     func enqueue(_ job: PushJob) {
         continuation.yield(job)
     }
-
-    /// No more jobs: the dispatcher drains what is queued and ends.
-    public func finish() {
-        continuation.finish()
-    }
 }

@@ -3,11 +3,9 @@ import Foundation
 import Hummingbird
 import NIOCore
 
-/// The request context of every route: Hummingbird's core storage plus the socket peer.
+/// The request context of every route: Hummingbird's core storage plus the client address.
 public struct AppRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
-    /// The TCP peer of the connection.
-    public let remoteAddress: SocketAddress?
 
     /// The client address used for rate limits and the audit trail: the
     /// socket peer, or the forwarded address behind a trusted proxy (set by ``ClientAddressMiddleware``).
@@ -15,7 +13,6 @@ public struct AppRequestContext: RequestContext {
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
-        self.remoteAddress = source.channel.remoteAddress
         self.clientIP = source.channel.remoteAddress?.ipAddress ?? "unknown"
     }
 
