@@ -11,13 +11,9 @@ they do not interfere), creates a user and a device, then:
 Only 127.0.0.1 is contacted. Usage:
     benchmarks/api-latency.py [--binary .build/release/countersign] [--requests 200] [--polls 20000]
 """
-import argparse, http.client, json, socket, statistics, subprocess, tempfile, threading, time
+import argparse, http.client, json, statistics, threading, time
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from daemon import serving
 
 
 def call(conn, method, path, body=None, key=None):
@@ -41,23 +37,9 @@ def main():
     parser.add_argument("--polls", type=int, default=20000)
     args = parser.parse_args()
 
-    work = tempfile.mkdtemp()
-    db = f"{work}/bench.sqlite"
-    port = free_port()
-    subprocess.run([args.binary, "user", "add", "ana@example.com", "--database", db, "--bcrypt-cost", "4"],
-                   input=b"correct horse battery\n", check=True, stdout=subprocess.DEVNULL)
-    daemon = subprocess.Popen(
-        [args.binary, "serve", "--database", db, "--listen", f"127.0.0.1:{port}", "--bcrypt-cost", "4", "--log-level", "error",
-         "--rate-limit", "statusPollsPerIP=1000000/1", "--rate-limit", "resetInitiatePerIP=1000000/900",
-         "--rate-limit", "resetInitiatePerEmail=1000000/900", "--rate-limit", "respondPerDevice=1000000/60"],
-        stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+    limits = ["--bcrypt-cost", "4", "--rate-limit", "statusPollsPerIP=1000000/1", "--rate-limit", "resetInitiatePerIP=1000000/900",
+              "--rate-limit", "resetInitiatePerEmail=1000000/900", "--rate-limit", "respondPerDevice=1000000/60"]
+    with serving(args.binary, limits, users=[("ana@example.com", "correct horse battery", 4)]) as (_, port, _):
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         status, login = call(conn, "POST", "/api/mobile/auth/login",
                              {"email": "ana@example.com", "password": "correct horse battery", "deviceName": "bench", "platform": "iOS"})
@@ -121,10 +103,6 @@ def main():
         elapsed = time.perf_counter() - begin
         print(f"status polls: {sum(counts)} answered 200 in {elapsed:.2f} s: {sum(counts) / elapsed:.0f} requests/s "
               f"(4 keep-alive clients in Python on the same 2 cores)")
-    finally:
-        daemon.terminate()
-        daemon.wait(timeout=15)
-        subprocess.run(["rm", "-rf", work])
 
 
 if __name__ == "__main__":

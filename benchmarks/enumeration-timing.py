@@ -4,13 +4,9 @@ initiation and failed logins for an existing account and for an unknown email
 against a real daemon on 127.0.0.1 with the production bcrypt cost (12).
 Usage: benchmarks/enumeration-timing.py [--binary .build/release/countersign] [--rounds 20]
 """
-import argparse, http.client, json, socket, statistics, subprocess, tempfile, time
+import argparse, http.client, json, statistics, time
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from daemon import serving
 
 
 def timed(conn, path, body):
@@ -26,23 +22,9 @@ def main():
     parser.add_argument("--binary", default=".build/release/countersign")
     parser.add_argument("--rounds", type=int, default=20)
     args = parser.parse_args()
-    work = tempfile.mkdtemp()
-    db = f"{work}/enum.sqlite"
-    port = free_port()
-    subprocess.run([args.binary, "user", "add", "ana@example.com", "--database", db], input=b"correct horse battery\n",
-                   check=True, stdout=subprocess.DEVNULL)
-    daemon = subprocess.Popen(
-        [args.binary, "serve", "--database", db, "--listen", f"127.0.0.1:{port}", "--log-level", "error",
-         "--rate-limit", "resetInitiatePerIP=100000/900", "--rate-limit", "resetInitiatePerEmail=100000/900",
-         "--rate-limit", "loginFailuresPerIP=100000/900", "--rate-limit", "loginFailuresPerEmail=100000/900"],
-        stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+    limits = ["--rate-limit", "resetInitiatePerIP=100000/900", "--rate-limit", "resetInitiatePerEmail=100000/900",
+              "--rate-limit", "loginFailuresPerIP=100000/900", "--rate-limit", "loginFailuresPerEmail=100000/900"]
+    with serving(args.binary, limits, users=[("ana@example.com", "correct horse battery", 12)]) as (_, port, _):
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         samples = {"initiate known": [], "initiate unknown": [], "login wrong password": [], "login unknown email": []}
         statuses = {}
@@ -60,10 +42,6 @@ def main():
         print(f"binary: {args.binary}, bcrypt cost 12, {args.rounds} rounds each")
         for label, values in samples.items():
             print(f"{label:22s} median {statistics.median(values):7.1f} ms  stdev {statistics.pstdev(values):5.1f} ms  statuses {sorted(statuses[label])}")
-    finally:
-        daemon.terminate()
-        daemon.wait(timeout=15)
-        subprocess.run(["rm", "-rf", work])
 
 
 if __name__ == "__main__":

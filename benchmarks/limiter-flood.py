@@ -8,21 +8,9 @@ new address, on keep-alive connections, and prints VmRSS along the way.
 Only 127.0.0.1 is contacted. Usage:
     benchmarks/limiter-flood.py [--binary .build/release/countersign] [--requests 100000]
 """
-import argparse, http.client, os, socket, subprocess, sys, tempfile, threading, time
+import argparse, http.client, sys, threading, time
 
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return -1
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from daemon import rss_kib, serving
 
 
 def main():
@@ -32,19 +20,7 @@ def main():
     parser.add_argument("--threads", type=int, default=4)
     args = parser.parse_args()
 
-    work = tempfile.mkdtemp()
-    port = free_port()
-    daemon = subprocess.Popen(
-        [args.binary, "serve", "--database", f"{work}/flood.sqlite", "--listen", f"127.0.0.1:{port}",
-         "--trusted-proxy", "127.0.0.1", "--rate-limit", "statusPollsPerIP=50/3600", "--log-level", "error"],
-        stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+    with serving(args.binary, ["--trusted-proxy", "127.0.0.1", "--rate-limit", "statusPollsPerIP=50/3600"]) as (daemon, port, _):
         time.sleep(0.5)
         print(f"requests: {args.requests} distinct client addresses; binary: {args.binary}")
         print(f"rss before: {rss_kib(daemon.pid)} KiB")
@@ -89,10 +65,6 @@ def main():
         for thread in threads:
             thread.join()
         print(f"rss after a second {done[0]} new addresses: {rss_kib(daemon.pid)} KiB")
-    finally:
-        daemon.terminate()
-        daemon.wait(timeout=15)
-        subprocess.run(["rm", "-rf", work])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,44 @@
+"""Shared by the benchmark scripts: run `countersign serve` on 127.0.0.1 for a measurement."""
+import contextlib, shutil, socket, subprocess, tempfile, time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return -1
+
+
+@contextlib.contextmanager
+def serving(binary, extra_arguments=(), users=()):
+    """Yields (process, port, database) for a daemon on a fresh database in a
+    temporary folder; `users` are (email, password, bcrypt cost) created first.
+    The daemon is stopped with SIGTERM and the folder removed afterwards."""
+    work = tempfile.mkdtemp()
+    database = f"{work}/bench.sqlite"
+    port = free_port()
+    for email, password, cost in users:
+        subprocess.run([binary, "user", "add", email, "--database", database, "--bcrypt-cost", str(cost)],
+                       input=(password + "\n").encode(), check=True, stdout=subprocess.DEVNULL)
+    daemon = subprocess.Popen(
+        [binary, "serve", "--database", database, "--listen", f"127.0.0.1:{port}", "--log-level", "error", *extra_arguments],
+        stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield daemon, port, database
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=15)
+        shutil.rmtree(work, ignore_errors=True)
