@@ -1,3 +1,4 @@
+import DequeModule
 import Foundation
 import Synchronization
 
@@ -77,7 +78,7 @@ public struct AuditEvent: Sendable, Equatable {
 /// gathered since its last write in one batch (one transaction). Bounded: past
 /// `capacity` unwritten events the oldest are dropped and counted.
 public final class AuditLog: Sendable {
-    private let buffer = Mutex<(events: [AuditEvent], dropped: Int)>(([], 0))
+    private let buffer = Mutex<(events: Deque<AuditEvent>, dropped: Int)>(([], 0))
     private let signal: AsyncStream<Void>.Continuation
     /// Yields whenever events are waiting.
     public let wakeups: AsyncStream<Void>
@@ -103,7 +104,7 @@ public final class AuditLog: Sendable {
     public func take() -> (events: [AuditEvent], dropped: Int) {
         buffer.withLock { buffer in
             defer { buffer = ([], 0) }
-            return buffer
+            return (Array(buffer.events), buffer.dropped)
         }
     }
 }

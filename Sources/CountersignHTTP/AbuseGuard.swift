@@ -23,9 +23,7 @@ struct AbuseGuard: Sendable {
         _ name: RateLimitName, _ key: String, _ message: String, context: AppRequestContext, request: Request,
         userID: String? = nil, email: String? = nil
     ) throws {
-        if let retryAfter = limits[name].hit(key) {
-            throw refuse(name, retryAfter, message, context: context, request: request, userID: userID, email: email)
-        }
+        try enforce(limits[name].hit(key), name, message, context: context, request: request, userID: userID, email: email)
     }
 
     /// Throws 429 when `key` is already over a failure limit (counts nothing).
@@ -33,23 +31,23 @@ struct AbuseGuard: Sendable {
         _ name: RateLimitName, _ key: String, _ message: String, context: AppRequestContext, request: Request,
         userID: String? = nil, email: String? = nil
     ) throws {
-        if let retryAfter = limits[name].check(key) {
-            throw refuse(name, retryAfter, message, context: context, request: request, userID: userID, email: email)
-        }
+        try enforce(limits[name].check(key), name, message, context: context, request: request, userID: userID, email: email)
     }
 
     func recordFailure(_ name: RateLimitName, _ key: String) {
         limits[name].record(key)
     }
 
-    private func refuse(
-        _ name: RateLimitName, _ retryAfter: Int, _ message: String, context: AppRequestContext, request: Request, userID: String?,
+    /// `retryAfter` is the limiter's answer: `nil` lets the request through.
+    private func enforce(
+        _ retryAfter: Int?, _ name: RateLimitName, _ message: String, context: AppRequestContext, request: Request, userID: String?,
         email: String?
-    ) -> APIError {
+    ) throws {
+        guard let retryAfter else { return }
         metrics.rateLimited(name)
         context.logger.notice("rate limited", metadata: ["limit": "\(name.rawValue)", "ip": "\(context.clientIP)"])
         audit.record(AuditEvent(kind: .rateLimited, userID: userID, email: email, context: request.auditContext(context), detail: name.rawValue))
-        return APIError(.tooManyRequests, "rate_limited", message, retryAfter: retryAfter)
+        throw APIError(.tooManyRequests, "rate_limited", message, retryAfter: retryAfter)
     }
 }
 

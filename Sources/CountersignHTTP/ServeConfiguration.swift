@@ -142,6 +142,14 @@ public struct ConfigurationLoader {
             ?? ServeConfiguration.defaultDatabasePath(environment: environment)
     }
 
+    /// The bcrypt cost alone (the user commands need nothing else).
+    public func bcryptCost() throws -> Int {
+        let costs = BcryptPasswordHasher.costRange
+        return try value(Self.bcryptCost, expected: "a whole number from \(costs.lowerBound) to \(costs.upperBound)", parse: {
+            Int($0).flatMap { costs.contains($0) ? $0 : nil }
+        }) ?? ServeConfiguration(databasePath: "").bcryptCost
+    }
+
     public func serveConfiguration() throws -> ServeConfiguration {
         var configuration = ServeConfiguration(databasePath: try databasePath())
         if let (host, port) = try value(Self.listen, expected: "HOST:PORT, e.g. 127.0.0.1:8080", parse: Self.parseListen) {
@@ -158,12 +166,7 @@ public struct ConfigurationLoader {
         if let matching = try value(Self.numberMatching, expected: "required or off", parse: Self.parseNumberMatching) {
             configuration.broker.numberMatching = matching
         }
-        let costs = BcryptPasswordHasher.costRange
-        if let cost = try value(Self.bcryptCost, expected: "a whole number from \(costs.lowerBound) to \(costs.upperBound)", parse: {
-            Int($0).flatMap { costs.contains($0) ? $0 : nil }
-        }) {
-            configuration.bcryptCost = cost
-        }
+        configuration.bcryptCost = try bcryptCost()
         if let level = try value(Self.logLevel, expected: "trace, debug, info, notice, warning, error or critical", parse: {
             Logger.Level(rawValue: $0.lowercased())
         }) {

@@ -68,11 +68,12 @@ extension SQLiteStore: ApprovalStore {
         // A time-out applies only once the deadline has passed; anything else only before it.
         let deadlineGuard = transition.cause == .timedOut ? "\(deadlineColumn) <= ?" : "\(deadlineColumn) > ?"
         return try await pool.write { db in
-            let held = try Row.fetchOne(
-                db,
-                sql: "SELECT user_id, new_password_hash FROM approval_requests WHERE id = ?",
-                arguments: [request.id]
-            )
+            // Completing needs the held hash, which the update below clears: read it first.
+            let held =
+                transition.to == .completed
+                ? try Row.fetchOne(
+                    db, sql: "SELECT user_id, new_password_hash FROM approval_requests WHERE id = ?", arguments: [request.id])
+                : nil
             try db.execute(
                 sql: """
                     UPDATE approval_requests

@@ -57,13 +57,13 @@ struct BcryptOption: ParsableArguments {
     @Option(help: "bcrypt cost, 4…31 (default 12; also COUNTERSIGN_BCRYPT_COST).") var bcryptCost: String?
 
     func hasher() async throws -> BcryptPasswordHasher {
-        let configuration = try await loadOrExit {
+        let cost = try await loadOrExit {
             try ConfigurationLoader(
                 flags: bcryptCost.map { ["--bcrypt-cost": $0] } ?? [:],
                 environment: ProcessInfo.processInfo.environment,
                 configFile: nil
-            ).serveConfiguration()
+            ).bcryptCost()
         }
-        return BcryptPasswordHasher(cost: configuration.bcryptCost)
+        return BcryptPasswordHasher(cost: cost)
     }
 }

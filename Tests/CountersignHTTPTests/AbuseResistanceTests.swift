@@ -7,9 +7,6 @@ import NIOHTTP1
 import Testing
 
 @Suite struct AbuseResistanceTests {
-    static let password = "correct horse"
-    static let newPassword = "staple orbit lantern"
-
     /// Each over-limit answer: 429, the contract body, `retryAfter` equal to `Retry-After`.
     static func expectLimited(_ answer: TestDaemon.Answer, message: String? = nil, sourceLocation: SourceLocation = #_sourceLocation) {
         #expect(answer.status == 429, sourceLocation: sourceLocation)
@@ -25,7 +22,7 @@ import Testing
         defer { folder.remove() }
         let configuration = TestDaemon.configuration(folder) { $0.rateLimits[.resetInitiatePerEmail] = RateLimit(count: 3, window: 3) }
         try await TestDaemon.run(configuration) { daemon in
-            let body: [String: any Sendable] = ["email": "ana@example.com", "newPassword": Self.newPassword]
+            let body: [String: any Sendable] = ["email": "ana@example.com", "newPassword": Fixture.newPassword]
             for _ in 0..<3 {
                 #expect(try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", json: body).status == 200)
             }
@@ -34,7 +31,7 @@ import Testing
             // Another email is not affected.
             #expect(
                 try await daemon.call(
-                    .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "bob@example.com", "newPassword": Self.newPassword]
+                    .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "bob@example.com", "newPassword": Fixture.newPassword]
                 ).status == 200)
             try await Task.sleep(for: .milliseconds(3100))
             #expect(try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", json: body).status == 200)
@@ -48,11 +45,11 @@ import Testing
             daemon in
             for index in 0..<4 {
                 let answer = try await daemon.call(
-                    .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "user\(index)@example.com", "newPassword": Self.newPassword])
+                    .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "user\(index)@example.com", "newPassword": Fixture.newPassword])
                 #expect(answer.status == 200)
             }
             let limited = try await daemon.call(
-                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "user9@example.com", "newPassword": Self.newPassword])
+                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "user9@example.com", "newPassword": Fixture.newPassword])
             Self.expectLimited(limited, message: "Too many reset attempts. Please try again later.")
             #expect(limited.json["retryAfter"] as? Int ?? 0 > 800)
         }
@@ -62,14 +59,14 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            try await daemon.createUser("ana@example.com", password: Self.password)
+            try await daemon.createUser("ana@example.com", password: Fixture.password)
             let wrong: [String: any Sendable] = ["email": "ana@example.com", "password": "wrong-password", "deviceName": "d", "platform": "iOS"]
             // Successful logins do not count.
-            for _ in 0..<3 { _ = try await daemon.login("ana@example.com", password: Self.password) }
+            for _ in 0..<3 { _ = try await daemon.login("ana@example.com", password: Fixture.password) }
             for _ in 0..<5 {
                 #expect(try await daemon.call(.POST, "/api/mobile/auth/login", json: wrong).status == 401)
             }
-            let right: [String: any Sendable] = ["email": "ana@example.com", "password": Self.password, "deviceName": "d", "platform": "iOS"]
+            let right: [String: any Sendable] = ["email": "ana@example.com", "password": Fixture.password, "deviceName": "d", "platform": "iOS"]
             Self.expectLimited(try await daemon.call(.POST, "/api/mobile/auth/login", json: right))
         }
     }
@@ -94,12 +91,12 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            try await daemon.createUser("ana@example.com", password: Self.password)
-            let (key, _) = try await daemon.login("ana@example.com", password: Self.password)
+            try await daemon.createUser("ana@example.com", password: Fixture.password)
+            let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password)
             for _ in 0..<5 {
                 #expect(try await daemon.call(.POST, "/api/mobile/auth/refresh-key", json: ["password": "wrong-one"], apiKey: key).status == 401)
             }
-            Self.expectLimited(try await daemon.call(.POST, "/api/mobile/auth/refresh-key", json: ["password": Self.password], apiKey: key))
+            Self.expectLimited(try await daemon.call(.POST, "/api/mobile/auth/refresh-key", json: ["password": Fixture.password], apiKey: key))
         }
     }
 
@@ -108,7 +105,7 @@ import Testing
         defer { folder.remove() }
         try await TestDaemon.run(TestDaemon.configuration(folder) { $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 5, window: 3) }) {
             daemon in
-            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
             for _ in 0..<5 { #expect(try await daemon.status(id).status == 200) }
             Self.expectLimited(try await daemon.status(id))
             try await Task.sleep(for: .milliseconds(3100))
@@ -121,9 +118,9 @@ import Testing
         defer { folder.remove() }
         try await TestDaemon.run(TestDaemon.configuration(folder) { $0.rateLimits[.respondPerDevice] = RateLimit(count: 2, window: 60) }) {
             daemon in
-            try await daemon.createUser("ana@example.com", password: Self.password)
-            let (key, _) = try await daemon.login("ana@example.com", password: Self.password)
-            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+            try await daemon.createUser("ana@example.com", password: Fixture.password)
+            let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password)
+            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
             #expect(try await daemon.respond(id, apiKey: key, code: nil).status == 400)
             #expect(try await daemon.respond(id, apiKey: key, code: nil).status == 400)
             Self.expectLimited(try await daemon.respond(id, apiKey: key, code: nil))
@@ -141,16 +138,16 @@ import Testing
                 $0.trustedProxies = [IPNetwork("127.0.0.1")!]
             }
         ) { daemon in
-            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
             let path = "/api/mobile/auth/reset/phone/status/\(id)"
             for _ in 0..<2 { #expect(try await daemon.call(.GET, path, headers: [("X-Forwarded-For", "198.51.100.1")]).status == 200) }
             Self.expectLimited(try await daemon.call(.GET, path, headers: [("X-Forwarded-For", "198.51.100.1")]))
             #expect(try await daemon.call(.GET, path, headers: [("X-Forwarded-For", "198.51.100.2")]).status == 200)
 
-            try await daemon.createUser("ana@example.com", password: Self.password)
-            let (key, _) = try await daemon.login("ana@example.com", password: Self.password)
+            try await daemon.createUser("ana@example.com", password: Fixture.password)
+            let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password)
             let forwarded = try await daemon.call(
-                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "ana@example.com", "newPassword": Self.newPassword],
+                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "ana@example.com", "newPassword": Fixture.newPassword],
                 headers: [("X-Forwarded-For", "203.0.113.7")])
             let item = try await daemon.call(.GET, "/api/mobile/approvals/\(forwarded["requestId"]!)", apiKey: key)
             #expect((item.json["requester"] as? [String: any Sendable])?["ip"] as? String == "203.0.113.7")
@@ -159,7 +156,7 @@ import Testing
         let other = try TemporaryFolder()
         defer { other.remove() }
         try await TestDaemon.run(TestDaemon.configuration(other) { $0.rateLimits[.statusPollsPerIP] = limit }) { daemon in
-            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
             let path = "/api/mobile/auth/reset/phone/status/\(id)"
             #expect(try await daemon.call(.GET, path, headers: [("X-Forwarded-For", "198.51.100.1")]).status == 200)
             #expect(try await daemon.call(.GET, path, headers: [("X-Forwarded-For", "198.51.100.2")]).status == 200)
@@ -172,12 +169,12 @@ import Testing
         defer { folder.remove() }
         let pushes = RecordingPushSender()
         try await TestDaemon.run(TestDaemon.configuration(folder) { $0.broker.requestTTL = 2 }, pushSender: pushes) { daemon in
-            try await daemon.createUser("ana@example.com", password: Self.password)
-            _ = try await daemon.login("ana@example.com", password: Self.password, fcmToken: "token-ana-123456")
+            try await daemon.createUser("ana@example.com", password: Fixture.password)
+            _ = try await daemon.login("ana@example.com", password: Fixture.password, fcmToken: "token-ana-123456")
             let known = try await daemon.call(
-                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "ana@example.com", "newPassword": Self.newPassword])
+                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "ana@example.com", "newPassword": Fixture.newPassword])
             let unknown = try await daemon.call(
-                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "ghost@example.com", "newPassword": Self.newPassword])
+                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "ghost@example.com", "newPassword": Fixture.newPassword])
             #expect(known.status == unknown.status)
             #expect(Self.shape(known.text) == Self.shape(unknown.text))
             let ids = [try #require(known["requestId"]), try #require(unknown["requestId"])]
@@ -217,9 +214,9 @@ import Testing
         defer { folder.remove() }
         let pushes = RecordingPushSender()
         try await TestDaemon.run(TestDaemon.configuration(folder), pushSender: pushes) { daemon in
-            let user = try await daemon.createUser("ana@example.com", password: Self.password)
-            let (key, deviceID) = try await daemon.login("ana@example.com", password: Self.password, fcmToken: "token-ana-123456")
-            let (first, _) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+            let user = try await daemon.createUser("ana@example.com", password: Fixture.password)
+            let (key, deviceID) = try await daemon.login("ana@example.com", password: Fixture.password, fcmToken: "token-ana-123456")
+            let (first, _) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
             let report = try await daemon.call(
                 .POST, "/api/mobile/approvals/\(first)/respond", json: ["decision": "deny", "reportFraud": true], apiKey: key)
             #expect(report.status == 200)
@@ -228,7 +225,7 @@ import Testing
             #expect(silencedUntil.timeIntervalSinceNow > 3500)
 
             // The requester sees the normal answer; no device is prompted or can see the request.
-            let (silent, code) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+            let (silent, code) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
             #expect(code != nil)
             #expect(try await daemon.status(silent)["status"] == "pending")
             let pending = try await daemon.call(.GET, "/api/mobile/approvals/pending", apiKey: key)
@@ -239,7 +236,7 @@ import Testing
 
             // `countersign user unlock` lifts it.
             try await daemon.server.store.silencePrompts(userID: user.id, until: nil)
-            let (after, afterCode) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+            let (after, afterCode) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
             #expect(try await daemon.respond(after, apiKey: key, code: afterCode).status == 200)
             try await Task.sleep(for: .milliseconds(200))
             #expect(pushes.prompts.map(\.requestID) == [first, after])
@@ -262,15 +259,15 @@ import Testing
         let (secrets, (requestID, code)) = try await TestDaemon.run(
             TestDaemon.configuration(folder) { $0.rateLimits[.loginFailuresPerEmail] = RateLimit(count: 1, window: 60) }, logs: logs
         ) { daemon in
-            try await daemon.createUser("ana@example.com", password: Self.password)
-            let (key, _) = try await daemon.login("ana@example.com", password: Self.password, fcmToken: "token-ana-123456")
-            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+            try await daemon.createUser("ana@example.com", password: Fixture.password)
+            let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password, fcmToken: "token-ana-123456")
+            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
             #expect(try await daemon.respond(id, apiKey: key, code: code).status == 200)
             #expect(try await daemon.complete(id).status == 200)
             let wrong: [String: any Sendable] = ["email": "ana@example.com", "password": "not-the-one", "deviceName": "d", "platform": "iOS"]
             #expect(try await daemon.call(.POST, "/api/mobile/auth/login", json: wrong).status == 401)
             #expect(try await daemon.call(.POST, "/api/mobile/auth/login", json: wrong).status == 429)
-            return ([Self.password, Self.newPassword, key], (id, try #require(code)))
+            return ([Fixture.password, Fixture.newPassword, key], (id, try #require(code)))
         }
         let store = try SQLiteStore(path: folder.databasePath, logger: LogCapture().logger())
         let events = try await store.auditEvents(since: nil, email: "ana@example.com", kind: nil, limit: 100)

@@ -6,19 +6,16 @@ import Foundation
 import Testing
 
 @Suite struct ApprovalRoutesTests {
-    static let password = "correct horse"
-    static let newPassword = "staple orbit lantern"
-
     @Test func pendingListsOnlyTheUsersLiveRequestsWithRequesterContext() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            try await daemon.createUser("ana@example.com", password: Self.password)
-            try await daemon.createUser("bob@example.com", password: Self.password)
-            let (ana, _) = try await daemon.login("ana@example.com", password: Self.password)
-            let (bob, _) = try await daemon.login("bob@example.com", password: Self.password)
+            try await daemon.createUser("ana@example.com", password: Fixture.password)
+            try await daemon.createUser("bob@example.com", password: Fixture.password)
+            let (ana, _) = try await daemon.login("ana@example.com", password: Fixture.password)
+            let (bob, _) = try await daemon.login("bob@example.com", password: Fixture.password)
             let answer = try await daemon.call(
-                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "ana@example.com", "newPassword": Self.newPassword],
+                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "ana@example.com", "newPassword": Fixture.newPassword],
                 headers: [("User-Agent", "PhotoSync/2.3 iOS/18.1")])
             let id = try #require(answer["requestId"])
 
@@ -60,9 +57,9 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            try await daemon.createUser("ana@example.com", password: Self.password)
-            let (key, _) = try await daemon.login("ana@example.com", password: Self.password)
-            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+            try await daemon.createUser("ana@example.com", password: Fixture.password)
+            let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password)
+            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
             let code2 = try #require(code)
 
             let noCode = try await daemon.respond(id, apiKey: key, code: nil)
@@ -94,9 +91,9 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            try await daemon.createUser("ana@example.com", password: Self.password)
-            let (key, _) = try await daemon.login("ana@example.com", password: Self.password)
-            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+            try await daemon.createUser("ana@example.com", password: Fixture.password)
+            let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password)
+            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
             let denied = try await daemon.respond(id, apiKey: key, decision: "deny", code: nil)
             #expect(denied.status == 200)
             #expect(denied["status"] == "denied")
@@ -110,10 +107,10 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         try await TestDaemon.run(TestDaemon.configuration(folder) { $0.broker.numberMatching = false }) { daemon in
-            try await daemon.createUser("ana@example.com", password: Self.password)
-            let (key, _) = try await daemon.login("ana@example.com", password: Self.password)
+            try await daemon.createUser("ana@example.com", password: Fixture.password)
+            let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password)
             let initiate = try await daemon.call(
-                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "ana@example.com", "newPassword": Self.newPassword])
+                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "ana@example.com", "newPassword": Fixture.newPassword])
             #expect(initiate.json["numberCode"] == nil)
             let id = try #require(initiate["requestId"])
             let one = try await daemon.call(.GET, "/api/mobile/approvals/\(id)", apiKey: key)
@@ -126,9 +123,9 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         try await TestDaemon.run(TestDaemon.configuration(folder) { $0.broker.requestTTL = 1 }) { daemon in
-            try await daemon.createUser("ana@example.com", password: Self.password)
-            let (key, _) = try await daemon.login("ana@example.com", password: Self.password)
-            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+            try await daemon.createUser("ana@example.com", password: Fixture.password)
+            let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password)
+            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
             try await Task.sleep(for: .milliseconds(1050))
             let late = try await daemon.respond(id, apiKey: key, code: code)
             #expect(late.status == 410)

@@ -6,19 +6,16 @@ import Foundation
 import Testing
 
 @Suite struct ConcurrencyAndTimeTests {
-    static let password = "correct horse"
-    static let newPassword = "staple orbit lantern"
-
     @Test func fiftyConcurrentAnswersHaveExactlyOneWinner() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         // The per-device answer limit would refuse most of the fifty; this test is about the race.
         try await TestDaemon.run(TestDaemon.configuration(folder) { $0.rateLimits[.respondPerDevice] = RateLimit(count: 100, window: 60) }) {
             daemon in
-            try await daemon.createUser("ana@example.com", password: Self.password)
-            let (first, _) = try await daemon.login("ana@example.com", password: Self.password, device: "A", fcmToken: "token-a")
-            let (second, _) = try await daemon.login("ana@example.com", password: Self.password, device: "B", fcmToken: "token-b")
-            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+            try await daemon.createUser("ana@example.com", password: Fixture.password)
+            let (first, _) = try await daemon.login("ana@example.com", password: Fixture.password, device: "A", fcmToken: "token-a")
+            let (second, _) = try await daemon.login("ana@example.com", password: Fixture.password, device: "B", fcmToken: "token-b")
+            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
 
             let statuses = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
                 for index in 0..<50 {
@@ -43,9 +40,9 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            let user = try await daemon.createUser("ana@example.com", password: Self.password)
-            let (key, _) = try await daemon.login("ana@example.com", password: Self.password)
-            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+            let user = try await daemon.createUser("ana@example.com", password: Fixture.password)
+            let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password)
+            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
             #expect(try await daemon.respond(id, apiKey: key, code: code).status == 200)
             let before = try #require(try await daemon.server.store.user(id: user.id)?.passwordHash)
 
@@ -57,7 +54,7 @@ import Testing
             #expect(statuses.filter { $0 == 409 }.count == 49)
             let after = try #require(try await daemon.server.store.user(id: user.id)?.passwordHash)
             #expect(after != before)
-            #expect(try await daemon.hasher.verify(Self.newPassword, hash: after))
+            #expect(try await daemon.hasher.verify(Fixture.newPassword, hash: after))
             let stored = try #require(try await daemon.server.store.request(id: id))
             #expect(stored.state == .completed)
             #expect(stored.newPasswordHash == nil)
@@ -68,9 +65,9 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            try await daemon.createUser("ana@example.com", password: Self.password)
-            let (key, _) = try await daemon.login("ana@example.com", password: Self.password)
-            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+            try await daemon.createUser("ana@example.com", password: Fixture.password)
+            let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password)
+            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
             let clock = ContinuousClock()
             let started = clock.now
             async let poll = daemon.status(id, wait: 10)
@@ -89,7 +86,7 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
             let clock = ContinuousClock()
             let started = clock.now
             let answer = try await daemon.status(id, wait: 1)
@@ -102,8 +99,8 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         try await TestDaemon.run(TestDaemon.configuration(folder) { $0.broker.requestTTL = 1 }) { daemon in
-            try await daemon.createUser("ana@example.com", password: Self.password)
-            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+            try await daemon.createUser("ana@example.com", password: Fixture.password)
+            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
             let clock = ContinuousClock()
             let started = clock.now
             let answer = try await daemon.status(id, wait: 10)

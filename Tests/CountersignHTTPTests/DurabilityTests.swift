@@ -7,17 +7,14 @@ import Logging
 import Testing
 
 @Suite struct DurabilityTests {
-    static let password = "correct horse"
-    static let newPassword = "staple orbit lantern"
-
     @Test func anApprovalSurvivesARestartAndCanBeCompleted() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let configuration = TestDaemon.configuration(folder)
         let (id, key) = try await TestDaemon.run(configuration) { daemon in
-            try await daemon.createUser("ana@example.com", password: Self.password)
-            let (key, _) = try await daemon.login("ana@example.com", password: Self.password)
-            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Self.newPassword)
+            try await daemon.createUser("ana@example.com", password: Fixture.password)
+            let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password)
+            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
             #expect(try await daemon.respond(id, apiKey: key, code: code).status == 200)
             return (id, key)
         }
@@ -28,9 +25,9 @@ import Testing
             #expect(try await daemon.complete(id).status == 200)
             let old = try await daemon.call(
                 .POST, "/api/mobile/auth/login",
-                json: ["email": "ana@example.com", "password": Self.password, "deviceName": "d", "platform": "iOS"])
+                json: ["email": "ana@example.com", "password": Fixture.password, "deviceName": "d", "platform": "iOS"])
             #expect(old.status == 401)
-            _ = try await daemon.login("ana@example.com", password: Self.newPassword)
+            _ = try await daemon.login("ana@example.com", password: Fixture.newPassword)
         }
     }
 
@@ -38,8 +35,8 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let id = try await TestDaemon.run(TestDaemon.configuration(folder) { $0.broker.requestTTL = 1 }) { daemon in
-            try await daemon.createUser("ana@example.com", password: Self.password)
-            return try await daemon.initiate("ana@example.com", newPassword: Self.newPassword).requestID
+            try await daemon.createUser("ana@example.com", password: Fixture.password)
+            return try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword).requestID
         }
         // Still pending in the file: the daemon stopped before the deadline.
         try await Task.sleep(for: .milliseconds(1100))

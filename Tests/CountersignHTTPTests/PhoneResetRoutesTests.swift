@@ -6,20 +6,16 @@ import Foundation
 import Testing
 
 @Suite struct PhoneResetRoutesTests {
-    static let email = "ana@example.com"
-    static let password = "correct horse"
-    static let newPassword = "staple orbit lantern"
-
     @Test func wholeFlowChangesThePasswordExactlyOnce() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            try await daemon.createUser(Self.email, password: Self.password)
-            let (key, _) = try await daemon.login(Self.email, password: Self.password)
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
 
             // setup
             let initiate = try await daemon.call(
-                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Self.email, "newPassword": Self.newPassword])
+                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Fixture.email, "newPassword": Fixture.newPassword])
             #expect(initiate.status == 200)
             let id = try #require(initiate["requestId"])
             let code = try #require(initiate["numberCode"])
@@ -55,9 +51,9 @@ import Testing
 
             // check
             let old = try await daemon.call(
-                .POST, "/api/mobile/auth/login", json: ["email": Self.email, "password": Self.password, "deviceName": "d", "platform": "iOS"])
+                .POST, "/api/mobile/auth/login", json: ["email": Fixture.email, "password": Fixture.password, "deviceName": "d", "platform": "iOS"])
             #expect(old.status == 401)
-            _ = try await daemon.login(Self.email, password: Self.newPassword)
+            _ = try await daemon.login(Fixture.email, password: Fixture.newPassword)
         }
     }
 
@@ -65,22 +61,22 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            let short = try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Self.email, "newPassword": "short"])
+            let short = try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Fixture.email, "newPassword": "short"])
             #expect(short.status == 400)
             #expect(short["error"] == "weak_password")
             #expect(short["message"]?.contains("8") == true)
 
             let long = try await daemon.call(
-                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Self.email, "newPassword": String(repeating: "é", count: 40)])
+                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Fixture.email, "newPassword": String(repeating: "é", count: 40)])
             #expect(long.status == 400)
             #expect(long["error"] == "weak_password")
             #expect(long["message"]?.contains("72") == true)
 
-            let badEmail = try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "nobody", "newPassword": Self.newPassword])
+            let badEmail = try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "nobody", "newPassword": Fixture.newPassword])
             #expect(badEmail.status == 400)
             #expect(badEmail["message"]?.contains("email") == true)
 
-            let missing = try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Self.email])
+            let missing = try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Fixture.email])
             #expect(missing.status == 400)
             #expect(missing["message"]?.contains("newPassword") == true)
         }
@@ -90,11 +86,11 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         try await TestDaemon.run(TestDaemon.configuration(folder) { $0.broker.requestTTL = 1 }) { daemon in
-            try await daemon.createUser(Self.email, password: Self.password)
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
             let known = try await daemon.call(
-                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Self.email, "newPassword": Self.newPassword])
+                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Fixture.email, "newPassword": Fixture.newPassword])
             let unknown = try await daemon.call(
-                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "ghost@example.com", "newPassword": Self.newPassword])
+                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "ghost@example.com", "newPassword": Fixture.newPassword])
             #expect(known.status == 200)
             #expect(unknown.status == 200)
             #expect(Set(known.json.keys) == Set(unknown.json.keys))
@@ -117,7 +113,7 @@ import Testing
             #expect(try await daemon.complete("AAAAAAAAAAAAAAAAAAAAAA").status == 404)
             #expect(try await daemon.call(.POST, "/api/mobile/auth/reset/phone/cancel/AAAAAAAAAAAAAAAAAAAAAA").status == 404)
 
-            let (id, _) = try await daemon.initiate(Self.email, newPassword: Self.newPassword)
+            let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             for bad in ["31", "-1", "abc", "1.5"] {
                 let answer = try await daemon.call(.GET, "/api/mobile/auth/reset/phone/status/\(id)?wait=\(bad)")
                 #expect(answer.status == 400, "wait=\(bad)")
@@ -131,9 +127,9 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            try await daemon.createUser(Self.email, password: Self.password)
-            let (key, _) = try await daemon.login(Self.email, password: Self.password)
-            let (id, code) = try await daemon.initiate(Self.email, newPassword: Self.newPassword)
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
+            let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             let cancelled = try await daemon.call(.POST, "/api/mobile/auth/reset/phone/cancel/\(id)")
             #expect(cancelled.status == 200)
             #expect(cancelled["status"] == "cancelled")
@@ -152,10 +148,10 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            try await daemon.createUser(Self.email, password: Self.password)
-            let (key, _) = try await daemon.login(Self.email, password: Self.password)
-            let (first, _) = try await daemon.initiate(Self.email, newPassword: Self.newPassword)
-            let (second, _) = try await daemon.initiate(Self.email, newPassword: Self.newPassword)
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
+            let (first, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            let (second, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             #expect(try await daemon.status(first)["status"] == "cancelled")
             #expect(try await daemon.status(second)["status"] == "pending")
             let list = try await daemon.call(.GET, "/api/mobile/approvals/pending", apiKey: key)
@@ -168,9 +164,9 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         try await TestDaemon.run(TestDaemon.configuration(folder) { $0.broker.completionWindow = 1 }) { daemon in
-            try await daemon.createUser(Self.email, password: Self.password)
-            let (key, _) = try await daemon.login(Self.email, password: Self.password)
-            let (id, code) = try await daemon.initiate(Self.email, newPassword: Self.newPassword)
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
+            let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             #expect(try await daemon.respond(id, apiKey: key, code: code).status == 200)
             try await Task.sleep(for: .milliseconds(1100))
             let late = try await daemon.complete(id)
@@ -179,7 +175,7 @@ import Testing
             #expect(late["status"] == "expired")
             #expect(try await daemon.status(id)["status"] == "expired")
             // The old password still works: nothing was changed.
-            _ = try await daemon.login(Self.email, password: Self.password)
+            _ = try await daemon.login(Fixture.email, password: Fixture.password)
         }
     }
 }

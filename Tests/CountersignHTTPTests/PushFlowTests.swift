@@ -9,8 +9,6 @@ import Testing
 
 /// The daemon wired to FCM (a strict fake on 127.0.0.1) through its own configuration.
 @Suite struct PushFlowTests {
-    static let password = "correct horse"
-
     /// Waits until `condition` holds (pushes are sent after the HTTP answer, on purpose).
     static func eventually(_ condition: () async -> Bool) async throws {
         for _ in 0..<100 where !(await condition()) { try await Task.sleep(for: .milliseconds(50)) }
@@ -22,10 +20,10 @@ import Testing
         try await FakeFCMServer.run(folder: folder) { fake, base, file in
             let configuration = TestDaemon.configuration(folder) { $0.push = PushSettings(serviceAccountFile: file, endpoint: base) }
             try await TestDaemon.run(configuration) { daemon in
-                try await daemon.createUser("ana@example.com", password: Self.password)
-                let (key, _) = try await daemon.login("ana@example.com", password: Self.password, device: "iPhone", fcmToken: "token-iphone")
-                _ = try await daemon.login("ana@example.com", password: Self.password, device: "iPad", fcmToken: "token-ipad")
-                _ = try await daemon.login("ana@example.com", password: Self.password, device: "Desk", fcmToken: "unknown")
+                try await daemon.createUser("ana@example.com", password: Fixture.password)
+                let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password, device: "iPhone", fcmToken: "token-iphone")
+                _ = try await daemon.login("ana@example.com", password: Fixture.password, device: "iPad", fcmToken: "token-ipad")
+                _ = try await daemon.login("ana@example.com", password: Fixture.password, device: "Desk", fcmToken: "unknown")
                 #expect(try await daemon.call(.GET, "/healthz")["push"] == "ok")
 
                 let (id, code) = try await daemon.initiate("ana@example.com", newPassword: "staple orbit lantern")
@@ -57,9 +55,9 @@ import Testing
             fake.script("token-gone", [.unregistered])
             let configuration = TestDaemon.configuration(folder) { $0.push = PushSettings(serviceAccountFile: file, endpoint: base) }
             try await TestDaemon.run(configuration) { daemon in
-                let user = try await daemon.createUser("ana@example.com", password: Self.password)
-                let (goneKey, _) = try await daemon.login("ana@example.com", password: Self.password, device: "Old", fcmToken: "token-gone")
-                _ = try await daemon.login("ana@example.com", password: Self.password, device: "New", fcmToken: "token-live")
+                let user = try await daemon.createUser("ana@example.com", password: Fixture.password)
+                let (goneKey, _) = try await daemon.login("ana@example.com", password: Fixture.password, device: "Old", fcmToken: "token-gone")
+                _ = try await daemon.login("ana@example.com", password: Fixture.password, device: "New", fcmToken: "token-live")
                 _ = try await daemon.initiate("ana@example.com", newPassword: "staple orbit lantern")
                 try await Self.eventually { (try? await daemon.server.store.devices(userID: user.id).contains { !$0.pushEnabled }) ?? false }
                 var devices = try await daemon.server.store.devices(userID: user.id)
@@ -88,8 +86,8 @@ import Testing
             fake.script("token-slow", [.unavailable(retryAfter: 6), .ok])
             let configuration = TestDaemon.configuration(folder) { $0.push = PushSettings(serviceAccountFile: file, endpoint: base) }
             try await TestDaemon.run(configuration) { daemon in
-                try await daemon.createUser("ana@example.com", password: Self.password)
-                _ = try await daemon.login("ana@example.com", password: Self.password, fcmToken: "token-slow")
+                try await daemon.createUser("ana@example.com", password: Fixture.password)
+                _ = try await daemon.login("ana@example.com", password: Fixture.password, fcmToken: "token-slow")
                 let clock = ContinuousClock()
                 let started = clock.now
                 let answer = try await daemon.call(
