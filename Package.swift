@@ -5,11 +5,7 @@ let package = Package(
     name: "countersign",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "countersign", targets: ["countersign"]),
-        .library(name: "CountersignCore", targets: ["CountersignCore"]),
-        .library(name: "CountersignStore", targets: ["CountersignStore"]),
-        .library(name: "CountersignPush", targets: ["CountersignPush"]),
-        .library(name: "CountersignHTTP", targets: ["CountersignHTTP"]),
+        .executable(name: "countersign", targets: ["countersign"])
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
@@ -29,6 +25,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
+        // The approval state machine, the broker actor, value types and ports; no I/O.
         .target(
             name: "CountersignCore",
             dependencies: [
@@ -37,6 +34,7 @@ let package = Package(
                 .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
+        // SQLite (GRDB) implementation of the store ports, and migrations.
         .target(
             name: "CountersignStore",
             dependencies: [
@@ -45,6 +43,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // FCM HTTP v1: service account, OAuth token, message builder, sender.
         .target(
             name: "CountersignPush",
             dependencies: [
@@ -58,22 +57,42 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Hummingbird routes, middleware, the background services and buildApplication.
         .target(
             name: "CountersignHTTP",
             dependencies: [
                 "CountersignCore",
-                "CountersignStore",
-                "CountersignPush",
                 .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
-                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+            ]
+        ),
+        // The daemon as it runs: configuration, wiring (buildServer), bcrypt, systemd.
+        .target(
+            name: "CountersignRuntime",
+            dependencies: [
+                "CountersignCore",
+                "CountersignStore",
+                "CountersignPush",
+                "CountersignHTTP",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Runs a service group until its server is ready, for the demo, the tests and the fake FCM.
+        .target(
+            name: "ServiceRunner",
+            dependencies: [
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(
@@ -82,24 +101,24 @@ let package = Package(
                 "CountersignCore",
                 "CountersignPush",
                 "CountersignStore",
-                "CountersignHTTP",
+                "CountersignRuntime",
+                "ServiceRunner",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // A strict fake of FCM and Google's token endpoint, for tests and the benchmark.
         .target(
             name: "FakeFCM",
             dependencies: [
+                "ServiceRunner",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -120,7 +139,22 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .testTarget(
+            name: "CountersignCoreTests",
+            dependencies: [
+                "CountersignCore",
+                "CountersignStore",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "CountersignStoreTests",
+            dependencies: [
+                "CountersignCore",
+                "CountersignStore",
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
@@ -134,24 +168,18 @@ let package = Package(
             ]
         ),
         .testTarget(
-            name: "CountersignCoreTests",
-            dependencies: ["CountersignCore"]
-        ),
-        .testTarget(
-            name: "CountersignStoreTests",
-            dependencies: ["CountersignCore", "CountersignStore"]
-        ),
-        .testTarget(
             name: "CountersignHTTPTests",
             dependencies: [
                 "CountersignCore",
                 "CountersignStore",
+                "CountersignPush",
                 "CountersignHTTP",
-                .product(name: "Hummingbird", package: "hummingbird"),
+                "CountersignRuntime",
+                "ServiceRunner",
+                "FakeFCM",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
@@ -160,7 +188,7 @@ let package = Package(
             name: "CountersignDaemonTests",
             dependencies: [
                 "countersign",
-                "CountersignHTTP",
+                "CountersignRuntime",
                 "FakeFCM",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -30,10 +30,11 @@ public final class FCMSender: PushSender {
     public let account: ServiceAccount
     public let tokens: AccessTokenProvider
     private let client: HTTPClient
-    /// Called when FCM says a device's token is dead.
-    private let onDeadToken: @Sendable (_ deviceID: String, _ token: String, _ logger: Logger) async -> Void
+    /// Told when FCM says a device's token is dead; `nil` when the sends are
+    /// for no registered device (`fcm check`, the benchmark).
+    private let deadTokens: (any PushTokenStore)?
     private let configuration: Configuration
-    private let health = Mutex(HealthRecord())
+    private let record = Mutex(HealthRecord())
 
     struct HealthRecord {
         var lastSuccess: Date?
@@ -46,25 +47,25 @@ public final class FCMSender: PushSender {
         tokens: AccessTokenProvider,
         client: HTTPClient,
         configuration: Configuration,
-        onDeadToken: @escaping @Sendable (_ deviceID: String, _ token: String, _ logger: Logger) async -> Void
+        deadTokens: (any PushTokenStore)?
     ) {
         self.account = account
         self.tokens = tokens
         self.client = client
         self.configuration = configuration
-        self.onDeadToken = onDeadToken
+        self.deadTokens = deadTokens
     }
 
     var sendURL: String { "\(configuration.endpoint)/v1/projects/\(account.projectID)/messages:send" }
 
     /// `ok`, `degraded` (a push gave up in the last five minutes and none succeeded since)
     /// or `auth_error` (credentials refused, and nothing succeeded since).
-    public var healthState: String {
-        health.withLock { record in
+    public var health: PushHealth {
+        record.withLock { record in
             let success = record.lastSuccess ?? .distantPast
-            if let fault = record.lastAuthFault, fault > success { return "auth_error" }
-            if let giveUp = record.lastGiveUp, giveUp > success, giveUp.timeIntervalSinceNow > -300 { return "degraded" }
-            return "ok"
+            if let fault = record.lastAuthFault, fault > success { return .authError }
+            if let giveUp = record.lastGiveUp, giveUp > success, giveUp.timeIntervalSinceNow > -300 { return .degraded }
+            return .ok
         }
     }
 
@@ -81,13 +82,18 @@ public final class FCMSender: PushSender {
         let outcome = await deliver(job, token: token, deadline: deadline, logger: logger)
         switch outcome {
         case .tokenDead:
-            await onDeadToken(device.id, token, logger)
+            guard let deadTokens else { break }
+            do {
+                try await deadTokens.disablePush(deviceID: device.id, fcmToken: token)
+            } catch {
+                logger.error("cannot disable push for a dead token", metadata: ["error": "\(error)"])
+            }
         case .sent:
-            health.withLock { $0.lastSuccess = Date() }
+            record.withLock { $0.lastSuccess = Date() }
         case .dropped:
-            health.withLock { $0.lastGiveUp = Date() }
+            record.withLock { $0.lastGiveUp = Date() }
         case .authError:
-            health.withLock { $0.lastAuthFault = Date() }
+            record.withLock { $0.lastAuthFault = Date() }
         case .rejected, .disabled:
             break
         }

@@ -47,7 +47,7 @@ public struct PushStack: Sendable {
 public enum PushSetup {
     /// Loads the service account and builds the sender; `nil` when push is off
     /// (no file, or an empty one). A bad file throws one line naming what is wrong.
-    public static func make(settings: PushSettings, accounts: any AccountStore, logger: Logger) async throws -> PushStack? {
+    public static func make(settings: PushSettings, deadTokens: any PushTokenStore, logger: Logger) async throws -> PushStack? {
         guard let path = settings.serviceAccountFile else { return nil }
         guard let data = FileManager.default.contents(atPath: path) else {
             throw ServiceAccountError("cannot read FCM service account file \(path)")
@@ -61,14 +61,8 @@ public enum PushSetup {
         do {
             let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
             let sender = FCMSender(
-                account: account, tokens: tokens, client: client, configuration: FCMSender.Configuration(endpoint: settings.endpoint)
-            ) { deviceID, token, logger in
-                do {
-                    try await accounts.disablePush(deviceID: deviceID, fcmToken: token)
-                } catch {
-                    logger.error("cannot disable push for a dead token", metadata: ["error": "\(error)"])
-                }
-            }
+                account: account, tokens: tokens, client: client, configuration: FCMSender.Configuration(endpoint: settings.endpoint),
+                deadTokens: deadTokens)
             return PushStack(sender: sender, clientService: HTTPClientService(client: client))
         } catch {
             try? await client.shutdown()

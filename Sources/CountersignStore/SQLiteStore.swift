@@ -83,3 +83,5 @@ extension SQLiteStore {
         return try pool.read { db in try String.fetchOne(db, sql: "PRAGMA \(name)") }
     }
 }
+
+extension SQLiteStore: StoreMaintenance {}

@@ -10,7 +10,6 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOSSL
-import ServiceLifecycle
 
 /// Pushes N messages through ``FCMSender`` to a local fake FCM over HTTP/2 and
 /// TLS, and prints the throughput and the number of token exchanges.
@@ -48,7 +47,7 @@ struct PushBench: AsyncParsableCommand {
             _ = try await probeResponse.body.collect(upTo: 1 << 16)
 
             let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
-            let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: .init(endpoint: base)) { _, _, _ in }
+            let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: .init(endpoint: base), deadTokens: nil)
             let clock = ContinuousClock()
             let started = clock.now
             var outcomes: [PushOutcome: Int] = [:]

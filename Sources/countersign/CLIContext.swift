@@ -1,6 +1,6 @@
 import ArgumentParser
 import CountersignCore
-import CountersignHTTP
+import CountersignRuntime
 import CountersignStore
 import Foundation
 import Logging
@@ -13,7 +13,7 @@ struct DatabaseOptions: ParsableArguments {
     func open() async throws -> SQLiteStore {
         let environment = ProcessInfo.processInfo.environment
         let path = try await loadOrExit {
-            try ConfigurationLoader(flags: database.map { ["--database": $0] } ?? [:], environment: environment, configFile: nil)
+            try ConfigurationLoader(flags: database.map { [ConfigurationLoader.database.flag: $0] } ?? [:], environment: environment, configFile: nil)
                 .databasePath()
         }
         var logger = Logger(label: "countersign")
@@ -59,7 +59,7 @@ struct BcryptOption: ParsableArguments {
     func hasher() async throws -> BcryptPasswordHasher {
         let cost = try await loadOrExit {
             try ConfigurationLoader(
-                flags: bcryptCost.map { ["--bcrypt-cost": $0] } ?? [:],
+                flags: bcryptCost.map { [ConfigurationLoader.bcryptCost.flag: $0] } ?? [:],
                 environment: ProcessInfo.processInfo.environment,
                 configFile: nil
             ).bcryptCost()

@@ -1,13 +1,12 @@
 import ArgumentParser
 import AsyncHTTPClient
 import CountersignCore
-import CountersignHTTP
-import CountersignStore
+import CountersignRuntime
 import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
-import ServiceLifecycle
+import ServiceRunner
 
 /// Runs a daemon in-process on a temporary database and walks through one
 /// whole phone reset over real HTTP, printing each step.
@@ -28,18 +27,12 @@ struct Demo: AsyncParsableCommand {
         var configuration = ServeConfiguration(databasePath: folder.appendingPathComponent("demo.sqlite").path)
         configuration.port = 0
         configuration.bcryptCost = bcryptCost
-        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
+        let readiness = RunningServices.Readiness()
         let server = try await buildServer(configuration: configuration, logger: logger) { port in
-            portContinuation.yield(port)
+            readiness.ready(port: port)
         }
-        let group = ServiceGroup(configuration: .init(services: server.services, logger: logger))
-
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { return }
+        try await RunningServices.run(server.services, readiness: readiness, logger: logger) { port in
             let walk = Walkthrough(base: "http://127.0.0.1:\(port)", store: server.store, hasher: BcryptPasswordHasher(cost: bcryptCost))
-            defer { Task { await group.triggerGracefulShutdown() } }
             try await walk.run()
         }
     }
@@ -47,7 +40,7 @@ struct Demo: AsyncParsableCommand {
 
 struct Walkthrough {
     let base: String
-    let store: SQLiteStore
+    let store: any UserAdministration
     let hasher: BcryptPasswordHasher
     let client = HTTPClient.shared
 

@@ -1,7 +1,7 @@
 import ArgumentParser
 import AsyncHTTPClient
 import CountersignCore
-import CountersignHTTP
+import CountersignRuntime
 import CountersignPush
 import Foundation
 import Logging
@@ -9,13 +9,21 @@ import Logging
 /// The FCM settings every command finds the same way: flag, environment,
 /// config file, then `$CREDENTIALS_DIRECTORY`.
 struct PushOptions: ParsableArguments {
-    @Option(help: "FCM service-account key file (also COUNTERSIGN_FCM_SERVICE_ACCOUNT, config fcm.serviceAccountFile, $CREDENTIALS_DIRECTORY/fcm-service-account.json).")
+    typealias Setting = ConfigurationLoader
+
+    @Option(
+        name: .customLong(Setting.fcmServiceAccount.longName),
+        help: "FCM service-account key file (also COUNTERSIGN_FCM_SERVICE_ACCOUNT, config fcm.serviceAccountFile, $CREDENTIALS_DIRECTORY/fcm-service-account.json).")
     var fcmServiceAccount: String?
-    @Option(help: "FCM base URL (default https://fcm.googleapis.com).") var fcmEndpoint: String?
-    @Option(help: "An extra trusted CA (PEM) for the FCM token and send endpoints.") var fcmCAFile: String?
+    @Option(name: .customLong(Setting.fcmEndpoint.longName), help: "FCM base URL (default https://fcm.googleapis.com).")
+    var fcmEndpoint: String?
+    @Option(name: .customLong(Setting.fcmCAFile.longName), help: "An extra trusted CA (PEM) for the FCM token and send endpoints.")
+    var fcmCAFile: String?
 
     var flags: [String: String] {
-        ["--fcm-service-account": fcmServiceAccount, "--fcm-endpoint": fcmEndpoint, "--fcm-ca-file": fcmCAFile].compactMapValues { $0 }
+        [
+            Setting.fcmServiceAccount.flag: fcmServiceAccount, Setting.fcmEndpoint.flag: fcmEndpoint, Setting.fcmCAFile.flag: fcmCAFile,
+        ].compactMapValues { $0 }
     }
 }
 
@@ -49,8 +57,8 @@ struct FCMCommand: AsyncParsableCommand {
                 if let token {
                     // Only `post` is used: no device is marked whatever FCM answers.
                     let sender = FCMSender(
-                        account: account, tokens: tokens, client: client, configuration: FCMSender.Configuration(endpoint: settings.endpoint)
-                    ) { _, _, _ in }
+                        account: account, tokens: tokens, client: client, configuration: FCMSender.Configuration(endpoint: settings.endpoint),
+                        deadTokens: nil)
                     let job = PushJob.resolved(requestID: "countersign-fcm-check", userID: "check", status: .cancelled)
                     guard let message = FCMMessageBuilder.message(for: job, token: token, now: Date()) else { return }
                     try await sender.post(message, validateOnly: true)
@@ -65,4 +73,3 @@ struct FCMCommand: AsyncParsableCommand {
         }
     }
 }
-

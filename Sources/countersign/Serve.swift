@@ -1,6 +1,6 @@
 import ArgumentParser
 import CountersignCore
-import CountersignHTTP
+import CountersignRuntime
 import CountersignPush
 import Foundation
 import Logging
@@ -8,51 +8,55 @@ import Logging
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Run the daemon.")
 
+    typealias Setting = ConfigurationLoader
+
     @Option(help: "JSON config file (also COUNTERSIGN_CONFIG).") var config: String?
-    @Option(help: "Address to listen on, HOST:PORT (default 127.0.0.1:8080).") var listen: String?
-    @Option(help: "SQLite database file (default $STATE_DIRECTORY/countersign.sqlite, else ./countersign.sqlite).")
+    @Option(name: .customLong(Setting.listen.longName), help: "Address to listen on, HOST:PORT (default 127.0.0.1:8080).")
+    var listen: String?
+    @Option(
+        name: .customLong(Setting.database.longName),
+        help: "SQLite database file (default $STATE_DIRECTORY/countersign.sqlite, else ./countersign.sqlite).")
     var database: String?
-    @Option(help: "Seconds a request stays pending (default 60).") var requestTTL: String?
-    @Option(help: "Seconds an approved request may wait for completion (default 120).") var completionWindow: String?
-    @Option(help: "Number matching: required or off (default required).") var numberMatching: String?
-    @Option(help: "bcrypt cost, 4…31 (default 12).") var bcryptCost: String?
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default info).") var logLevel: String?
-    @Option(name: .customLong("rate-limit"), help: "Override a rate limit, NAME=COUNT/SECONDS (repeatable).")
+    @Option(name: .customLong(Setting.requestTTL.longName), help: "Seconds a request stays pending (default 60).")
+    var requestTTL: String?
+    @Option(
+        name: .customLong(Setting.completionWindow.longName), help: "Seconds an approved request may wait for completion (default 120).")
+    var completionWindow: String?
+    @Option(name: .customLong(Setting.numberMatching.longName), help: "Number matching: required or off (default required).")
+    var numberMatching: String?
+    @Option(name: .customLong(Setting.bcryptCost.longName), help: "bcrypt cost, 4…31 (default 12).") var bcryptCost: String?
+    @Option(
+        name: .customLong(Setting.logLevel.longName),
+        help: "Log level: trace, debug, info, notice, warning, error, critical (default info).")
+    var logLevel: String?
+    @Option(name: .customLong(Setting.rateLimits.longName), help: "Override a rate limit, NAME=COUNT/SECONDS (repeatable).")
     var rateLimits: [String] = []
-    @Option(name: .customLong("trusted-proxy"), help: "A proxy whose X-Forwarded-For is believed, IP or CIDR (repeatable).")
+    @Option(
+        name: .customLong(Setting.trustedProxies.longName), help: "A proxy whose X-Forwarded-For is believed, IP or CIDR (repeatable).")
     var trustedProxies: [String] = []
-    @Option(help: "Seconds a fraud report silences the user's prompts (default 3600).") var fraudSilence: String?
-    @Option(help: "Days audit events and finished requests are kept (default 90).") var auditRetentionDays: String?
+    @Option(name: .customLong(Setting.fraudSilence.longName), help: "Seconds a fraud report silences the user's prompts (default 3600).")
+    var fraudSilence: String?
+    @Option(name: .customLong(Setting.retention.longName), help: "Days audit events and finished requests are kept (default 90).")
+    var auditRetentionDays: String?
     @OptionGroup var push: PushOptions
 
     func run() async throws {
         let flags: [String: String?] = [
-            "--listen": listen, "--database": database, "--request-ttl": requestTTL,
-            "--completion-window": completionWindow, "--number-matching": numberMatching,
-            "--bcrypt-cost": bcryptCost, "--log-level": logLevel, "--fraud-silence": fraudSilence,
-            "--audit-retention-days": auditRetentionDays,
+            Setting.listen.flag: listen, Setting.database.flag: database, Setting.requestTTL.flag: requestTTL,
+            Setting.completionWindow.flag: completionWindow, Setting.numberMatching.flag: numberMatching,
+            Setting.bcryptCost.flag: bcryptCost, Setting.logLevel.flag: logLevel, Setting.fraudSilence.flag: fraudSilence,
+            Setting.retention.flag: auditRetentionDays,
         ].merging(push.flags) { $1 }
         let configuration = try await loadOrExit {
             try ConfigurationLoader(
                 flags: flags.compactMapValues { $0 },
-                lists: ["--rate-limit": rateLimits, "--trusted-proxy": trustedProxies],
+                lists: [Setting.rateLimits.flag: rateLimits, Setting.trustedProxies.flag: trustedProxies],
                 environment: ProcessInfo.processInfo.environment,
                 configFile: config
             ).serveConfiguration()
         }
         let logger = bootstrapLogging(level: configuration.logLevel)
-        logger.info(
-            "starting",
-            metadata: [
-                "database": "\(configuration.databasePath)",
-                "listen": "\(configuration.host):\(configuration.port)",
-                "requestTTL": "\(Int(configuration.broker.requestTTL))",
-                "completionWindow": "\(Int(configuration.broker.completionWindow))",
-                "numberMatching": "\(configuration.broker.numberMatching ? "required" : "off")",
-                "push": "\(configuration.push.serviceAccountFile.map { "FCM, service account \($0)" } ?? "disabled (no service account)")",
-                "trustedProxies": "\(configuration.trustedProxies.map(\.description))",
-            ]
-        )
+        logger.info("starting", metadata: configuration.startupSummary)
         let server = try await loadOrExit {
             try await buildServer(configuration: configuration, logger: logger, environment: ProcessInfo.processInfo.environment)
         }

@@ -1,6 +1,6 @@
 import ArgumentParser
 import CountersignCore
-import CountersignHTTP
+import CountersignRuntime
 import CountersignStore
 import Foundation
 

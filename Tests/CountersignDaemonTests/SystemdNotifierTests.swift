@@ -1,4 +1,4 @@
-import CountersignHTTP
+import CountersignRuntime
 import Foundation
 import Testing
 

@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignHTTP
+import CountersignRuntime
 import CountersignStore
 import Foundation
 import GRDB
@@ -18,30 +19,28 @@ import Testing
     }
 
     @Test func resetInitiationsPerEmailTripAtTheirCountAndResetAfterTheWindow() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        let configuration = TestDaemon.configuration(folder) { $0.rateLimits[.resetInitiatePerEmail] = RateLimit(count: 3, window: 3) }
-        try await TestDaemon.run(configuration) { daemon in
-            let body: [String: any Sendable] = ["email": "ana@example.com", "newPassword": Fixture.newPassword]
-            for _ in 0..<3 {
+        try await withTemporaryFolder { folder in
+            let configuration = TestDaemon.configuration(folder) { $0.rateLimits[.resetInitiatePerEmail] = RateLimit(count: 3, window: 3) }
+            try await TestDaemon.run(configuration) { daemon in
+                let body: [String: any Sendable] = ["email": Fixture.email, "newPassword": Fixture.newPassword]
+                for _ in 0..<3 {
+                    #expect(try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", json: body).status == 200)
+                }
+                let limited = try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", json: body)
+                Self.expectLimited(limited, message: "Too many reset attempts. Please try again later.")
+                // Another email is not affected.
+                #expect(
+                    try await daemon.call(
+                        .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "bob@example.com", "newPassword": Fixture.newPassword]
+                    ).status == 200)
+                try await Task.sleep(for: .milliseconds(3100))
                 #expect(try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", json: body).status == 200)
             }
-            let limited = try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", json: body)
-            Self.expectLimited(limited, message: "Too many reset attempts. Please try again later.")
-            // Another email is not affected.
-            #expect(
-                try await daemon.call(
-                    .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "bob@example.com", "newPassword": Fixture.newPassword]
-                ).status == 200)
-            try await Task.sleep(for: .milliseconds(3100))
-            #expect(try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", json: body).status == 200)
         }
     }
 
     @Test func resetInitiationsPerIPTrip() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder) { $0.rateLimits[.resetInitiatePerIP] = RateLimit(count: 4, window: 900) }) {
+        try await withTestDaemon(configure: { $0.rateLimits[.resetInitiatePerIP] = RateLimit(count: 4, window: 900) }) {
             daemon in
             for index in 0..<4 {
                 let answer = try await daemon.call(
@@ -56,25 +55,21 @@ import Testing
     }
 
     @Test func failedLoginsPerEmailBlockEvenTheRightPassword() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            try await daemon.createUser("ana@example.com", password: Fixture.password)
-            let wrong: [String: any Sendable] = ["email": "ana@example.com", "password": "wrong-password", "deviceName": "d", "platform": "iOS"]
+        try await withTestDaemon { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let wrong: [String: any Sendable] = ["email": Fixture.email, "password": "wrong-password", "deviceName": "d", "platform": "iOS"]
             // Successful logins do not count.
-            for _ in 0..<3 { _ = try await daemon.login("ana@example.com", password: Fixture.password) }
+            for _ in 0..<3 { _ = try await daemon.login(Fixture.email, password: Fixture.password) }
             for _ in 0..<5 {
                 #expect(try await daemon.call(.POST, "/api/mobile/auth/login", json: wrong).status == 401)
             }
-            let right: [String: any Sendable] = ["email": "ana@example.com", "password": Fixture.password, "deviceName": "d", "platform": "iOS"]
+            let right: [String: any Sendable] = ["email": Fixture.email, "password": Fixture.password, "deviceName": "d", "platform": "iOS"]
             Self.expectLimited(try await daemon.call(.POST, "/api/mobile/auth/login", json: right))
         }
     }
 
     @Test func failedLoginsPerIPTripAcrossEmails() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
+        try await withTestDaemon { daemon in
             for index in 0..<5 {
                 let answer = try await daemon.call(
                     .POST, "/api/mobile/auth/login",
@@ -88,11 +83,9 @@ import Testing
     }
 
     @Test func wrongPasswordsOnRefreshKeyTripPerDevice() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            try await daemon.createUser("ana@example.com", password: Fixture.password)
-            let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password)
+        try await withTestDaemon { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
             for _ in 0..<5 {
                 #expect(try await daemon.call(.POST, "/api/mobile/auth/refresh-key", json: ["password": "wrong-one"], apiKey: key).status == 401)
             }
@@ -101,11 +94,9 @@ import Testing
     }
 
     @Test func statusPollsPerIPTripAndRecover() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder) { $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 5, window: 3) }) {
+        try await withTestDaemon(configure: { $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 5, window: 3) }) {
             daemon in
-            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
+            let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             for _ in 0..<5 { #expect(try await daemon.status(id).status == 200) }
             Self.expectLimited(try await daemon.status(id))
             try await Task.sleep(for: .milliseconds(3100))
@@ -114,13 +105,11 @@ import Testing
     }
 
     @Test func answersPerDeviceTrip() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder) { $0.rateLimits[.respondPerDevice] = RateLimit(count: 2, window: 60) }) {
+        try await withTestDaemon(configure: { $0.rateLimits[.respondPerDevice] = RateLimit(count: 2, window: 60) }) {
             daemon in
-            try await daemon.createUser("ana@example.com", password: Fixture.password)
-            let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password)
-            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
+            let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             #expect(try await daemon.respond(id, apiKey: key, code: nil).status == 400)
             #expect(try await daemon.respond(id, apiKey: key, code: nil).status == 400)
             Self.expectLimited(try await daemon.respond(id, apiKey: key, code: nil))
@@ -128,51 +117,49 @@ import Testing
     }
 
     @Test func forwardedAddressesCountOnlyFromATrustedProxy() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        let limit = RateLimit(count: 2, window: 60)
-        // Trusted: each forwarded client has its own counter, and requesters see it.
-        try await TestDaemon.run(
-            TestDaemon.configuration(folder) {
-                $0.rateLimits[.statusPollsPerIP] = limit
-                $0.trustedProxies = [IPNetwork("127.0.0.1")!]
-            }
-        ) { daemon in
-            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
-            let path = "/api/mobile/auth/reset/phone/status/\(id)"
-            for _ in 0..<2 { #expect(try await daemon.call(.GET, path, headers: [("X-Forwarded-For", "198.51.100.1")]).status == 200) }
-            Self.expectLimited(try await daemon.call(.GET, path, headers: [("X-Forwarded-For", "198.51.100.1")]))
-            #expect(try await daemon.call(.GET, path, headers: [("X-Forwarded-For", "198.51.100.2")]).status == 200)
+        try await withTemporaryFolder { folder in
+            let limit = RateLimit(count: 2, window: 60)
+            // Trusted: each forwarded client has its own counter, and requesters see it.
+            try await TestDaemon.run(
+                TestDaemon.configuration(folder) {
+                    $0.rateLimits[.statusPollsPerIP] = limit
+                    $0.trustedProxies = [IPNetwork("127.0.0.1")!]
+                }
+            ) { daemon in
+                let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+                let path = "/api/mobile/auth/reset/phone/status/\(id)"
+                for _ in 0..<2 { #expect(try await daemon.call(.GET, path, headers: [("X-Forwarded-For", "198.51.100.1")]).status == 200) }
+                Self.expectLimited(try await daemon.call(.GET, path, headers: [("X-Forwarded-For", "198.51.100.1")]))
+                #expect(try await daemon.call(.GET, path, headers: [("X-Forwarded-For", "198.51.100.2")]).status == 200)
 
-            try await daemon.createUser("ana@example.com", password: Fixture.password)
-            let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password)
-            let forwarded = try await daemon.call(
-                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "ana@example.com", "newPassword": Fixture.newPassword],
-                headers: [("X-Forwarded-For", "203.0.113.7")])
-            let item = try await daemon.call(.GET, "/api/mobile/approvals/\(forwarded["requestId"]!)", apiKey: key)
-            #expect((item.json["requester"] as? [String: any Sendable])?["ip"] as? String == "203.0.113.7")
-        }
-        // Untrusted peer: the header is ignored, every request counts against 127.0.0.1.
-        let other = try TemporaryFolder()
-        defer { other.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(other) { $0.rateLimits[.statusPollsPerIP] = limit }) { daemon in
-            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
-            let path = "/api/mobile/auth/reset/phone/status/\(id)"
-            #expect(try await daemon.call(.GET, path, headers: [("X-Forwarded-For", "198.51.100.1")]).status == 200)
-            #expect(try await daemon.call(.GET, path, headers: [("X-Forwarded-For", "198.51.100.2")]).status == 200)
-            Self.expectLimited(try await daemon.call(.GET, path, headers: [("X-Forwarded-For", "198.51.100.3")]))
+                try await daemon.createUser(Fixture.email, password: Fixture.password)
+                let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
+                let forwarded = try await daemon.call(
+                    .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Fixture.email, "newPassword": Fixture.newPassword],
+                    headers: [("X-Forwarded-For", "203.0.113.7")])
+                let item = try await daemon.call(.GET, "/api/mobile/approvals/\(forwarded["requestId"]!)", apiKey: key)
+                #expect((item.json["requester"] as? [String: any Sendable])?["ip"] as? String == "203.0.113.7")
+            }
+            // Untrusted peer: the header is ignored, every request counts against 127.0.0.1.
+            let other = try TemporaryFolder()
+            defer { other.remove() }
+            try await TestDaemon.run(TestDaemon.configuration(other) { $0.rateLimits[.statusPollsPerIP] = limit }) { daemon in
+                let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+                let path = "/api/mobile/auth/reset/phone/status/\(id)"
+                #expect(try await daemon.call(.GET, path, headers: [("X-Forwarded-For", "198.51.100.1")]).status == 200)
+                #expect(try await daemon.call(.GET, path, headers: [("X-Forwarded-For", "198.51.100.2")]).status == 200)
+                Self.expectLimited(try await daemon.call(.GET, path, headers: [("X-Forwarded-For", "198.51.100.3")]))
+            }
         }
     }
 
     @Test func knownAndUnknownEmailsLookAlike() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
         let pushes = RecordingPushSender()
-        try await TestDaemon.run(TestDaemon.configuration(folder) { $0.broker.requestTTL = 2 }, pushSender: pushes) { daemon in
-            try await daemon.createUser("ana@example.com", password: Fixture.password)
-            _ = try await daemon.login("ana@example.com", password: Fixture.password, fcmToken: "token-ana-123456")
+        try await withTestDaemon(configure: { $0.broker.requestTTL = 2 }, pushSender: pushes) { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            _ = try await daemon.login(Fixture.email, password: Fixture.password, fcmToken: "token-ana-123456")
             let known = try await daemon.call(
-                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "ana@example.com", "newPassword": Fixture.newPassword])
+                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Fixture.email, "newPassword": Fixture.newPassword])
             let unknown = try await daemon.call(
                 .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "ghost@example.com", "newPassword": Fixture.newPassword])
             #expect(known.status == unknown.status)
@@ -210,13 +197,11 @@ import Testing
     }
 
     @Test func aFraudReportSilencesPromptsUntilUnlocked() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
         let pushes = RecordingPushSender()
-        try await TestDaemon.run(TestDaemon.configuration(folder), pushSender: pushes) { daemon in
-            let user = try await daemon.createUser("ana@example.com", password: Fixture.password)
-            let (key, deviceID) = try await daemon.login("ana@example.com", password: Fixture.password, fcmToken: "token-ana-123456")
-            let (first, _) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
+        try await withTestDaemon(pushSender: pushes) { daemon in
+            let user = try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (key, deviceID) = try await daemon.login(Fixture.email, password: Fixture.password, fcmToken: "token-ana-123456")
+            let (first, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             let report = try await daemon.call(
                 .POST, "/api/mobile/approvals/\(first)/respond", json: ["decision": "deny", "reportFraud": true], apiKey: key)
             #expect(report.status == 200)
@@ -225,7 +210,7 @@ import Testing
             #expect(silencedUntil.timeIntervalSinceNow > 3500)
 
             // The requester sees the normal answer; no device is prompted or can see the request.
-            let (silent, code) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
+            let (silent, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             #expect(code != nil)
             #expect(try await daemon.status(silent)["status"] == "pending")
             let pending = try await daemon.call(.GET, "/api/mobile/approvals/pending", apiKey: key)
@@ -236,13 +221,13 @@ import Testing
 
             // `countersign user unlock` lifts it.
             try await daemon.server.store.silencePrompts(userID: user.id, until: nil)
-            let (after, afterCode) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
+            let (after, afterCode) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             #expect(try await daemon.respond(after, apiKey: key, code: afterCode).status == 200)
             try await Task.sleep(for: .milliseconds(200))
             #expect(pushes.prompts.map(\.requestID) == [first, after])
             #expect(pushes.prompts.allSatisfy { $0.deviceID == deviceID })
 
-            let events = try await daemon.server.store.auditEvents(since: nil, email: "ana@example.com", kind: nil, limit: 100)
+            let events = try await daemon.server.store.auditEvents(since: nil, email: Fixture.email, kind: nil, limit: 100)
             #expect(events.contains { $0.kind == .fraudReported })
             #expect(events.contains { $0.kind == .promptSuppressed })
 
@@ -253,55 +238,55 @@ import Testing
     }
 
     @Test func theAuditTrailHoldsAFullFlowAndNoSecret() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        let logs = LogCapture()
-        let (secrets, (requestID, code)) = try await TestDaemon.run(
-            TestDaemon.configuration(folder) { $0.rateLimits[.loginFailuresPerEmail] = RateLimit(count: 1, window: 60) }, logs: logs
-        ) { daemon in
-            try await daemon.createUser("ana@example.com", password: Fixture.password)
-            let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password, fcmToken: "token-ana-123456")
-            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
-            #expect(try await daemon.respond(id, apiKey: key, code: code).status == 200)
-            #expect(try await daemon.complete(id).status == 200)
-            let wrong: [String: any Sendable] = ["email": "ana@example.com", "password": "not-the-one", "deviceName": "d", "platform": "iOS"]
-            #expect(try await daemon.call(.POST, "/api/mobile/auth/login", json: wrong).status == 401)
-            #expect(try await daemon.call(.POST, "/api/mobile/auth/login", json: wrong).status == 429)
-            return ([Fixture.password, Fixture.newPassword, key], (id, try #require(code)))
-        }
-        let store = try SQLiteStore(path: folder.databasePath, logger: LogCapture().logger())
-        let events = try await store.auditEvents(since: nil, email: "ana@example.com", kind: nil, limit: 100)
-        let kinds = events.map(\.kind)
-        #expect(kinds == [.loginSucceeded, .requestCreated, .approved, .completed, .loginFailed, .rateLimited])
-        #expect(events.allSatisfy { $0.ip == "127.0.0.1" })
-        #expect(events.first { $0.kind == .approved }?.deviceID != nil)
-        try store.close()
+        try await withTemporaryFolder { folder in
+            let logs = LogCapture()
+            let (secrets, (requestID, code)) = try await TestDaemon.run(
+                TestDaemon.configuration(folder) { $0.rateLimits[.loginFailuresPerEmail] = RateLimit(count: 1, window: 60) }, logs: logs
+            ) { daemon in
+                try await daemon.createUser(Fixture.email, password: Fixture.password)
+                let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password, fcmToken: "token-ana-123456")
+                let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+                #expect(try await daemon.respond(id, apiKey: key, code: code).status == 200)
+                #expect(try await daemon.complete(id).status == 200)
+                let wrong: [String: any Sendable] = ["email": Fixture.email, "password": "not-the-one", "deviceName": "d", "platform": "iOS"]
+                #expect(try await daemon.call(.POST, "/api/mobile/auth/login", json: wrong).status == 401)
+                #expect(try await daemon.call(.POST, "/api/mobile/auth/login", json: wrong).status == 429)
+                return ([Fixture.password, Fixture.newPassword, key], (id, try #require(code)))
+            }
+            let store = try SQLiteStore(path: folder.databasePath, logger: LogCapture().logger())
+            let events = try await store.auditEvents(since: nil, email: Fixture.email, kind: nil, limit: 100)
+            let kinds = events.map(\.kind)
+            #expect(kinds == [.loginSucceeded, .requestCreated, .approved, .completed, .loginFailed, .rateLimited])
+            #expect(events.allSatisfy { $0.ip == "127.0.0.1" })
+            #expect(events.first { $0.kind == .approved }?.deviceID != nil)
+            try store.close()
 
-        // No stored text value equals a secret or the number code, and no byte sequence holds a secret.
-        let queue = try DatabaseQueue(path: folder.databasePath)
-        let values: [String] = try await queue.read { db in
-            var values: [String] = []
-            for table in ["users", "devices", "approval_requests", "audit_events"] {
-                for row in try Row.fetchAll(db, sql: "SELECT * FROM \(table)") {
-                    for column in row.columnNames {
-                        if case .string(let text) = (row[column] as DatabaseValue).storage { values.append(text) }
+            // No stored text value equals a secret or the number code, and no byte sequence holds a secret.
+            let queue = try DatabaseQueue(path: folder.databasePath)
+            let values: [String] = try await queue.read { db in
+                var values: [String] = []
+                for table in ["users", "devices", "approval_requests", "audit_events"] {
+                    for row in try Row.fetchAll(db, sql: "SELECT * FROM \(table)") {
+                        for column in row.columnNames {
+                            if case .string(let text) = (row[column] as DatabaseValue).storage { values.append(text) }
+                        }
                     }
                 }
+                return values
             }
-            return values
+            #expect(!values.isEmpty)
+            for secret in secrets + [code] {
+                #expect(!values.contains(secret))
+                #expect(!values.contains { $0.contains(secret) && secret.count > 2 })
+            }
+            var bytes = Data()
+            for suffix in ["", "-wal"] { bytes.append(FileManager.default.contents(atPath: folder.databasePath + suffix) ?? Data()) }
+            for secret in secrets { #expect(bytes.range(of: Data(secret.utf8)) == nil) }
+            // The request id is stored (it is the lookup key) but, being the requester's credential, never logged.
+            let text = logs.text
+            for secret in secrets + [requestID] { #expect(!text.contains(secret)) }
+            #expect(!text.contains("numberCode"))
+            #expect(!text.contains("code=\(code)") && !text.contains("code: \(code)"))
         }
-        #expect(!values.isEmpty)
-        for secret in secrets + [code] {
-            #expect(!values.contains(secret))
-            #expect(!values.contains { $0.contains(secret) && secret.count > 2 })
-        }
-        var bytes = Data()
-        for suffix in ["", "-wal"] { bytes.append(FileManager.default.contents(atPath: folder.databasePath + suffix) ?? Data()) }
-        for secret in secrets { #expect(bytes.range(of: Data(secret.utf8)) == nil) }
-        // The request id is stored (it is the lookup key) but, being the requester's credential, never logged.
-        let text = logs.text
-        for secret in secrets + [requestID] { #expect(!text.contains(secret)) }
-        #expect(!text.contains("numberCode"))
-        #expect(!text.contains("code=\(code)") && !text.contains("code: \(code)"))
     }
 }

@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignHTTP
+import CountersignRuntime
 import CountersignStore
 import NIOHTTP1
 import Foundation
@@ -7,15 +8,13 @@ import Testing
 
 @Suite struct ApprovalRoutesTests {
     @Test func pendingListsOnlyTheUsersLiveRequestsWithRequesterContext() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            try await daemon.createUser("ana@example.com", password: Fixture.password)
+        try await withTestDaemon { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
             try await daemon.createUser("bob@example.com", password: Fixture.password)
-            let (ana, _) = try await daemon.login("ana@example.com", password: Fixture.password)
+            let (ana, _) = try await daemon.login(Fixture.email, password: Fixture.password)
             let (bob, _) = try await daemon.login("bob@example.com", password: Fixture.password)
             let answer = try await daemon.call(
-                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "ana@example.com", "newPassword": Fixture.newPassword],
+                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Fixture.email, "newPassword": Fixture.newPassword],
                 headers: [("User-Agent", "PhotoSync/2.3 iOS/18.1")])
             let id = try #require(answer["requestId"])
 
@@ -54,12 +53,10 @@ import Testing
     }
 
     @Test func numberMatchingRulesHold() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            try await daemon.createUser("ana@example.com", password: Fixture.password)
-            let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password)
-            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
+        try await withTestDaemon { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
+            let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             let code2 = try #require(code)
 
             let noCode = try await daemon.respond(id, apiKey: key, code: nil)
@@ -88,12 +85,10 @@ import Testing
     }
 
     @Test func denyEndsTheRequest() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            try await daemon.createUser("ana@example.com", password: Fixture.password)
-            let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password)
-            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
+        try await withTestDaemon { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
+            let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             let denied = try await daemon.respond(id, apiKey: key, decision: "deny", code: nil)
             #expect(denied.status == 200)
             #expect(denied["status"] == "denied")
@@ -104,13 +99,11 @@ import Testing
     }
 
     @Test func numberMatchingCanBeTurnedOff() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder) { $0.broker.numberMatching = false }) { daemon in
-            try await daemon.createUser("ana@example.com", password: Fixture.password)
-            let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password)
+        try await withTestDaemon(configure: { $0.broker.numberMatching = false }) { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
             let initiate = try await daemon.call(
-                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "ana@example.com", "newPassword": Fixture.newPassword])
+                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Fixture.email, "newPassword": Fixture.newPassword])
             #expect(initiate.json["numberCode"] == nil)
             let id = try #require(initiate["requestId"])
             let one = try await daemon.call(.GET, "/api/mobile/approvals/\(id)", apiKey: key)
@@ -120,12 +113,10 @@ import Testing
     }
 
     @Test func answeringAnExpiredRequestGets410() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder) { $0.broker.requestTTL = 1 }) { daemon in
-            try await daemon.createUser("ana@example.com", password: Fixture.password)
-            let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password)
-            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
+        try await withTestDaemon(configure: { $0.broker.requestTTL = 1 }) { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
+            let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             try await Task.sleep(for: .milliseconds(1050))
             let late = try await daemon.respond(id, apiKey: key, code: code)
             #expect(late.status == 410)

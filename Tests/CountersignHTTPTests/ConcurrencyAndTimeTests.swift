@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignHTTP
+import CountersignRuntime
 import CountersignStore
 import NIOHTTP1
 import Foundation
@@ -7,15 +8,13 @@ import Testing
 
 @Suite struct ConcurrencyAndTimeTests {
     @Test func fiftyConcurrentAnswersHaveExactlyOneWinner() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
         // The per-device answer limit would refuse most of the fifty; this test is about the race.
-        try await TestDaemon.run(TestDaemon.configuration(folder) { $0.rateLimits[.respondPerDevice] = RateLimit(count: 100, window: 60) }) {
+        try await withTestDaemon(configure: { $0.rateLimits[.respondPerDevice] = RateLimit(count: 100, window: 60) }) {
             daemon in
-            try await daemon.createUser("ana@example.com", password: Fixture.password)
-            let (first, _) = try await daemon.login("ana@example.com", password: Fixture.password, device: "A", fcmToken: "token-a")
-            let (second, _) = try await daemon.login("ana@example.com", password: Fixture.password, device: "B", fcmToken: "token-b")
-            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (first, _) = try await daemon.login(Fixture.email, password: Fixture.password, device: "A", fcmToken: "token-a")
+            let (second, _) = try await daemon.login(Fixture.email, password: Fixture.password, device: "B", fcmToken: "token-b")
+            let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
 
             let statuses = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
                 for index in 0..<50 {
@@ -37,12 +36,10 @@ import Testing
     }
 
     @Test func fiftyConcurrentCompletionsChangeThePasswordOnce() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            let user = try await daemon.createUser("ana@example.com", password: Fixture.password)
-            let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password)
-            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
+        try await withTestDaemon { daemon in
+            let user = try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
+            let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             #expect(try await daemon.respond(id, apiKey: key, code: code).status == 200)
             let before = try #require(try await daemon.server.store.user(id: user.id)?.passwordHash)
 
@@ -62,12 +59,10 @@ import Testing
     }
 
     @Test func longPollReturnsWhenADeviceAnswers() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            try await daemon.createUser("ana@example.com", password: Fixture.password)
-            let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password)
-            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
+        try await withTestDaemon { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
+            let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             let clock = ContinuousClock()
             let started = clock.now
             async let poll = daemon.status(id, wait: 10)
@@ -83,10 +78,8 @@ import Testing
     }
 
     @Test func longPollTimesOutWithThePendingState() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
+        try await withTestDaemon { daemon in
+            let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             let clock = ContinuousClock()
             let started = clock.now
             let answer = try await daemon.status(id, wait: 1)
@@ -96,11 +89,9 @@ import Testing
     }
 
     @Test func aOneSecondRequestExpiresAndWakesItsLongPoll() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder) { $0.broker.requestTTL = 1 }) { daemon in
-            try await daemon.createUser("ana@example.com", password: Fixture.password)
-            let (id, _) = try await daemon.initiate("ana@example.com", newPassword: Fixture.newPassword)
+        try await withTestDaemon(configure: { $0.broker.requestTTL = 1 }) { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             let clock = ContinuousClock()
             let started = clock.now
             let answer = try await daemon.status(id, wait: 10)

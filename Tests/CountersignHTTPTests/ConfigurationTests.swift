@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignHTTP
+import CountersignRuntime
 import Foundation
 import Logging
 import Testing

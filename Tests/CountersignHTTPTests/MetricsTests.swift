@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignHTTP
+import CountersignRuntime
 import Foundation
 import NIOHTTP1
 import Testing
@@ -18,36 +19,36 @@ import Testing
     }
 
     @Test func metricsParseAndMoveWithTraffic() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        let configuration = TestDaemon.configuration(folder) { $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 3, window: 60) }
-        try await TestDaemon.run(configuration) { daemon in
-            let first = try await daemon.call(.GET, "/metrics")
-            #expect(first.status == 200)
-            #expect(first.headers.first(name: "Content-Type")?.hasPrefix("text/plain") == true)
-            let before = try Self.samples(first.text)
-            #expect(before[#"countersign_live_requests{state="pending"}"#] == 0)
+        try await withTemporaryFolder { folder in
+            let configuration = TestDaemon.configuration(folder) { $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 3, window: 60) }
+            try await TestDaemon.run(configuration) { daemon in
+                let first = try await daemon.call(.GET, "/metrics")
+                #expect(first.status == 200)
+                #expect(first.headers.first(name: "Content-Type")?.hasPrefix("text/plain") == true)
+                let before = try Self.samples(first.text)
+                #expect(before[#"countersign_live_requests{state="pending"}"#] == 0)
 
-            try await daemon.createUser("ana@example.com", password: "correct horse")
-            let (key, _) = try await daemon.login("ana@example.com", password: "correct horse")
-            let (id, code) = try await daemon.initiate("ana@example.com", newPassword: "staple orbit lantern")
-            let pending = try Self.samples(try await daemon.call(.GET, "/metrics").text)
-            #expect(pending[#"countersign_live_requests{state="pending"}"#] == 1)
-            #expect(try await daemon.respond(id, apiKey: key, code: code).status == 200)
-            for _ in 0..<4 { _ = try await daemon.status(id) }
+                try await daemon.createUser(Fixture.email, password: "correct horse")
+                let (key, _) = try await daemon.login(Fixture.email, password: "correct horse")
+                let (id, code) = try await daemon.initiate(Fixture.email, newPassword: "staple orbit lantern")
+                let pending = try Self.samples(try await daemon.call(.GET, "/metrics").text)
+                #expect(pending[#"countersign_live_requests{state="pending"}"#] == 1)
+                #expect(try await daemon.respond(id, apiKey: key, code: code).status == 200)
+                for _ in 0..<4 { _ = try await daemon.status(id) }
 
-            let text = try await daemon.call(.GET, "/metrics").text
-            let after = try Self.samples(text)
-            #expect(after[#"countersign_live_requests{state="approved"}"#] == 1)
-            #expect(after[#"countersign_live_requests{state="pending"}"#] == 0)
-            #expect(after[#"countersign_transitions_total{from="pending",to="approved",cause="approved"}"#] == 1)
-            #expect(after[#"countersign_rate_limited_total{limit="statusPollsPerIP"}"#] == 1)
-            let statusRoute = #"route="/api/mobile/auth/reset/phone/status/{requestId}""#
-            #expect(after[#"countersign_http_requests_total{method="GET",\#(statusRoute),status="200"}"#] == 3)
-            #expect(after[#"countersign_http_requests_total{method="GET",\#(statusRoute),status="429"}"#] == 1)
-            #expect(after.keys.contains { $0.hasPrefix("countersign_http_request_duration_seconds_bucket") })
-            // Route labels are templates: no request id anywhere.
-            #expect(!text.contains(id))
+                let text = try await daemon.call(.GET, "/metrics").text
+                let after = try Self.samples(text)
+                #expect(after[#"countersign_live_requests{state="approved"}"#] == 1)
+                #expect(after[#"countersign_live_requests{state="pending"}"#] == 0)
+                #expect(after[#"countersign_transitions_total{from="pending",to="approved",cause="approved"}"#] == 1)
+                #expect(after[#"countersign_rate_limited_total{limit="statusPollsPerIP"}"#] == 1)
+                let statusRoute = #"route="/api/mobile/auth/reset/phone/status/{requestId}""#
+                #expect(after[#"countersign_http_requests_total{method="GET",\#(statusRoute),status="200"}"#] == 3)
+                #expect(after[#"countersign_http_requests_total{method="GET",\#(statusRoute),status="429"}"#] == 1)
+                #expect(after.keys.contains { $0.hasPrefix("countersign_http_request_duration_seconds_bucket") })
+                // Route labels are templates: no request id anywhere.
+                #expect(!text.contains(id))
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignHTTP
+import CountersignRuntime
 import CountersignStore
 import NIOHTTP1
 import Foundation
@@ -7,10 +8,8 @@ import Testing
 
 @Suite struct MobileAuthRoutesTests {
     @Test func loginRegistersADeviceAndReturnsItsKeyOnce() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            let user = try await daemon.createUser("ana@example.com", password: "correct horse")
+        try await withTestDaemon { daemon in
+            let user = try await daemon.createUser(Fixture.email, password: "correct horse")
             let answer = try await daemon.call(
                 .POST, "/api/mobile/auth/login",
                 json: ["email": " Ana@Example.com ", "password": "correct horse", "deviceName": "Ana's iPhone", "platform": "iOS", "fcmToken": "tok-123456"])
@@ -18,7 +17,7 @@ import Testing
             #expect(answer.json["success"] as? Bool == true)
             let userOut = try #require(answer.json["user"] as? [String: any Sendable])
             #expect(userOut["id"] as? String == user.id)
-            #expect(userOut["email"] as? String == "ana@example.com")
+            #expect(userOut["email"] as? String == Fixture.email)
             let device = try #require(answer.json["device"] as? [String: any Sendable])
             #expect(device["name"] as? String == "Ana's iPhone")
             #expect(device["pushEnabled"] as? Bool == true)
@@ -33,12 +32,10 @@ import Testing
     }
 
     @Test func loginWithTheSamePushTokenReplacesTheDeviceAndItsOldKey() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            let user = try await daemon.createUser("ana@example.com", password: "correct horse")
-            let first = try await daemon.login("ana@example.com", password: "correct horse", fcmToken: "same-token")
-            let second = try await daemon.login("ana@example.com", password: "correct horse", fcmToken: "same-token")
+        try await withTestDaemon { daemon in
+            let user = try await daemon.createUser(Fixture.email, password: "correct horse")
+            let first = try await daemon.login(Fixture.email, password: "correct horse", fcmToken: "same-token")
+            let second = try await daemon.login(Fixture.email, password: "correct horse", fcmToken: "same-token")
             #expect(first.deviceID == second.deviceID)
             #expect(try await daemon.call(.GET, "/api/mobile/approvals/pending", apiKey: first.apiKey).status == 401)
             #expect(try await daemon.call(.GET, "/api/mobile/approvals/pending", apiKey: second.apiKey).status == 200)
@@ -47,14 +44,12 @@ import Testing
     }
 
     @Test func wrongPasswordAndUnknownEmailGetTheSame401() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            try await daemon.createUser("ana@example.com", password: "correct horse")
+        try await withTestDaemon { daemon in
+            try await daemon.createUser(Fixture.email, password: "correct horse")
             let body: (String, String) -> [String: any Sendable] = { email, password in
                 ["email": email, "password": password, "deviceName": "x", "platform": "iOS"]
             }
-            let wrong = try await daemon.call(.POST, "/api/mobile/auth/login", json: body("ana@example.com", "wrong password"))
+            let wrong = try await daemon.call(.POST, "/api/mobile/auth/login", json: body(Fixture.email, "wrong password"))
             let unknown = try await daemon.call(.POST, "/api/mobile/auth/login", json: body("bob@example.com", "wrong password"))
             #expect(wrong.status == 401)
             #expect(wrong["error"] == "invalid_credentials")
@@ -64,10 +59,8 @@ import Testing
     }
 
     @Test func malformedLoginBodiesAreRefusedNamingTheProblem() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            let missing = try await daemon.call(.POST, "/api/mobile/auth/login", json: ["email": "ana@example.com", "password": "x", "platform": "iOS"])
+        try await withTestDaemon { daemon in
+            let missing = try await daemon.call(.POST, "/api/mobile/auth/login", json: ["email": Fixture.email, "password": "x", "platform": "iOS"])
             #expect(missing.status == 400)
             #expect(missing["error"] == "invalid_request")
             #expect(missing["message"]?.contains("deviceName") == true)
@@ -88,7 +81,7 @@ import Testing
 
             let huge = String(repeating: "a", count: 17 * 1024)
             let tooLarge = try await daemon.call(
-                .POST, "/api/mobile/auth/login", json: ["email": "ana@example.com", "password": huge, "deviceName": "d", "platform": "iOS"])
+                .POST, "/api/mobile/auth/login", json: ["email": Fixture.email, "password": huge, "deviceName": "d", "platform": "iOS"])
             #expect(tooLarge.status == 413)
             #expect(tooLarge["error"] == "payload_too_large")
             #expect(tooLarge.json["success"] as? Bool == false)
@@ -96,11 +89,9 @@ import Testing
     }
 
     @Test func refreshKeyReplacesTheKeyOnlyWithTheRightPassword() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            try await daemon.createUser("ana@example.com", password: "correct horse")
-            let (key, _) = try await daemon.login("ana@example.com", password: "correct horse")
+        try await withTestDaemon { daemon in
+            try await daemon.createUser(Fixture.email, password: "correct horse")
+            let (key, _) = try await daemon.login(Fixture.email, password: "correct horse")
 
             let noKey = try await daemon.call(.POST, "/api/mobile/auth/refresh-key", json: ["password": "correct horse"])
             #expect(noKey.status == 401)
@@ -125,11 +116,9 @@ import Testing
     }
 
     @Test func pushTokenUpdateAndSignOut() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
-            let user = try await daemon.createUser("ana@example.com", password: "correct horse")
-            let (key, deviceID) = try await daemon.login("ana@example.com", password: "correct horse", fcmToken: "")
+        try await withTestDaemon { daemon in
+            let user = try await daemon.createUser(Fixture.email, password: "correct horse")
+            let (key, deviceID) = try await daemon.login(Fixture.email, password: "correct horse", fcmToken: "")
             #expect(try await daemon.server.store.devices(userID: user.id).first?.pushEnabled == false)
 
             let updated = try await daemon.call(.PUT, "/api/mobile/device/fcm-token", json: ["fcmToken": "fresh-token-abcdef"], apiKey: key)
@@ -151,9 +140,7 @@ import Testing
     }
 
     @Test func healthAndUnknownRoutesAnswerWithTheContractShapes() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
+        try await withTestDaemon { daemon in
             let health = try await daemon.call(.GET, "/healthz")
             #expect(health.status == 200)
             #expect(health["status"] == "ok")

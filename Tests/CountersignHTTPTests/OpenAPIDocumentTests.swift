@@ -1,4 +1,5 @@
 import CountersignHTTP
+import CountersignRuntime
 import CountersignStore
 import NIOHTTP1
 import Foundation
@@ -6,17 +7,17 @@ import Testing
 
 @Suite struct OpenAPIDocumentTests {
     @Test func everyRouteIsDocumented() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        let document = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("docs/openapi.yaml")
-        let text = try String(contentsOf: document, encoding: .utf8)
-        let documented = Self.operations(in: text)
-        let server = try await buildServer(configuration: TestDaemon.configuration(folder), logger: LogCapture().logger())
-        #expect(server.routes.count >= 12)
-        for route in server.routes {
-            #expect(documented.contains(route), "\(route) is missing from docs/openapi.yaml")
+        try await withTemporaryFolder { folder in
+            let document = URL(fileURLWithPath: #filePath)
+                .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+                .appendingPathComponent("docs/openapi.yaml")
+            let text = try String(contentsOf: document, encoding: .utf8)
+            let documented = Self.operations(in: text)
+            let server = try await buildServer(configuration: TestDaemon.configuration(folder), logger: LogCapture().logger())
+            #expect(server.routes.count >= 12)
+            for route in server.routes {
+                #expect(documented.contains(route), "\(route) is missing from docs/openapi.yaml")
+            }
         }
     }
 

@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignHTTP
+import CountersignRuntime
 import CountersignStore
 import NIOHTTP1
 import Foundation
@@ -7,9 +8,7 @@ import Testing
 
 @Suite struct PhoneResetRoutesTests {
     @Test func wholeFlowChangesThePasswordExactlyOnce() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
+        try await withTestDaemon { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
 
@@ -58,9 +57,7 @@ import Testing
     }
 
     @Test func newPasswordIsValidated() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
+        try await withTestDaemon { daemon in
             let short = try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Fixture.email, "newPassword": "short"])
             #expect(short.status == 400)
             #expect(short["error"] == "weak_password")
@@ -83,9 +80,7 @@ import Testing
     }
 
     @Test func unknownEmailGetsTheSameShapeAndNeverResolves() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder) { $0.broker.requestTTL = 1 }) { daemon in
+        try await withTestDaemon(configure: { $0.broker.requestTTL = 1 }) { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             let known = try await daemon.call(
                 .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Fixture.email, "newPassword": Fixture.newPassword])
@@ -103,9 +98,7 @@ import Testing
     }
 
     @Test func statusOfUnknownIdsAndBadWaitValues() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
+        try await withTestDaemon { daemon in
             let unknown = try await daemon.status("AAAAAAAAAAAAAAAAAAAAAA")
             #expect(unknown.status == 404)
             #expect(unknown["error"] == "not_found")
@@ -124,9 +117,7 @@ import Testing
     }
 
     @Test func cancelEndsAPendingRequestOnly() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
+        try await withTestDaemon { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
             let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
@@ -145,9 +136,7 @@ import Testing
     }
 
     @Test func aNewRequestCancelsTheUsersPendingOne() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
+        try await withTestDaemon { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
             let (first, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
@@ -161,9 +150,7 @@ import Testing
     }
 
     @Test func completionWindowPassingExpiresAnApprovedRequest() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await TestDaemon.run(TestDaemon.configuration(folder) { $0.broker.completionWindow = 1 }) { daemon in
+        try await withTestDaemon(configure: { $0.broker.completionWindow = 1 }) { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
             let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)

@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignHTTP
+import CountersignRuntime
 import CountersignPush
 import CountersignStore
 import FakeFCM
@@ -15,107 +16,107 @@ import Testing
     }
 
     @Test func promptsGoToPushDevicesOnlyAndResolutionsFollow() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await FakeFCMServer.run(folder: folder) { fake, base, file in
-            let configuration = TestDaemon.configuration(folder) { $0.push = PushSettings(serviceAccountFile: file, endpoint: base) }
-            try await TestDaemon.run(configuration) { daemon in
-                try await daemon.createUser("ana@example.com", password: Fixture.password)
-                let (key, _) = try await daemon.login("ana@example.com", password: Fixture.password, device: "iPhone", fcmToken: "token-iphone")
-                _ = try await daemon.login("ana@example.com", password: Fixture.password, device: "iPad", fcmToken: "token-ipad")
-                _ = try await daemon.login("ana@example.com", password: Fixture.password, device: "Desk", fcmToken: "unknown")
-                #expect(try await daemon.call(.GET, "/healthz")["push"] == "ok")
+        try await withTemporaryFolder { folder in
+            try await FakeFCMServer.run(folder: folder) { fake, base, file in
+                let configuration = TestDaemon.configuration(folder) { $0.push = PushSettings(serviceAccountFile: file, endpoint: base) }
+                try await TestDaemon.run(configuration) { daemon in
+                    try await daemon.createUser(Fixture.email, password: Fixture.password)
+                    let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password, device: "iPhone", fcmToken: "token-iphone")
+                    _ = try await daemon.login(Fixture.email, password: Fixture.password, device: "iPad", fcmToken: "token-ipad")
+                    _ = try await daemon.login(Fixture.email, password: Fixture.password, device: "Desk", fcmToken: "unknown")
+                    #expect(try await daemon.call(.GET, "/healthz")["push"] == "ok")
 
-                let (id, code) = try await daemon.initiate("ana@example.com", newPassword: "staple orbit lantern")
-                try await Self.eventually { fake.received.count >= 2 }
-                try await Task.sleep(for: .milliseconds(200))
-                let prompts = fake.received.filter { $0.data["type"] == "approval_request" }
-                #expect(prompts.count == 2)
-                #expect(Set(prompts.map(\.token)) == ["token-iphone", "token-ipad"])
-                #expect(prompts.allSatisfy { $0.data["requestId"] == id && $0.data["action"] == "password_reset" })
-                // No number code and no password in any push.
-                #expect(prompts.allSatisfy { !$0.json.contains("staple") && !$0.json.contains("numberCode") })
-                #expect(fake.rejections.isEmpty)
-                #expect(fake.exchanges == 1)
+                    let (id, code) = try await daemon.initiate(Fixture.email, newPassword: "staple orbit lantern")
+                    try await Self.eventually { fake.received.count >= 2 }
+                    try await Task.sleep(for: .milliseconds(200))
+                    let prompts = fake.received.filter { $0.data["type"] == "approval_request" }
+                    #expect(prompts.count == 2)
+                    #expect(Set(prompts.map(\.token)) == ["token-iphone", "token-ipad"])
+                    #expect(prompts.allSatisfy { $0.data["requestId"] == id && $0.data["action"] == "password_reset" })
+                    // No number code and no password in any push.
+                    #expect(prompts.allSatisfy { !$0.json.contains("staple") && !$0.json.contains("numberCode") })
+                    #expect(fake.rejections.isEmpty)
+                    #expect(fake.exchanges == 1)
 
-                #expect(try await daemon.respond(id, apiKey: key, code: code).status == 200)
-                try await Self.eventually { fake.received.count >= 4 }
-                let notices = fake.received.filter { $0.data["type"] == "approval_resolved" }
-                #expect(Set(notices.map(\.token)) == ["token-iphone", "token-ipad"])
-                #expect(notices.allSatisfy { $0.data["status"] == "approved" && $0.data["requestId"] == id })
-                #expect(fake.exchanges == 1)
+                    #expect(try await daemon.respond(id, apiKey: key, code: code).status == 200)
+                    try await Self.eventually { fake.received.count >= 4 }
+                    let notices = fake.received.filter { $0.data["type"] == "approval_resolved" }
+                    #expect(Set(notices.map(\.token)) == ["token-iphone", "token-ipad"])
+                    #expect(notices.allSatisfy { $0.data["status"] == "approved" && $0.data["requestId"] == id })
+                    #expect(fake.exchanges == 1)
+                }
             }
         }
     }
 
     @Test func aDeadTokenDisablesThatDeviceOnlyUntilANewToken() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await FakeFCMServer.run(folder: folder) { fake, base, file in
-            fake.script("token-gone", [.unregistered])
-            let configuration = TestDaemon.configuration(folder) { $0.push = PushSettings(serviceAccountFile: file, endpoint: base) }
-            try await TestDaemon.run(configuration) { daemon in
-                let user = try await daemon.createUser("ana@example.com", password: Fixture.password)
-                let (goneKey, _) = try await daemon.login("ana@example.com", password: Fixture.password, device: "Old", fcmToken: "token-gone")
-                _ = try await daemon.login("ana@example.com", password: Fixture.password, device: "New", fcmToken: "token-live")
-                _ = try await daemon.initiate("ana@example.com", newPassword: "staple orbit lantern")
-                try await Self.eventually { (try? await daemon.server.store.devices(userID: user.id).contains { !$0.pushEnabled }) ?? false }
-                var devices = try await daemon.server.store.devices(userID: user.id)
-                #expect(devices.first { $0.name == "Old" }?.pushEnabled == false)
-                #expect(devices.first { $0.name == "New" }?.pushEnabled == true)
+        try await withTemporaryFolder { folder in
+            try await FakeFCMServer.run(folder: folder) { fake, base, file in
+                fake.script("token-gone", [.unregistered])
+                let configuration = TestDaemon.configuration(folder) { $0.push = PushSettings(serviceAccountFile: file, endpoint: base) }
+                try await TestDaemon.run(configuration) { daemon in
+                    let user = try await daemon.createUser(Fixture.email, password: Fixture.password)
+                    let (goneKey, _) = try await daemon.login(Fixture.email, password: Fixture.password, device: "Old", fcmToken: "token-gone")
+                    _ = try await daemon.login(Fixture.email, password: Fixture.password, device: "New", fcmToken: "token-live")
+                    _ = try await daemon.initiate(Fixture.email, newPassword: "staple orbit lantern")
+                    try await Self.eventually { (try? await daemon.server.store.devices(userID: user.id).contains { !$0.pushEnabled }) ?? false }
+                    var devices = try await daemon.server.store.devices(userID: user.id)
+                    #expect(devices.first { $0.name == "Old" }?.pushEnabled == false)
+                    #expect(devices.first { $0.name == "New" }?.pushEnabled == true)
 
-                let count = fake.received.count
-                _ = try await daemon.initiate("ana@example.com", newPassword: "staple orbit lantern")
-                try await Task.sleep(for: .milliseconds(300))
-                #expect(!fake.received.dropFirst(count).contains { $0.token == "token-gone" })
+                    let count = fake.received.count
+                    _ = try await daemon.initiate(Fixture.email, newPassword: "staple orbit lantern")
+                    try await Task.sleep(for: .milliseconds(300))
+                    #expect(!fake.received.dropFirst(count).contains { $0.token == "token-gone" })
 
-                // A new token revives it.
-                #expect(try await daemon.call(.PUT, "/api/mobile/device/fcm-token", json: ["fcmToken": "token-fresh"], apiKey: goneKey).status == 200)
-                devices = try await daemon.server.store.devices(userID: user.id)
-                #expect(devices.first { $0.name == "Old" }?.pushEnabled == true)
-                let events = try await daemon.server.store.auditEvents(since: nil, email: "ana@example.com", kind: .pushed, limit: 50)
-                #expect(events.contains { $0.detail?.contains("token_dead") == true })
+                    // A new token revives it.
+                    #expect(try await daemon.call(.PUT, "/api/mobile/device/fcm-token", json: ["fcmToken": "token-fresh"], apiKey: goneKey).status == 200)
+                    devices = try await daemon.server.store.devices(userID: user.id)
+                    #expect(devices.first { $0.name == "Old" }?.pushEnabled == true)
+                    let events = try await daemon.server.store.auditEvents(since: nil, email: Fixture.email, kind: .pushed, limit: 50)
+                    #expect(events.contains { $0.detail?.contains("token_dead") == true })
+                }
             }
         }
     }
 
     @Test func aFailingFCMDoesNotDelayTheRequester() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        try await FakeFCMServer.run(folder: folder) { fake, base, file in
-            fake.script("token-slow", [.unavailable(retryAfter: 6), .ok])
-            let configuration = TestDaemon.configuration(folder) { $0.push = PushSettings(serviceAccountFile: file, endpoint: base) }
-            try await TestDaemon.run(configuration) { daemon in
-                try await daemon.createUser("ana@example.com", password: Fixture.password)
-                _ = try await daemon.login("ana@example.com", password: Fixture.password, fcmToken: "token-slow")
-                let clock = ContinuousClock()
-                let started = clock.now
-                let answer = try await daemon.call(
-                    .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "ana@example.com", "newPassword": "staple orbit lantern"])
-                let elapsed = clock.now - started
-                #expect(answer.status == 200)
-                // The retry waits 6 s (Retry-After); the answer did not.
-                #expect(elapsed < .seconds(4))
-                #expect(fake.received.filter { $0.answeredOK }.isEmpty)
+        try await withTemporaryFolder { folder in
+            try await FakeFCMServer.run(folder: folder) { fake, base, file in
+                fake.script("token-slow", [.unavailable(retryAfter: 6), .ok])
+                let configuration = TestDaemon.configuration(folder) { $0.push = PushSettings(serviceAccountFile: file, endpoint: base) }
+                try await TestDaemon.run(configuration) { daemon in
+                    try await daemon.createUser(Fixture.email, password: Fixture.password)
+                    _ = try await daemon.login(Fixture.email, password: Fixture.password, fcmToken: "token-slow")
+                    let clock = ContinuousClock()
+                    let started = clock.now
+                    let answer = try await daemon.call(
+                        .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Fixture.email, "newPassword": "staple orbit lantern"])
+                    let elapsed = clock.now - started
+                    #expect(answer.status == 200)
+                    // The retry waits 6 s (Retry-After); the answer did not.
+                    #expect(elapsed < .seconds(4))
+                    #expect(fake.received.filter { $0.answeredOK }.isEmpty)
+                }
             }
         }
     }
 
     @Test func aBadServiceAccountStopsStartUpNamingTheField() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        let file = folder.url.appendingPathComponent("sa.json").path
-        try Data(#"{"type": "service_account", "project_id": "p"}"#.utf8).write(to: URL(fileURLWithPath: file))
-        let configuration = TestDaemon.configuration(folder) { $0.push = PushSettings(serviceAccountFile: file) }
-        do {
-            _ = try await buildServer(configuration: configuration, logger: LogCapture().logger())
-            Issue.record("start-up went on with a bad service account")
-        } catch let error as ServiceAccountError {
-            #expect(error.description.contains("\"token_uri\"") || error.description.contains("\"private_key\""))
+        try await withTemporaryFolder { folder in
+            let file = folder.url.appendingPathComponent("sa.json").path
+            try Data(#"{"type": "service_account", "project_id": "p"}"#.utf8).write(to: URL(fileURLWithPath: file))
+            let configuration = TestDaemon.configuration(folder) { $0.push = PushSettings(serviceAccountFile: file) }
+            do {
+                _ = try await buildServer(configuration: configuration, logger: LogCapture().logger())
+                Issue.record("start-up went on with a bad service account")
+            } catch let error as ServiceAccountError {
+                #expect(error.description.contains("\"token_uri\"") || error.description.contains("\"private_key\""))
+            }
+            // An empty credential file means push off.
+            try Data().write(to: URL(fileURLWithPath: file))
+            let server = try await buildServer(configuration: configuration, logger: LogCapture().logger())
+            #expect(server.routes.contains("GET /healthz"))
         }
-        // An empty credential file means push off.
-        try Data().write(to: URL(fileURLWithPath: file))
-        let server = try await buildServer(configuration: configuration, logger: LogCapture().logger())
-        #expect(server.routes.contains("GET /healthz"))
     }
 }

@@ -20,7 +20,7 @@ import Testing
             #expect(received.data["requestId"] == "req-AAAAAAAAAAAAAAAAAAAA")
             #expect(received.data["action"] == "password_reset")
             #expect(harness.fake.exchanges == 1)
-            #expect(harness.sender.healthState == "ok")
+            #expect(harness.sender.health.rawValue == "ok")
         }
     }
 
@@ -102,7 +102,7 @@ import Testing
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("ios"), logger: logger) == .authError)
             #expect(harness.fake.received.count == 1)
             #expect(harness.fake.exchanges == 1)
-            #expect(harness.sender.healthState == "auth_error")
+            #expect(harness.sender.health.rawValue == "auth_error")
         }
     }
 
@@ -118,7 +118,7 @@ import Testing
             // Dropped at once rather than waiting out the 10 s Retry-After.
             #expect(clock.now - started < .seconds(8))
             #expect(harness.fake.received.filter { $0.token == "slow" }.count == 1)
-            #expect(harness.sender.healthState == "degraded")
+            #expect(harness.sender.health.rawValue == "degraded")
             // Already expired: nothing is sent at all.
             #expect(await harness.sender.send(FakeFCMHarness.prompt(expiresIn: -1), to: FakeFCMHarness.device("late"), logger: logger) == .dropped)
             #expect(!harness.fake.received.contains { $0.token == "late" })

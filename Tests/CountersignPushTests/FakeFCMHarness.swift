@@ -14,10 +14,11 @@ struct FakeFCMHarness {
     let tokens: AccessTokenProvider
     let deadTokens: DeadTokens
 
-    final class DeadTokens: Sendable {
+    /// Records the tokens the sender reports dead, in order.
+    final class DeadTokens: PushTokenStore {
         private let list = Mutex<[String]>([])
         var tokens: [String] { list.withLock { $0 } }
-        func add(_ token: String) { list.withLock { $0.append(token) } }
+        func disablePush(deviceID: String, fcmToken: String) async throws { list.withLock { $0.append(fcmToken) } }
     }
 
     static func run<T: Sendable>(
@@ -38,9 +39,7 @@ struct FakeFCMHarness {
                 let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
                 var configuration = settings
                 configuration.endpoint = base
-                let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: configuration) { _, token, _ in
-                    dead.add(token)
-                }
+                let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: configuration, deadTokens: dead)
                 result = .success(try await body(FakeFCMHarness(fake: fake, base: base, sender: sender, tokens: tokens, deadTokens: dead)))
             } catch {
                 result = .failure(error)

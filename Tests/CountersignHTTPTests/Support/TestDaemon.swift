@@ -1,12 +1,13 @@
 import AsyncHTTPClient
 import CountersignCore
 import CountersignHTTP
+import CountersignRuntime
 import CountersignStore
 import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
-import ServiceLifecycle
+import ServiceRunner
 import Synchronization
 
 /// A folder of its own per test, removed afterwards.
@@ -21,6 +22,26 @@ struct TemporaryFolder {
     var databasePath: String { url.appendingPathComponent("countersign.sqlite").path }
 
     func remove() { try? FileManager.default.removeItem(at: url) }
+}
+
+/// Runs `body` with a fresh temporary folder, removed afterwards whatever happens.
+func withTemporaryFolder<T>(_ body: (TemporaryFolder) async throws -> T) async throws -> T {
+    let folder = try TemporaryFolder()
+    defer { folder.remove() }
+    return try await body(folder)
+}
+
+/// Runs `body` against a test daemon on a fresh temporary folder (the common
+/// case), with the test configuration changed by `configure`.
+func withTestDaemon<T: Sendable>(
+    configure: (inout ServeConfiguration) -> Void = { _ in },
+    logs: LogCapture = LogCapture(),
+    pushSender: (any PushSender)? = nil,
+    _ body: @Sendable (TestDaemon) async throws -> T
+) async throws -> T {
+    try await withTemporaryFolder { folder in
+        try await TestDaemon.run(TestDaemon.configuration(folder, configure), logs: logs, pushSender: pushSender, body)
+    }
 }
 
 /// Log lines a test can search (for secrets that must never appear).
@@ -77,29 +98,13 @@ struct TestDaemon: Sendable {
         _ body: @Sendable (TestDaemon) async throws -> T
     ) async throws -> T {
         let logger = logs.logger()
-        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
+        let readiness = RunningServices.Readiness()
         let server = try await buildServer(configuration: configuration, logger: logger, pushSender: pushSender) { port in
-            portContinuation.yield(port)
+            readiness.ready(port: port)
         }
-        let group = ServiceGroup(configuration: .init(services: server.services, logger: logger))
-        return try await withThrowingTaskGroup(of: T?.self) { tasks in
-            tasks.addTask {
-                try await group.run()
-                return nil
-            }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw TestFailure("server did not start") }
+        return try await RunningServices.run(server.services, readiness: readiness, logger: logger) { port in
             let daemon = TestDaemon(base: "http://127.0.0.1:\(port)", server: server, hasher: BcryptPasswordHasher(cost: configuration.bcryptCost))
-            let result: T
-            do {
-                result = try await body(daemon)
-            } catch {
-                await group.triggerGracefulShutdown()
-                throw error
-            }
-            await group.triggerGracefulShutdown()
-            try await tasks.waitForAll()
-            return result
+            return try await body(daemon)
         }
     }
 

@@ -1,0 +1,45 @@
+import Foundation
+
+/// A trusted device: it holds an API key (stored as SHA-256) and may approve.
+public struct Device: Sendable, Equatable {
+    public var id: String
+    public var userID: String
+    public var name: String
+    public var platform: String
+    /// The FCM registration token; `nil` for a pull-only device.
+    public var fcmToken: String?
+    /// False once FCM said the token is dead; a new token revives it.
+    public var pushEnabled: Bool
+    public var createdAt: Date
+
+    public init(
+        id: String,
+        userID: String,
+        name: String,
+        platform: String,
+        fcmToken: String?,
+        pushEnabled: Bool,
+        createdAt: Date
+    ) {
+        self.id = id
+        self.userID = userID
+        self.name = name
+        self.platform = platform
+        self.fcmToken = fcmToken
+        self.pushEnabled = pushEnabled
+        self.createdAt = createdAt
+    }
+
+    /// A token is usable for push when present and not a placeholder the apps send.
+    public static func pushToken(from raw: String?) -> String? {
+        guard let token = raw?.trimmingCharacters(in: .whitespacesAndNewlines),
+            !token.isEmpty, token.lowercased() != "unknown"
+        else { return nil }
+        return token
+    }
+
+    /// Only the last characters of a push token ever reach a log.
+    public static func tokenSuffix(_ token: String) -> String {
+        "…" + String(token.suffix(6))
+    }
+}

@@ -1,0 +1,17 @@
+/// New password rules of the API: at least 8 characters, at most 72 bytes of
+/// UTF-8 (bcrypt ignores anything past 72 bytes).
+public enum PasswordPolicy {
+    public static let minimumCharacters = 8
+    public static let maximumBytes = 72
+
+    /// A sentence naming the broken rule, or `nil` when the password is acceptable.
+    public static func violation(of password: String) -> String? {
+        if password.count < minimumCharacters {
+            return "The new password must have at least \(minimumCharacters) characters."
+        }
+        if password.utf8.count > maximumBytes {
+            return "The new password must be at most \(maximumBytes) bytes long."
+        }
+        return nil
+    }
+}

@@ -1,0 +1,107 @@
+import Foundation
+
+/// The approval state machine as a value: every rule of the request's life,
+/// with no I/O. ``ApprovalBroker`` owns one per operation, applies the action
+/// it returns and persists the resulting ``request``.
+///
+/// | from     | to        | when |
+/// |----------|-----------|------|
+/// | pending  | approved  | a device approves before `expiresAt` (with the right code when matching is on) |
+/// | pending  | denied    | a device denies, or sends a wrong code (no second try) |
+/// | pending  | expired   | `expiresAt` passes |
+/// | pending  | cancelled | the requester cancels, or a newer request for the same subject starts |
+/// | approved | completed | the requester completes before `completeBy`; exactly once |
+/// | approved | expired   | `completeBy` passes |
+public struct ApprovalStateMachine: Sendable {
+    public private(set) var request: ApprovalRequest
+
+    public init(_ request: ApprovalRequest) {
+        self.request = request
+    }
+
+    /// The state as any reader must see it at `now`: a live request whose
+    /// deadline has passed reads `expired` even before the sweeper wrote it.
+    public func state(at now: Date) -> ApprovalState {
+        if let deadline = request.deadline, now >= deadline { return .expired }
+        return request.state
+    }
+
+    /// The time-out transition, when the deadline of a live state has passed.
+    public mutating func expireIfDue(at now: Date) -> Transition? {
+        guard let deadline = request.deadline, now >= deadline else { return nil }
+        return apply(Transition(from: request.state, to: .expired, cause: .timedOut, at: now))
+    }
+
+    /// A trusted device of the request's user answers.
+    public mutating func respond(
+        _ decision: ApprovalDecision,
+        numberCode: String?,
+        deviceID: String,
+        at now: Date
+    ) -> MachineAction {
+        if let refusal = refusal(unless: .pending, at: now) { return refusal }
+        let transition: Transition
+        switch decision {
+        case .deny:
+            transition = Transition(from: .pending, to: .denied, cause: .deniedByDevice, at: now)
+        case .approve:
+            if let stored = request.numberCode {
+                guard let numberCode else { return .refuse(.numberCodeRequired) }
+                if NumberCode.matches(numberCode, stored) {
+                    transition = Transition(from: .pending, to: .approved, cause: .approvedByDevice, at: now)
+                } else {
+                    transition = Transition(from: .pending, to: .denied, cause: .numberMismatch, at: now)
+                }
+            } else {
+                transition = Transition(from: .pending, to: .approved, cause: .approvedByDevice, at: now)
+            }
+        }
+        request.respondingDeviceID = deviceID
+        return .persist(apply(transition))
+    }
+
+    /// The requester carries out the approved action.
+    public mutating func complete(at now: Date) -> MachineAction {
+        if let refusal = refusal(unless: .approved, at: now) { return refusal }
+        return .persist(apply(Transition(from: .approved, to: .completed, cause: .completedByRequester, at: now)))
+    }
+
+    /// The requester gives up.
+    public mutating func cancel(at now: Date) -> MachineAction {
+        if let refusal = refusal(unless: .pending, at: now) { return refusal }
+        return .persist(apply(Transition(from: .pending, to: .cancelled, cause: .cancelledByRequester, at: now)))
+    }
+
+    /// A newer request for the same subject and action replaces this one.
+    /// Returns `nil` when there is nothing to replace (not pending, or already expired).
+    public mutating func supersede(at now: Date) -> Transition? {
+        guard state(at: now) == .pending else { return nil }
+        return apply(Transition(from: .pending, to: .cancelled, cause: .supersededByNewerRequest, at: now))
+    }
+
+    /// What to answer instead of acting, unless the request is in `required` at `now`:
+    /// a time-out to write first when the deadline passed unrecorded, else a refusal.
+    private mutating func refusal(unless required: ApprovalState, at now: Date) -> MachineAction? {
+        let current = state(at: now)
+        if current == .expired {
+            if let timeOut = expireIfDue(at: now) { return .expire(timeOut) }
+            return .refuse(.expired)
+        }
+        return current == required ? nil : .refuse(.conflict(current))
+    }
+
+    private mutating func apply(_ transition: Transition) -> Transition {
+        request.state = transition.to
+        request.updatedAt = transition.at
+        switch transition.to {
+        case .approved:
+            request.completeBy = transition.at.addingTimeInterval(request.completionWindow)
+        case .pending:
+            break
+        case .denied, .expired, .cancelled, .completed:
+            // Nothing can be done with the held password hash any more.
+            request.newPasswordHash = nil
+        }
+        return transition
+    }
+}

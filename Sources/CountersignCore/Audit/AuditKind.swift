@@ -1,0 +1,21 @@
+/// What happened, for the audit trail. Raw values are what `countersign audit` shows and filters on.
+public enum AuditKind: String, Sendable, CaseIterable, Codable {
+    case loginSucceeded = "login_ok"
+    case loginFailed = "login_failed"
+    case keyRefreshed = "key_refreshed"
+    case keyRefreshFailed = "key_refresh_failed"
+    case pushTokenUpdated = "push_token_updated"
+    case deviceSignedOut = "device_signed_out"
+    case requestCreated = "request_created"
+    case promptSuppressed = "prompt_suppressed"
+    case pushed
+    case approved
+    case denied
+    case numberMismatch = "number_mismatch"
+    case completed
+    case cancelled
+    case expired
+    case fraudReported = "fraud_reported"
+    case rateLimited = "rate_limited"
+    case userUnlocked = "user_unlocked"
+}

@@ -1,0 +1,62 @@
+/// Long polling: a requester waits for its pending request to change.
+///
+/// Each waiter is a continuation parked in `waiters[id][number]`; whoever
+/// resumes it first removes it, so it is resumed exactly once whichever of the
+/// four wake-ups comes first: a committed transition (`wake(id)`), its timer,
+/// the caller's cancellation, or the server draining.
+extension ApprovalBroker {
+    /// Returns at once unless the request is pending; otherwise when it
+    /// changes, when `timeout` passes, when the caller is cancelled, or when
+    /// the server drains. Answers with the state as a reader sees it then.
+    public func waitForChange(of id: String, timeout: Duration) async throws -> ApprovalRequest? {
+        guard let request = try await status(of: id) else { return nil }
+        guard request.state == .pending, timeout > .zero, !draining else { return request }
+        let number = nextWaiter
+        nextWaiter += 1
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: timeout)
+            await self?.wake(id, waiter: number)
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                // The cancel-while-registering race: the caller may be cancelled
+                // after `withTaskCancellationHandler` began but before this body
+                // runs on the actor. The `onCancel` handler then runs at once, on
+                // another thread, and its `wake(id, waiter:)` hops onto the actor:
+                // it may run before this registration (finding nothing to wake)
+                // or after it (resuming it). So registration checks for
+                // cancellation itself; and since both run on the actor, one of
+                // the two always sees the other, and the continuation can never
+                // be left parked. The same holds for `draining`.
+                if Task.isCancelled || draining {
+                    continuation.resume()
+                } else {
+                    waiters[id, default: [:]][number] = continuation
+                }
+            }
+        } onCancel: {
+            Task { await self.wake(id, waiter: number) }
+        }
+        timer.cancel()
+        return try await status(of: id)
+    }
+
+    /// Answers every long poll now and every later one at once: the server is shutting down.
+    public func drain() {
+        draining = true
+        for id in Array(waiters.keys) { wake(id) }
+    }
+
+    /// Wakes every waiter of a request: it changed.
+    func wake(_ id: String) {
+        guard let waiting = waiters.removeValue(forKey: id) else { return }
+        for continuation in waiting.values { continuation.resume() }
+    }
+
+    /// Wakes one waiter (its timer fired, or its caller was cancelled), if still parked.
+    func wake(_ id: String, waiter number: Int) {
+        guard let continuation = waiters[id]?.removeValue(forKey: number) else { return }
+        if waiters[id]?.isEmpty == true { waiters[id] = nil }
+        continuation.resume()
+    }
+}

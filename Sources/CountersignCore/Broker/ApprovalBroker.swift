@@ -1,0 +1,307 @@
+import Foundation
+import Logging
+
+/// Owns the live approval requests: applies the decisions of
+/// ``ApprovalStateMachine``, persists them, wakes long-poll waiters and hands
+/// pushes to the ``PushQueue``. Every decision about a request is made here or
+/// in the machine, on the broker's clock; callers only translate the outcome.
+///
+/// The database is the arbiter of races: each transition is a conditional
+/// update that changes one row or none. The actor's own state (the index of
+/// live requests and the waiters) only mirrors what the database accepted, so
+/// actor re-entrancy at an `await` cannot make two callers both win.
+public actor ApprovalBroker {
+    private let store: any ApprovalStore
+    private let approvers: any ApproverDirectory
+    private let configuration: BrokerConfiguration
+    private let pushQueue: PushQueue
+    private let audit: AuditLog
+    private let logger: Logger
+    let now: @Sendable () -> Date
+    private let observer: @Sendable (Transition) -> Void
+
+    /// Pending and approved requests, by id.
+    private var live: [String: ApprovalRequest] = [:]
+    /// Long-poll waiters, by request id, then by waiter number (see `ApprovalBroker+LongPoll.swift`).
+    var waiters: [String: [Int: CheckedContinuation<Void, Never>]] = [:]
+    var nextWaiter = 0
+    /// Set on shutdown: every long poll is answered at once.
+    var draining = false
+    /// When the expiry sweep last completed: the watchdog's sign of life.
+    public private(set) var lastSweep: Date?
+
+    public init(
+        store: any ApprovalStore,
+        approvers: any ApproverDirectory,
+        configuration: BrokerConfiguration,
+        pushQueue: PushQueue,
+        audit: AuditLog,
+        logger: Logger,
+        now: @escaping @Sendable () -> Date = { Date() },
+        observer: @escaping @Sendable (Transition) -> Void = { _ in }
+    ) {
+        self.store = store
+        self.approvers = approvers
+        self.configuration = configuration
+        self.pushQueue = pushQueue
+        self.audit = audit
+        self.logger = logger
+        self.now = now
+        self.observer = observer
+    }
+
+    // MARK: Start-up and sweeping
+
+    /// Loads the live requests from the database and expires the overdue ones.
+    public func start() async throws {
+        for request in try await store.liveRequests() {
+            live[request.id] = request
+        }
+        logger.info("approval index loaded", metadata: ["live": "\(live.count)"])
+        try await expireDue()
+    }
+
+    /// Writes `expired` for every live request whose deadline has passed and wakes its waiters.
+    public func expireDue() async throws {
+        let now = now()
+        let due = live.values.filter { ($0.deadline ?? .distantFuture) <= now }
+        for request in due {
+            var machine = ApprovalStateMachine(request)
+            guard let transition = machine.expireIfDue(at: now) else { continue }
+            try await commit(transition, machine.request, context: .system, logger: logger)
+        }
+        lastSweep = now
+    }
+
+    /// Counts of live requests by state, for status lines and metrics.
+    public func liveCounts() -> [ApprovalState: Int] {
+        live.values.reduce(into: [:]) { counts, request in counts[request.state, default: 0] += 1 }
+    }
+
+    // MARK: Requester side
+
+    /// Starts a request for whoever `email` belongs to. An unknown email, or a
+    /// user whose prompts a fraud report silenced, gets a request that looks
+    /// the same from outside but prompts no device and expires unanswered.
+    public func initiate(
+        email: String,
+        action: ApprovalAction = .passwordReset,
+        newPasswordHash: String,
+        requester: RequesterInfo,
+        context: AuditContext = .system,
+        logger requestLogger: Logger? = nil
+    ) async throws -> (request: ApprovalRequest, numberCode: String?) {
+        let logger = requestLogger ?? self.logger
+        let recipient = try await recipient(forEmail: email, context: context, logger: logger)
+        return try await initiate(
+            for: recipient, action: action, newPasswordHash: newPasswordHash, requester: requester, context: context, logger: logger)
+    }
+
+    /// Decides whom a request for `email` is for, on the broker's clock.
+    private func recipient(forEmail email: String, context: AuditContext, logger: Logger) async throws -> Recipient {
+        let email = User.normalize(email: email)
+        guard let user = try await approvers.user(email: email) else {
+            return .unknownEmail(emailHash: SecureToken.sha256Hex(email))
+        }
+        guard user.isSilenced(at: now()) else { return .user(id: user.id) }
+        logger.notice("prompts silenced after a fraud report", metadata: ["user": "\(user.id)"])
+        audit.record(
+            AuditEvent(
+                at: now(), kind: .promptSuppressed, userID: user.id, context: context,
+                detail: "fraud report until \(Timestamp.string(user.silencedUntil ?? now()))"))
+        return .silenced(userID: user.id)
+    }
+
+    /// Starts a request for `recipient`, replacing (cancelling) its pending one.
+    public func initiate(
+        for recipient: Recipient,
+        action: ApprovalAction = .passwordReset,
+        newPasswordHash: String,
+        requester: RequesterInfo,
+        context: AuditContext = .system,
+        logger requestLogger: Logger? = nil
+    ) async throws -> (request: ApprovalRequest, numberCode: String?) {
+        let logger = requestLogger ?? self.logger
+        let now = now()
+        let code = configuration.numberMatching ? NumberCode.generate() : nil
+        let request = ApprovalRequest(
+            id: SecureToken.requestID(),
+            userID: recipient.approverID,
+            subject: recipient.subject,
+            action: action,
+            state: .pending,
+            createdAt: now,
+            expiresAt: now.addingTimeInterval(configuration.requestTTL),
+            completionWindow: configuration.completionWindow,
+            updatedAt: now,
+            numberCode: code.map(NumberCode.seal),
+            newPasswordHash: newPasswordHash,
+            requester: requester
+        )
+        let superseded = try await store.insert(request)
+        live[request.id] = request
+        for id in superseded {
+            guard let old = live[id] else { continue }
+            var machine = ApprovalStateMachine(old)
+            if let transition = machine.supersede(at: now) {
+                didCommit(transition, machine.request, context: context, logger: logger)
+            }
+        }
+        logger.info("approval request created", metadata: ["request": "\(request.logReference)", "prompt": "\(recipient.approverID != nil)"])
+        let detail: String? =
+            switch recipient {
+            case .user: nil
+            case .silenced: "prompts silenced"
+            case .unknownEmail: "unknown email"
+            }
+        audit.record(
+            AuditEvent(
+                at: now, kind: .requestCreated, userID: recipient.accountID, requestRef: request.logReference, context: context,
+                detail: detail))
+        if let userID = recipient.approverID {
+            pushQueue.enqueue(
+                .prompt(requestID: request.id, userID: userID, action: action, expiresAt: request.expiresAt, requester: requester))
+        }
+        return (request, code)
+    }
+
+    /// The request as a reader must see it now (a live request past its deadline reads `expired`).
+    public func status(of id: String) async throws -> ApprovalRequest? {
+        guard var request = try await load(id) else { return nil }
+        request.state = ApprovalStateMachine(request).state(at: now())
+        return request
+    }
+
+    public func complete(_ id: String, context: AuditContext = .system, logger: Logger? = nil) async throws -> ApprovalRequest {
+        try await perform(on: id, ownedBy: nil, context: context, logger: logger ?? self.logger) { machine, now in machine.complete(at: now) }
+            .request
+    }
+
+    public func cancel(_ id: String, context: AuditContext = .system, logger: Logger? = nil) async throws -> ApprovalRequest {
+        try await perform(on: id, ownedBy: nil, context: context, logger: logger ?? self.logger) { machine, now in machine.cancel(at: now) }
+            .request
+    }
+
+    // MARK: Approver side
+
+    /// Pending requests of a user, newest first.
+    public func pendingRequests(ofUser userID: String) -> [ApprovalRequest] {
+        let now = now()
+        return live.values
+            .filter { $0.userID == userID && ApprovalStateMachine($0).state(at: now) == .pending }
+            .sorted { $0.createdAt > $1.createdAt }
+    }
+
+    /// One request of a user; another user's (or an unknown) request is `nil`.
+    public func request(_ id: String, ofUser userID: String) async throws -> ApprovalRequest? {
+        guard let request = try await status(of: id), request.userID == userID else { return nil }
+        return request
+    }
+
+    /// A trusted device of `userID` answers. Returns the stored request and how the answer ended.
+    ///
+    /// With `reportFraud` (a denial that says "this was not me"), the user's
+    /// prompts are silenced for ``BrokerConfiguration/fraudSilence`` from the
+    /// moment of the answer: later requests for them prompt no device.
+    public func respond(
+        to id: String,
+        userID: String,
+        deviceID: String,
+        decision: ApprovalDecision,
+        numberCode: String?,
+        reportFraud: Bool = false,
+        context: AuditContext = .system,
+        logger: Logger? = nil
+    ) async throws -> (request: ApprovalRequest, answer: ApprovalAnswer) {
+        let logger = logger ?? self.logger
+        let (request, transition) = try await perform(on: id, ownedBy: userID, context: context, logger: logger) { machine, now in
+            machine.respond(decision, numberCode: numberCode, deviceID: deviceID, at: now)
+        }
+        if reportFraud {
+            let until = transition.at.addingTimeInterval(configuration.fraudSilence)
+            try await approvers.silencePrompts(userID: userID, until: until)
+            logger.warning("fraud reported: prompts silenced", metadata: ["user": "\(userID)", "device": "\(deviceID)"])
+            audit.record(
+                AuditEvent(
+                    at: transition.at, kind: .fraudReported, userID: userID, requestRef: request.logReference, context: context,
+                    detail: "prompts silenced until \(Timestamp.string(until))"))
+        }
+        return (request, ApprovalAnswer(transition.cause))
+    }
+
+    // MARK: Applying decisions
+
+    private func perform(
+        on id: String,
+        ownedBy userID: String?,
+        context: AuditContext,
+        logger: Logger,
+        _ event: (inout ApprovalStateMachine, Date) -> MachineAction
+    ) async throws -> (request: ApprovalRequest, transition: Transition) {
+        guard let request = try await load(id), userID == nil || request.userID == userID else {
+            throw BrokerError.notFound
+        }
+        var machine = ApprovalStateMachine(request)
+        switch event(&machine, now()) {
+        case .refuse(let refusal):
+            throw BrokerError.refused(refusal)
+        case .expire(let timeOut):
+            // Write the time-out now rather than wait for the sweeper.
+            try await commit(timeOut, machine.request, context: .system, logger: logger)
+            throw BrokerError.refused(.expired)
+        case .persist(let transition):
+            if try await commit(transition, machine.request, context: context, logger: logger) {
+                return (machine.request, transition)
+            }
+            // Another caller changed the row first: answer with what it holds now.
+            guard let current = try await status(of: id) else { throw BrokerError.notFound }
+            throw BrokerError.refused(current.state == .expired ? .expired : .conflict(current.state))
+        }
+    }
+
+    /// Persists a transition; on success mirrors it in memory, wakes waiters and
+    /// queues the resolution push. On a lost race, refreshes the index from the database.
+    @discardableResult
+    private func commit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext, logger: Logger) async throws -> Bool {
+        if try await store.apply(transition, to: request) {
+            didCommit(transition, request, context: context, logger: logger)
+            return true
+        }
+        if let stored = try await store.request(id: request.id) {
+            mirror(stored)
+        }
+        return false
+    }
+
+    private func didCommit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext, logger: Logger) {
+        mirror(request)
+        observer(transition)
+        audit.record(
+            AuditEvent(
+                at: transition.at, kind: transition.cause.auditKind, userID: request.recipient.accountID,
+                requestRef: request.logReference, context: context,
+                detail: transition.cause == .supersededByNewerRequest ? "superseded by a newer request" : nil))
+        logger.info(
+            "approval request \(transition.to.rawValue)",
+            metadata: ["request": "\(request.logReference)", "from": "\(transition.from.rawValue)", "cause": "\(transition.cause.rawValue)"]
+        )
+        wake(request.id)
+        if transition.from == .pending, let userID = request.userID {
+            pushQueue.enqueue(.resolved(requestID: request.id, userID: userID, status: transition.to))
+        }
+    }
+
+    private func mirror(_ request: ApprovalRequest) {
+        if request.state.isLive {
+            live[request.id] = request
+        } else {
+            live[request.id] = nil
+        }
+    }
+
+    private func load(_ id: String) async throws -> ApprovalRequest? {
+        if let request = live[id] { return request }
+        guard SecureToken.isWellFormed(id) else { return nil }
+        return try await store.request(id: id)
+    }
+}

@@ -1,0 +1,35 @@
+import Foundation
+
+/// A limit: at most `count` events per `window` seconds.
+public struct RateLimit: Sendable, Equatable {
+    public var count: Int
+    public var window: TimeInterval
+
+    public init(count: Int, window: TimeInterval) {
+        self.count = count
+        self.window = window
+    }
+}
+
+/// The API's limits (contract, "Abuse resistance"), each configurable.
+public enum RateLimitName: String, Sendable, CaseIterable {
+    case resetInitiatePerEmail
+    case resetInitiatePerIP
+    case loginFailuresPerEmail
+    case loginFailuresPerIP
+    case refreshKeyFailuresPerDevice
+    case statusPollsPerIP
+    case respondPerDevice
+
+    public var defaultLimit: RateLimit {
+        switch self {
+        case .resetInitiatePerEmail: RateLimit(count: 3, window: 900)
+        case .resetInitiatePerIP: RateLimit(count: 10, window: 900)
+        case .loginFailuresPerEmail: RateLimit(count: 5, window: 900)
+        case .loginFailuresPerIP: RateLimit(count: 5, window: 900)
+        case .refreshKeyFailuresPerDevice: RateLimit(count: 5, window: 900)
+        case .statusPollsPerIP: RateLimit(count: 50, window: 1)
+        case .respondPerDevice: RateLimit(count: 10, window: 60)
+        }
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+
+// The account store, split by who uses it: each consumer sees only what it needs,
+// and a backend implements them all (``AccountStore``).
+
+/// What the broker needs of accounts: who a request is for, and silencing a
+/// user's prompts after a fraud report.
+public protocol ApproverDirectory: Sendable {
+    func user(email: String) async throws -> User?
+    /// Silences a user's prompts until `until` (a fraud report); `nil` lifts it.
+    func silencePrompts(userID: String, until: Date?) async throws
+}
+
+/// Finding the trusted device behind an API key (every device route).
+public protocol DeviceDirectory: Sendable {
+    func device(apiKeyHash: String) async throws -> Device?
+}
+
+/// What a device's own routes need: sign in, key refresh, push token, sign out.
+public protocol DeviceAccountStore: DeviceDirectory {
+    func user(email: String) async throws -> User?
+    func user(id: String) async throws -> User?
+    /// Registers a device. A push token equal to one of the user's devices
+    /// replaces that device (its old key stops working).
+    func registerDevice(
+        userID: String,
+        name: String,
+        platform: String,
+        fcmToken: String?,
+        apiKeyHash: String
+    ) async throws -> Device
+    func replaceAPIKey(deviceID: String, apiKeyHash: String) async throws
+    /// Sets a new push token; a device whose token died gets push back.
+    func updatePushToken(deviceID: String, fcmToken: String?) async throws
+    func deleteDevice(id: String) async throws -> Bool
+}
+
+/// What push needs when a token turns out to be dead.
+public protocol PushTokenStore: Sendable {
+    /// Stops pushing to a device whose token FCM rejected, unless the token changed meanwhile.
+    func disablePush(deviceID: String, fcmToken: String) async throws
+}
+
+/// What the push dispatcher needs: the devices to prompt.
+public protocol PushTargetStore: PushTokenStore {
+    func devices(userID: String) async throws -> [Device]
+}
+
+/// What an operator's commands need: users, their passwords and devices.
+public protocol UserAdministration: Sendable {
+    func createUser(email: String, passwordHash: String) async throws -> User
+    func user(email: String) async throws -> User?
+    func users() async throws -> [User]
+    func setPassword(userID: String, passwordHash: String) async throws
+    func devices(userID: String) async throws -> [Device]
+    func deleteDevice(id: String) async throws -> Bool
+    func silencePrompts(userID: String, until: Date?) async throws
+}
+
+/// Users and their trusted devices: every account port, as a backend implements them.
+public typealias AccountStore = ApproverDirectory & DeviceAccountStore & PushTargetStore & UserAdministration
+
+public enum AccountError: Error, Equatable {
+    case emailTaken
+    case unknownUser
+}

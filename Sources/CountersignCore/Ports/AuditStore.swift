@@ -1,0 +1,10 @@
+import Foundation
+
+/// Durable home of the audit trail.
+public protocol AuditStore: Sendable {
+    func append(_ events: [AuditEvent]) async throws
+    /// Events, oldest first, filtered.
+    func auditEvents(since: Date?, email: String?, kind: AuditKind?, limit: Int) async throws -> [AuditEvent]
+    /// Removes events older than `date`; returns how many.
+    func pruneAudit(before date: Date) async throws -> Int
+}

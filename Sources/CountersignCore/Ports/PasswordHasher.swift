@@ -1,0 +1,5 @@
+/// Slow, salted password hashing (bcrypt). Implementations keep the work off event loops.
+public protocol PasswordHasher: Sendable {
+    func hash(_ password: String) async throws -> String
+    func verify(_ password: String, hash: String) async throws -> Bool
+}

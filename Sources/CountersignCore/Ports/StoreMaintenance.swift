@@ -1,0 +1,18 @@
+import Foundation
+
+/// Whether the database answers: for `/healthz` and the systemd watchdog.
+public protocol StoreHealth: Sendable {
+    func ping() async -> Bool
+}
+
+/// Upkeep of a running store: pruning by age, and a clean close on shutdown.
+public protocol StoreMaintenance: StoreHealth, AuditStore {
+    /// Removes terminal requests last changed before `date`; returns how many.
+    func pruneFinishedRequests(before date: Date) async throws -> Int
+    /// Flushes what the backend buffers (SQLite: the WAL) before closing.
+    func checkpoint() throws
+    func close() throws
+}
+
+/// Everything the daemon needs of a database. A backend implements these ports and nothing else.
+public typealias CountersignStorage = ApprovalStore & AccountStore & StoreMaintenance

@@ -1,0 +1,98 @@
+import CountersignCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// The approving device's side: list pending requests (pull mode), read one, answer one.
+struct ApprovalsController: Sendable {
+    let broker: ApprovalBroker
+    let authenticator: DeviceAuthenticator
+    let abuse: AbuseGuard
+
+    func addRoutes(to group: RouterGroup<AppRequestContext>) {
+        group.get("approvals/pending", use: pending)
+        group.get("approvals/{requestId}", use: one)
+        group.post("approvals/{requestId}/respond", use: respond)
+    }
+
+    struct Item: Encodable {
+        struct Requester: Encodable { var ip: String; var userAgent: String? }
+        var requestId: String
+        var action: ApprovalAction
+        var createdAt: String
+        var expiresAt: String
+        var numberMatching: Bool
+        var requester: Requester
+        var status: ApprovalState?
+
+        init(_ request: ApprovalRequest, withStatus: Bool) {
+            requestId = request.id
+            action = request.action
+            createdAt = Timestamp.string(request.createdAt)
+            expiresAt = Timestamp.string(request.expiresAt)
+            numberMatching = request.numberMatching
+            requester = Requester(ip: request.requester.ip, userAgent: request.requester.userAgent)
+            status = withStatus ? request.state : nil
+        }
+    }
+
+    struct PendingAnswer: ResponseEncodable { var approvals: [Item] }
+
+    @Sendable func pending(_ request: Request, context: AppRequestContext) async throws -> PendingAnswer {
+        let device = try await authenticator.device(for: request)
+        let requests = await broker.pendingRequests(ofUser: device.userID)
+        return PendingAnswer(approvals: requests.map { Item($0, withStatus: false) })
+    }
+
+    struct OneAnswer: ResponseEncodable {
+        var item: Item
+        func encode(to encoder: any Encoder) throws { try item.encode(to: encoder) }
+    }
+
+    @Sendable func one(_ request: Request, context: AppRequestContext) async throws -> OneAnswer {
+        let device = try await authenticator.device(for: request)
+        let id = try context.parameters.require("requestId")
+        guard let approval = try await broker.request(id, ofUser: device.userID) else { throw APIError.notFound }
+        return OneAnswer(item: Item(approval, withStatus: true))
+    }
+
+    struct RespondBody: Decodable {
+        var decision: ApprovalDecision
+        var numberCode: String?
+        var reportFraud: Bool?
+    }
+
+    struct RespondAnswer: ResponseEncodable {
+        var requestId: String
+        var status: ApprovalState
+    }
+
+    @Sendable func respond(_ request: Request, context: AppRequestContext) async throws -> RespondAnswer {
+        let device = try await authenticator.device(for: request)
+        try abuse.hit(.respondPerDevice, device.id, AbuseGuard.Message.answers, context: context, request: request, userID: device.userID)
+        let id = try context.parameters.require("requestId")
+        let body = try await request.decodeJSON(as: RespondBody.self, context: context)
+        let code = try body.numberCode.map { try Field.text($0, "numberCode", maxBytes: 8) }
+        let reportFraud = body.reportFraud ?? false
+        if reportFraud && body.decision != .deny {
+            throw APIError.invalidRequest("The field `reportFraud` goes with the decision `deny` only.")
+        }
+        let (approval, answer) = try await broker.respond(
+            to: id,
+            userID: device.userID,
+            deviceID: device.id,
+            decision: body.decision,
+            numberCode: code,
+            reportFraud: reportFraud,
+            context: request.auditContext(context, deviceID: device.id),
+            logger: context.logger
+        )
+        context.logger.info(
+            "approval answered",
+            metadata: ["request": "\(approval.logReference)", "device": "\(device.id)", "status": "\(approval.state.rawValue)"]
+        )
+        if answer == .numberMismatch { throw APIError.numberMismatch }
+        return RespondAnswer(requestId: approval.id, status: approval.state)
+    }
+}

@@ -1,0 +1,24 @@
+import CountersignCore
+import Hummingbird
+import NIOCore
+import Prometheus
+
+/// `GET /metrics`: Prometheus text exposition.
+struct MetricsController: Sendable {
+    let metrics: AppMetrics
+    let broker: ApprovalBroker
+
+    func addRoutes(to router: Router<AppRequestContext>) {
+        router.get("metrics", use: scrape)
+    }
+
+    @Sendable func scrape(_ request: Request, context: AppRequestContext) async throws -> Response {
+        metrics.live(await broker.liveCounts())
+        let bytes = metrics.registry.emitToBuffer()
+        return Response(
+            status: .ok,
+            headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(bytes: bytes))
+        )
+    }
+}

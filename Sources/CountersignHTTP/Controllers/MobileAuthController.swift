@@ -1,0 +1,134 @@
+import CountersignCore
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// Login (registers a trusted device), API key refresh, push token update and sign-out.
+struct MobileAuthController: Sendable {
+    let accounts: any DeviceAccountStore
+    let hasher: any PasswordHasher
+    let authenticator: DeviceAuthenticator
+    let abuse: AbuseGuard
+    let audit: AuditLog
+    /// A hash of nothing anyone knows, verified for unknown emails so that they
+    /// cost the same bcrypt time as a wrong password.
+    let decoyHash: String
+
+    func addRoutes(to group: RouterGroup<AppRequestContext>) {
+        group.post("auth/login", use: login)
+        group.post("auth/refresh-key", use: refreshKey)
+        group.put("device/fcm-token", use: updateToken)
+        group.delete("device", use: signOut)
+    }
+
+    struct LoginBody: Decodable {
+        var email: String
+        var password: String
+        var deviceName: String
+        var platform: String
+        var fcmToken: String?
+    }
+
+    struct LoginAnswer: ResponseEncodable {
+        struct UserOut: Encodable { var id: String; var email: String }
+        struct DeviceOut: Encodable { var id: String; var name: String; var platform: String; var pushEnabled: Bool }
+        var success = true
+        var user: UserOut
+        var device: DeviceOut
+        var apiKey: String
+    }
+
+    @Sendable func login(_ request: Request, context: AppRequestContext) async throws -> LoginAnswer {
+        let body = try await request.decodeJSON(as: LoginBody.self, context: context)
+        let email = try Field.email(body.email)
+        let password = try Field.password(body.password)
+        let deviceName = try Field.text(body.deviceName, "deviceName", maxBytes: 100)
+        let platform = try Field.text(body.platform, "platform", maxBytes: 32)
+        let token = try body.fcmToken.map { try Field.text($0, "fcmToken", maxBytes: 4096, allowEmpty: true) }
+        let normalized = User.normalize(email: email)
+        try abuse.check(.loginFailuresPerIP, context.clientIP, AbuseGuard.Message.logins, context: context, request: request, email: normalized)
+        try abuse.check(.loginFailuresPerEmail, normalized, AbuseGuard.Message.logins, context: context, request: request, email: normalized)
+
+        let user = try await accounts.user(email: normalized)
+        // An unknown email costs the same bcrypt work as a wrong password.
+        let passwordMatches = try await hasher.verify(password, hash: user?.passwordHash ?? decoyHash)
+        guard let user, passwordMatches else {
+            abuse.recordFailure(.loginFailuresPerIP, context.clientIP)
+            abuse.recordFailure(.loginFailuresPerEmail, normalized)
+            context.logger.notice("login failed", metadata: ["ip": "\(context.clientIP)"])
+            audit.record(
+                AuditEvent(
+                    kind: .loginFailed, userID: user?.id, email: normalized, context: request.auditContext(context),
+                    detail: user == nil ? "unknown email" : "wrong password"))
+            throw APIError.invalidCredentials
+        }
+        let apiKey = SecureToken.apiKey()
+        let device = try await accounts.registerDevice(
+            userID: user.id,
+            name: deviceName,
+            platform: platform,
+            fcmToken: Device.pushToken(from: token),
+            apiKeyHash: SecureToken.sha256Hex(apiKey)
+        )
+        context.logger.info("device signed in", metadata: ["user": "\(user.id)", "device": "\(device.id)", "push": "\(device.pushEnabled)"])
+        audit.record(
+            AuditEvent(
+                kind: .loginSucceeded, userID: user.id, context: request.auditContext(context, deviceID: device.id),
+                detail: device.fcmToken.map { "push token \(Device.tokenSuffix($0))" } ?? "pull only"))
+        return LoginAnswer(
+            user: .init(id: user.id, email: user.email),
+            device: .init(id: device.id, name: device.name, platform: device.platform, pushEnabled: device.pushEnabled),
+            apiKey: apiKey
+        )
+    }
+
+    struct RefreshBody: Decodable { var password: String }
+    struct RefreshAnswer: ResponseEncodable { var apiKey: String }
+
+    @Sendable func refreshKey(_ request: Request, context: AppRequestContext) async throws -> RefreshAnswer {
+        let device = try await authenticator.device(for: request)
+        let body = try await request.decodeJSON(as: RefreshBody.self, context: context)
+        let password = try Field.password(body.password)
+        try abuse.check(
+            .refreshKeyFailuresPerDevice, device.id, AbuseGuard.Message.refresh, context: context, request: request, userID: device.userID)
+        guard let user = try await accounts.user(id: device.userID) else { throw APIError.unauthorized }
+        guard try await hasher.verify(password, hash: user.passwordHash) else {
+            abuse.recordFailure(.refreshKeyFailuresPerDevice, device.id)
+            context.logger.notice("key refresh refused: wrong password", metadata: ["device": "\(device.id)"])
+            audit.record(AuditEvent(kind: .keyRefreshFailed, userID: user.id, context: request.auditContext(context, deviceID: device.id)))
+            throw APIError.wrongPassword
+        }
+        let apiKey = SecureToken.apiKey()
+        try await accounts.replaceAPIKey(deviceID: device.id, apiKeyHash: SecureToken.sha256Hex(apiKey))
+        context.logger.info("API key refreshed", metadata: ["device": "\(device.id)"])
+        audit.record(AuditEvent(kind: .keyRefreshed, userID: user.id, context: request.auditContext(context, deviceID: device.id)))
+        return RefreshAnswer(apiKey: apiKey)
+    }
+
+    struct TokenBody: Decodable { var fcmToken: String }
+    struct Success: ResponseEncodable { var success = true }
+
+    @Sendable func updateToken(_ request: Request, context: AppRequestContext) async throws -> Success {
+        let device = try await authenticator.device(for: request)
+        let body = try await request.decodeJSON(as: TokenBody.self, context: context)
+        let token = Device.pushToken(from: try Field.text(body.fcmToken, "fcmToken", maxBytes: 4096, allowEmpty: true))
+        try await accounts.updatePushToken(deviceID: device.id, fcmToken: token)
+        context.logger.info(
+            "push token updated",
+            metadata: ["device": "\(device.id)", "token": "\(token.map(Device.tokenSuffix) ?? "none")"]
+        )
+        audit.record(
+            AuditEvent(
+                kind: .pushTokenUpdated, userID: device.userID, context: request.auditContext(context, deviceID: device.id),
+                detail: token.map { "push token \(Device.tokenSuffix($0))" } ?? "pull only"))
+        return Success()
+    }
+
+    @Sendable func signOut(_ request: Request, context: AppRequestContext) async throws -> Success {
+        let device = try await authenticator.device(for: request)
+        _ = try await accounts.deleteDevice(id: device.id)
+        context.logger.info("device signed out", metadata: ["device": "\(device.id)"])
+        audit.record(AuditEvent(kind: .deviceSignedOut, userID: device.userID, context: request.auditContext(context, deviceID: device.id)))
+        return Success()
+    }
+}

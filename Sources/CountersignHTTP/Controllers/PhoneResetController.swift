@@ -1,0 +1,123 @@
+import CountersignCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// The requester's side of a phone-approved password reset: initiate, status
+/// (with long poll), complete, cancel. The request id is the only credential.
+struct PhoneResetController: Sendable {
+    let broker: ApprovalBroker
+    let hasher: any PasswordHasher
+    let abuse: AbuseGuard
+
+    func addRoutes(to group: RouterGroup<AppRequestContext>) {
+        group.post("auth/reset/phone/initiate", use: initiate)
+        group.get("auth/reset/phone/status/{requestId}", use: status)
+        group.post("auth/reset/phone/complete/{requestId}", use: complete)
+        group.post("auth/reset/phone/cancel/{requestId}", use: cancel)
+    }
+
+    struct InitiateBody: Decodable {
+        var email: String
+        var newPassword: String
+    }
+
+    struct InitiateAnswer: ResponseEncodable {
+        var requestId: String
+        var expiresAt: String
+        var numberCode: String?
+    }
+
+    @Sendable func initiate(_ request: Request, context: AppRequestContext) async throws -> InitiateAnswer {
+        let body = try await request.decodeJSON(as: InitiateBody.self, context: context)
+        let email = User.normalize(email: try Field.email(body.email))
+        if let violation = PasswordPolicy.violation(of: body.newPassword) {
+            throw APIError.weakPassword(violation)
+        }
+        try abuse.hit(.resetInitiatePerIP, context.clientIP, AbuseGuard.Message.resets, context: context, request: request, email: email)
+        try abuse.hit(.resetInitiatePerEmail, email, AbuseGuard.Message.resets, context: context, request: request, email: email)
+        // Hashed whether or not the account exists: same work, same answer.
+        let newPasswordHash = try await hasher.hash(body.newPassword)
+        let (approval, code) = try await broker.initiate(
+            email: email,
+            newPasswordHash: newPasswordHash,
+            requester: RequesterInfo(ip: context.clientIP, userAgent: request.userAgent),
+            context: request.auditContext(context),
+            logger: context.logger
+        )
+        return InitiateAnswer(requestId: approval.id, expiresAt: Timestamp.string(approval.expiresAt), numberCode: code)
+    }
+
+    struct StatusAnswer: ResponseEncodable {
+        var requestId: String
+        var status: ApprovalState
+        var expiresAt: String
+        var errorMessage: String?
+
+        init(_ request: ApprovalRequest) {
+            requestId = request.id
+            status = request.state
+            expiresAt = Timestamp.string(request.expiresAt)
+            errorMessage =
+                switch request.state {
+                case .denied: "The reset request was denied on your trusted device."
+                case .expired: "The reset request has expired. Please start again."
+                default: nil
+                }
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(requestId, forKey: .requestId)
+            try container.encode(status, forKey: .status)
+            try container.encode(expiresAt, forKey: .expiresAt)
+            // Always present: null or a sentence.
+            try container.encode(errorMessage, forKey: .errorMessage)
+        }
+
+        enum CodingKeys: String, CodingKey { case requestId, status, expiresAt, errorMessage }
+    }
+
+    @Sendable func status(_ request: Request, context: AppRequestContext) async throws -> StatusAnswer {
+        try abuse.hit(.statusPollsPerIP, context.clientIP, AbuseGuard.Message.polls, context: context, request: request)
+        let id = try context.parameters.require("requestId")
+        let wait = try Self.waitSeconds(request)
+        let approval =
+            if wait > 0 {
+                try await broker.waitForChange(of: id, timeout: .seconds(wait))
+            } else {
+                try await broker.status(of: id)
+            }
+        guard let approval else { throw APIError.notFound }
+        return StatusAnswer(approval)
+    }
+
+    struct Success: ResponseEncodable {
+        var success = true
+        var status: ApprovalState?
+    }
+
+    @Sendable func complete(_ request: Request, context: AppRequestContext) async throws -> Success {
+        let id = try context.parameters.require("requestId")
+        _ = try await request.readBody(context: context)  // optional and ignored, but bounded
+        _ = try await broker.complete(id, context: request.auditContext(context), logger: context.logger)
+        return Success()
+    }
+
+    @Sendable func cancel(_ request: Request, context: AppRequestContext) async throws -> Success {
+        let id = try context.parameters.require("requestId")
+        _ = try await request.readBody(context: context)
+        let cancelled = try await broker.cancel(id, context: request.auditContext(context), logger: context.logger)
+        return Success(status: cancelled.state)
+    }
+
+    /// `?wait=S`: whole seconds 0…30.
+    static func waitSeconds(_ request: Request) throws -> Int {
+        guard let raw = request.uri.queryParameters["wait"] else { return 0 }
+        guard let seconds = Int(String(raw)), (0...APILimits.maxLongPollSeconds).contains(seconds) else {
+            throw APIError.invalidRequest("The parameter `wait` must be a whole number of seconds from 0 to \(APILimits.maxLongPollSeconds).")
+        }
+        return seconds
+    }
+}

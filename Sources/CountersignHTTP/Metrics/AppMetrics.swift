@@ -1,0 +1,61 @@
+import CountersignCore
+import Foundation
+import Hummingbird
+import Metrics
+import Prometheus
+
+/// Every metric the daemon exports, named in one place, recorded through
+/// swift-metrics into this server's own Prometheus registry (served at `/metrics`).
+/// Route labels are route templates, never raw paths: paths carry request ids.
+public final class AppMetrics: Sendable {
+    public let registry: PrometheusCollectorRegistry
+    private let factory: PrometheusMetricsFactory
+
+    enum Name {
+        static let httpRequests = "countersign_http_requests_total"
+        static let httpDuration = "countersign_http_request_duration_seconds"
+        static let liveRequests = "countersign_live_requests"
+        static let transitions = "countersign_transitions_total"
+        static let pushes = "countersign_pushes_total"
+        static let rateLimited = "countersign_rate_limited_total"
+    }
+
+    public init() {
+        registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.defaultDurationHistogramBuckets = [
+            .milliseconds(1), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+            .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10), .seconds(30),
+        ]
+        self.factory = factory
+    }
+
+    func httpRequest(method: String, route: String, status: Int, duration: Duration) {
+        Counter(label: Name.httpRequests, dimensions: [("method", method), ("route", route), ("status", String(status))], factory: factory)
+            .increment()
+        Metrics.Timer(label: Name.httpDuration, dimensions: [("method", method), ("route", route)], factory: factory)
+            .recordNanoseconds(duration.nanoseconds)
+    }
+
+    public func transition(_ transition: Transition) {
+        Counter(
+            label: Name.transitions,
+            dimensions: [("from", transition.from.rawValue), ("to", transition.to.rawValue), ("cause", transition.cause.rawValue)],
+            factory: factory
+        ).increment()
+    }
+
+    func push(type: String, outcome: PushOutcome) {
+        Counter(label: Name.pushes, dimensions: [("type", type), ("outcome", outcome.rawValue)], factory: factory).increment()
+    }
+
+    func rateLimited(_ name: RateLimitName) {
+        Counter(label: Name.rateLimited, dimensions: [("limit", name.rawValue)], factory: factory).increment()
+    }
+
+    func live(_ counts: [ApprovalState: Int]) {
+        for state in [ApprovalState.pending, .approved] {
+            Gauge(label: Name.liveRequests, dimensions: [("state", state.rawValue)], factory: factory).record(counts[state] ?? 0)
+        }
+    }
+}

@@ -1,0 +1,22 @@
+import Hummingbird
+import Logging
+
+/// One log line per request, naming the route template, never the raw path:
+/// paths carry request ids, which are credentials.
+struct AccessLogMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let start = ContinuousClock.now
+        let response = try await next(request, context)
+        let elapsed = (ContinuousClock.now - start).components
+        context.logger.debug(
+            "request",
+            metadata: [
+                "method": "\(request.method.rawValue)",
+                "route": "\(context.endpointPath ?? "unmatched")",
+                "status": "\(response.status.code)",
+                "ms": "\(elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000)",
+            ]
+        )
+        return response
+    }
+}

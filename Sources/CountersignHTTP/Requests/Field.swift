@@ -1,0 +1,34 @@
+import Foundation
+
+/// Field checks shared by the routes: each failure names its field.
+enum Field {
+    static func text(_ value: String, _ name: String, maxBytes: Int, allowEmpty: Bool = false) throws -> String {
+        let trimmed = value.trimmingCharacters(in: .whitespacesAndNewlines)
+        if trimmed.isEmpty && !allowEmpty {
+            throw APIError.invalidRequest("The field `\(name)` must not be empty.")
+        }
+        if trimmed.utf8.count > maxBytes {
+            throw APIError.invalidRequest("The field `\(name)` is longer than \(maxBytes) bytes.")
+        }
+        if trimmed.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            throw APIError.invalidRequest("The field `\(name)` contains control characters.")
+        }
+        return trimmed
+    }
+
+    static func email(_ value: String) throws -> String {
+        let email = try text(value, "email", maxBytes: 254)
+        let parts = email.split(separator: "@", omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].isEmpty, parts[1].contains("."), !email.contains(where: \.isWhitespace) else {
+            throw APIError.invalidRequest("The field `email` is not an email address.")
+        }
+        return email
+    }
+
+    /// A password as typed: not trimmed, bounded so hashing stays cheap to refuse.
+    static func password(_ value: String, _ name: String = "password") throws -> String {
+        if value.isEmpty { throw APIError.invalidRequest("The field `\(name)` must not be empty.") }
+        if value.utf8.count > 1024 { throw APIError.invalidRequest("The field `\(name)` is longer than 1024 bytes.") }
+        return value
+    }
+}

@@ -1,0 +1,6 @@
+import HTTPTypes
+
+extension HTTPField.Name {
+    static let apiKey = Self("X-API-Key")!
+    static let xForwardedFor = Self("X-Forwarded-For")!
+}

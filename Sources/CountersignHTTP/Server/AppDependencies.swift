@@ -1,0 +1,49 @@
+import CountersignCore
+import Foundation
+
+/// What the HTTP application works with: built once by the runtime from its
+/// configuration, then handed to ``buildApplication(_:address:services:logger:onServerRunning:)``.
+/// Each part reaches the controllers and services only through the port it needs.
+public struct AppDependencies: Sendable {
+    public var store: any CountersignStorage
+    public var broker: ApprovalBroker
+    public var hasher: any PasswordHasher
+    public var pushQueue: PushQueue
+    public var pushSender: any PushSender
+    public var audit: AuditLog
+    public var metrics: AppMetrics
+    public var rateLimits: RateLimits
+    /// Peers whose `X-Forwarded-For` is believed.
+    public var trustedProxies: [IPNetwork]
+    /// How long audit events and finished requests are kept.
+    public var retention: TimeInterval
+    /// A hash of nothing anyone knows, verified for unknown emails so that they
+    /// cost the same bcrypt time as a wrong password.
+    public var decoyHash: String
+
+    public init(
+        store: any CountersignStorage,
+        broker: ApprovalBroker,
+        hasher: any PasswordHasher,
+        pushQueue: PushQueue,
+        pushSender: any PushSender,
+        audit: AuditLog,
+        metrics: AppMetrics,
+        rateLimits: RateLimits,
+        trustedProxies: [IPNetwork],
+        retention: TimeInterval,
+        decoyHash: String
+    ) {
+        self.store = store
+        self.broker = broker
+        self.hasher = hasher
+        self.pushQueue = pushQueue
+        self.pushSender = pushSender
+        self.audit = audit
+        self.metrics = metrics
+        self.rateLimits = rateLimits
+        self.trustedProxies = trustedProxies
+        self.retention = retention
+        self.decoyHash = decoyHash
+    }
+}

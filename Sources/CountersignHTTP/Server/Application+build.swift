@@ -1,0 +1,70 @@
+import CountersignCore
+import Hummingbird
+import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// The HTTP application: the router, and the background services that keep
+/// the broker's world moving (expiry, audit, upkeep, push), run with the server.
+///
+/// - Parameters:
+///   - services: more services to run with the server, started before these
+///     (the push client: it must outlive the dispatcher).
+///   - onServerRunning: called with the bound port once the listener is up.
+/// - Returns: the application, and every route as `METHOD /path/{parameter}`.
+public func buildApplication(
+    _ dependencies: AppDependencies,
+    address: BindAddress,
+    services: [any Service] = [],
+    logger: Logger,
+    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+) -> (application: Application<RouterResponder<AppRequestContext>>, routes: [String]) {
+    let router = buildRouter(dependencies)
+    let application = Application(
+        router: router,
+        configuration: .init(address: address, serverName: "countersign"),
+        services: services + [
+            ExpiryService(broker: dependencies.broker, interval: .milliseconds(250), logger: logger),
+            AuditWriter(log: dependencies.audit, store: dependencies.store, logger: logger),
+            MaintenanceService(store: dependencies.store, retention: dependencies.retention, logger: logger),
+            PushDispatcher(
+                queue: dependencies.pushQueue, accounts: dependencies.store, sender: dependencies.pushSender, audit: dependencies.audit,
+                metrics: dependencies.metrics, logger: logger),
+        ],
+        onServerRunning: { channel in
+            logger.info("listening", metadata: ["address": "\(channel.localAddress?.description ?? "?")"])
+            await onServerRunning(channel.localAddress?.port ?? 0)
+        },
+        logger: logger
+    )
+    return (application, router.routes.map { "\($0.method.rawValue) \($0.path)" })
+}
+
+/// Every route of the API, behind the middleware chain.
+public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestContext> {
+    let router = Router(context: AppRequestContext.self)
+    // Middleware runs in the order added, each wrapping the ones after it:
+    // 1. the access log sees every request, with the final status;
+    router.add(middleware: AccessLogMiddleware())
+    // 2. metrics count every answer, errors included, by route template;
+    router.add(middleware: MetricsMiddleware(metrics: dependencies.metrics))
+    // 3. from here out, every failure becomes the contract's error body;
+    router.add(middleware: ErrorMiddleware())
+    // 4. a declared body over the limit is refused before anything reads it;
+    router.add(middleware: BodyLimitMiddleware())
+    // 5. the client address is settled before any rate limit or audit reads it.
+    router.add(middleware: ClientAddressMiddleware(trusted: dependencies.trustedProxies))
+
+    let abuse = AbuseGuard(limits: dependencies.rateLimits, audit: dependencies.audit, metrics: dependencies.metrics)
+    let authenticator = DeviceAuthenticator(accounts: dependencies.store)
+    let mobile = router.group("api/mobile")
+    MobileAuthController(
+        accounts: dependencies.store, hasher: dependencies.hasher, authenticator: authenticator, abuse: abuse, audit: dependencies.audit,
+        decoyHash: dependencies.decoyHash
+    ).addRoutes(to: mobile)
+    PhoneResetController(broker: dependencies.broker, hasher: dependencies.hasher, abuse: abuse).addRoutes(to: mobile)
+    ApprovalsController(broker: dependencies.broker, authenticator: authenticator, abuse: abuse).addRoutes(to: mobile)
+    HealthController(store: dependencies.store, push: dependencies.pushSender).addRoutes(to: router)
+    MetricsController(metrics: dependencies.metrics, broker: dependencies.broker).addRoutes(to: router)
+    return router
+}

@@ -1,0 +1,28 @@
+import CountersignCore
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// Hourly upkeep: prunes audit events and finished requests past the retention.
+struct MaintenanceService: Service {
+    let store: any StoreMaintenance
+    let retention: TimeInterval
+    let logger: Logger
+    var interval: Duration = .seconds(3600)
+
+    func run() async throws {
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            let cutoff = Date().addingTimeInterval(-retention)
+            do {
+                let events = try await store.pruneAudit(before: cutoff)
+                let requests = try await store.pruneFinishedRequests(before: cutoff)
+                if events + requests > 0 {
+                    logger.info("pruned old records", metadata: ["auditEvents": "\(events)", "requests": "\(requests)"])
+                }
+            } catch {
+                logger.error("pruning failed", metadata: ["error": "\(error)"])
+            }
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+        }
+    }
+}

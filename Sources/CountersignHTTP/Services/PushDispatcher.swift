@@ -1,0 +1,48 @@
+import CountersignCore
+import Logging
+import ServiceLifecycle
+
+/// Takes push jobs from the broker's queue, finds the user's push-enabled
+/// devices and hands each message to the ``PushSender``, with at most
+/// `maxConcurrent` sends in flight.
+struct PushDispatcher: Service {
+    let queue: PushQueue
+    let accounts: any PushTargetStore
+    let sender: any PushSender
+    let audit: AuditLog
+    let metrics: AppMetrics
+    let logger: Logger
+    var maxConcurrent = 64
+
+    func run() async throws {
+        await withTaskGroup(of: Void.self) { group in
+            var inFlight = 0
+            for await job in queue.jobs.cancelOnGracefulShutdown() {
+                let devices: [Device]
+                do {
+                    devices = try await accounts.devices(userID: job.userID).filter { $0.pushEnabled && $0.fcmToken != nil }
+                } catch {
+                    logger.error("cannot read devices for push", metadata: ["error": "\(error)"])
+                    continue
+                }
+                for device in devices {
+                    if inFlight >= maxConcurrent {
+                        await group.next()
+                        inFlight -= 1
+                    }
+                    inFlight += 1
+                    group.addTask {
+                        let outcome = await sender.send(job, to: device, logger: logger)
+                        metrics.push(type: job.type, outcome: outcome)
+                        if outcome != .disabled {
+                            audit.record(
+                                AuditEvent(
+                                    kind: .pushed, userID: device.userID, deviceID: device.id, requestRef: job.requestRef,
+                                    detail: "\(job.type): \(outcome.rawValue)"))
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,272 @@
+import CountersignCore
+import CountersignHTTP
+import CountersignPush
+import Foundation
+import Logging
+
+/// Merges settings with the precedence flag > environment (`COUNTERSIGN_*`) > config file > default.
+public struct ConfigurationLoader {
+    /// One setting: its flag, its environment variable and its config-file key.
+    public struct Setting: Sendable {
+        public var flag: String
+        public var environment: String
+        public var fileKey: String
+
+        /// The flag without its dashes, as a command-line parser names it (`listen`).
+        public var longName: String { String(flag.drop { $0 == "-" }) }
+    }
+
+    public static let listen = Setting(flag: "--listen", environment: "COUNTERSIGN_LISTEN", fileKey: "listen")
+    public static let database = Setting(flag: "--database", environment: "COUNTERSIGN_DATABASE", fileKey: "database")
+    public static let requestTTL = Setting(flag: "--request-ttl", environment: "COUNTERSIGN_REQUEST_TTL", fileKey: "requestTTL")
+    public static let completionWindow = Setting(
+        flag: "--completion-window", environment: "COUNTERSIGN_COMPLETION_WINDOW", fileKey: "completionWindow")
+    public static let numberMatching = Setting(
+        flag: "--number-matching", environment: "COUNTERSIGN_NUMBER_MATCHING", fileKey: "numberMatching")
+    public static let bcryptCost = Setting(flag: "--bcrypt-cost", environment: "COUNTERSIGN_BCRYPT_COST", fileKey: "bcryptCost")
+    public static let logLevel = Setting(flag: "--log-level", environment: "COUNTERSIGN_LOG_LEVEL", fileKey: "logLevel")
+    public static let fraudSilence = Setting(flag: "--fraud-silence", environment: "COUNTERSIGN_FRAUD_SILENCE", fileKey: "fraudSilence")
+    public static let retention = Setting(
+        flag: "--audit-retention-days", environment: "COUNTERSIGN_AUDIT_RETENTION_DAYS", fileKey: "auditRetentionDays")
+    /// Repeatable: `--rate-limit NAME=COUNT/SECONDS`; environment `NAME=COUNT/SECONDS,…`; file `{"NAME": {"count": C, "window": S}}`.
+    public static let rateLimits = Setting(flag: "--rate-limit", environment: "COUNTERSIGN_RATE_LIMITS", fileKey: "rateLimits")
+    /// Repeatable: `--trusted-proxy CIDR`; environment `CIDR,…`; file `["CIDR", …]`.
+    public static let trustedProxies = Setting(
+        flag: "--trusted-proxy", environment: "COUNTERSIGN_TRUSTED_PROXIES", fileKey: "trustedProxies")
+    public static let fcmServiceAccount = Setting(
+        flag: "--fcm-service-account", environment: "COUNTERSIGN_FCM_SERVICE_ACCOUNT", fileKey: "fcm.serviceAccountFile")
+    public static let fcmEndpoint = Setting(flag: "--fcm-endpoint", environment: "COUNTERSIGN_FCM_ENDPOINT", fileKey: "fcm.endpoint")
+    public static let fcmCAFile = Setting(flag: "--fcm-ca-file", environment: "COUNTERSIGN_FCM_CA_FILE", fileKey: "fcm.caFile")
+    static let all = [
+        listen, database, requestTTL, completionWindow, numberMatching, bcryptCost, logLevel, fraudSilence, retention,
+        rateLimits, trustedProxies, fcmServiceAccount, fcmEndpoint, fcmCAFile,
+    ]
+
+    let flags: [String: String]
+    let lists: [String: [String]]
+    let environment: [String: String]
+    let file: [String: Any]
+    let filePath: String?
+
+    /// - Parameters:
+    ///   - flags: values given on the command line, by flag name (`"--listen"`).
+    ///   - configFile: the JSON config file, when given (flag, then `COUNTERSIGN_CONFIG`).
+    ///   - lists: repeatable flags, by flag name (`"--rate-limit"`).
+    public init(flags: [String: String], lists: [String: [String]] = [:], environment: [String: String], configFile: String?) throws {
+        self.flags = flags
+        self.lists = lists.filter { !$0.value.isEmpty }
+        self.environment = environment
+        self.filePath = configFile ?? environment["COUNTERSIGN_CONFIG"]
+        guard let filePath else {
+            self.file = [:]
+            return
+        }
+        guard let data = FileManager.default.contents(atPath: filePath) else {
+            throw ConfigurationError("cannot read config file \(filePath)")
+        }
+        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            throw ConfigurationError("config file \(filePath) is not a JSON object")
+        }
+        // Nested objects ("fcm": {...}) are flattened to dotted keys ("fcm.endpoint").
+        var flat: [String: Any] = [:]
+        for (key, value) in object {
+            if key == "fcm", let nested = value as? [String: Any] {
+                for (inner, innerValue) in nested { flat["fcm.\(inner)"] = innerValue }
+            } else {
+                flat[key] = value
+            }
+        }
+        let known = Set(Self.all.map(\.fileKey))
+        if let unknown = flat.keys.sorted().first(where: { !known.contains($0) }) {
+            throw ConfigurationError(
+                "config file \(filePath): unknown key \"\(unknown)\" (known: \(known.sorted().joined(separator: ", ")))")
+        }
+        self.file = flat
+    }
+
+    /// The raw value of a setting and where it came from, or `nil` when unset.
+    func raw(_ setting: Setting) -> (value: String, source: String)? {
+        if let value = flags[setting.flag] { return (value, setting.flag) }
+        if let value = environment[setting.environment] { return (value, setting.environment) }
+        if let value = file[setting.fileKey] {
+            let text = (value as? String) ?? ((value as? NSNumber)?.stringValue ?? "\(value)")
+            return (text, "\(filePath ?? "config file"): \(setting.fileKey)")
+        }
+        return nil
+    }
+
+    func value<T>(_ setting: Setting, expected: String, parse: (String) -> T?) throws -> T? {
+        guard let (raw, source) = raw(setting) else { return nil }
+        guard let value = parse(raw.trimmingCharacters(in: .whitespaces)) else {
+            throw ConfigurationError("invalid value \"\(raw)\" for \(source): expected \(expected)")
+        }
+        return value
+    }
+
+    public func databasePath() throws -> String {
+        try value(Self.database, expected: "a file path", parse: { $0.isEmpty ? nil : $0 })
+            ?? ServeConfiguration.defaultDatabasePath(environment: environment)
+    }
+
+    /// The bcrypt cost alone (the user commands need nothing else).
+    public func bcryptCost() throws -> Int {
+        let costs = BcryptPasswordHasher.costRange
+        return try value(Self.bcryptCost, expected: "a whole number from \(costs.lowerBound) to \(costs.upperBound)", parse: {
+            Int($0).flatMap { costs.contains($0) ? $0 : nil }
+        }) ?? ServeConfiguration(databasePath: "").bcryptCost
+    }
+
+    public func serveConfiguration() throws -> ServeConfiguration {
+        var configuration = ServeConfiguration(databasePath: try databasePath())
+        if let (host, port) = try value(Self.listen, expected: "HOST:PORT, e.g. 127.0.0.1:8080", parse: Self.parseListen) {
+            configuration.host = host
+            configuration.port = port
+        }
+        let seconds = "whole seconds from 1 to 86400"
+        if let ttl = try value(Self.requestTTL, expected: seconds, parse: Self.parseSeconds) {
+            configuration.broker.requestTTL = ttl
+        }
+        if let window = try value(Self.completionWindow, expected: seconds, parse: Self.parseSeconds) {
+            configuration.broker.completionWindow = window
+        }
+        if let matching = try value(Self.numberMatching, expected: "required or off", parse: Self.parseNumberMatching) {
+            configuration.broker.numberMatching = matching
+        }
+        configuration.bcryptCost = try bcryptCost()
+        if let level = try value(Self.logLevel, expected: "trace, debug, info, notice, warning, error or critical", parse: {
+            Logger.Level(rawValue: $0.lowercased())
+        }) {
+            configuration.logLevel = level
+        }
+        if let silence = try value(Self.fraudSilence, expected: "whole seconds from 1 to 604800", parse: {
+            Int($0).flatMap { (1...604_800).contains($0) ? TimeInterval($0) : nil }
+        }) {
+            configuration.fraudSilence = silence
+        }
+        if let days = try value(Self.retention, expected: "whole days from 1 to 3650", parse: {
+            Int($0).flatMap { (1...3650).contains($0) ? TimeInterval($0) * 86400 : nil }
+        }) {
+            configuration.retention = days
+        }
+        configuration.rateLimits = try rateLimitValues()
+        configuration.trustedProxies = try trustedProxyValues()
+        configuration.push = try pushSettings()
+        return configuration
+    }
+
+    /// FCM settings. The service account comes from the flag, the environment,
+    /// the config file, then `$CREDENTIALS_DIRECTORY/fcm-service-account.json`
+    /// (systemd `LoadCredential=`) when that file exists.
+    public func pushSettings() throws -> PushSettings {
+        var settings = PushSettings()
+        let path = "a file path"
+        settings.serviceAccountFile = try value(Self.fcmServiceAccount, expected: path, parse: { $0.isEmpty ? nil : $0 })
+        if settings.serviceAccountFile == nil, let credentials = environment["CREDENTIALS_DIRECTORY"] {
+            let candidate = credentials + "/" + PushSettings.credentialName
+            if FileManager.default.fileExists(atPath: candidate) { settings.serviceAccountFile = candidate }
+        }
+        if let endpoint = try value(Self.fcmEndpoint, expected: "an http(s) URL such as https://fcm.googleapis.com", parse: { text in
+            URL(string: text).flatMap { ($0.scheme == "https" || $0.scheme == "http") && $0.host != nil ? text : nil }
+        }) {
+            settings.endpoint = endpoint
+        }
+        settings.caFile = try value(Self.fcmCAFile, expected: path, parse: { $0.isEmpty ? nil : $0 })
+        return settings
+    }
+
+    /// Each limit from the flag that names it, else the environment, else the file.
+    func rateLimitValues() throws -> [RateLimitName: RateLimit] {
+        var limits: [RateLimitName: RateLimit] = [:]
+        if let object = file[Self.rateLimits.fileKey] {
+            let source = "\(filePath ?? "config file"): rateLimits"
+            guard let entries = object as? [String: Any] else { throw ConfigurationError("\(source) must be an object") }
+            for (key, value) in entries {
+                let name = try Self.limitName(key, source: source)
+                guard let fields = value as? [String: Any], let count = (fields["count"] as? NSNumber)?.intValue,
+                    let window = (fields["window"] as? NSNumber)?.intValue, count > 0, (1...86400).contains(window)
+                else {
+                    throw ConfigurationError("\(source).\(key) must be {\"count\": N, \"window\": SECONDS} with N ≥ 1 and 1…86400 seconds")
+                }
+                limits[name] = RateLimit(count: count, window: TimeInterval(window))
+            }
+        }
+        if let text = environment[Self.rateLimits.environment] {
+            for item in text.split(separator: ",") {
+                let (name, limit) = try Self.parseLimit(String(item), source: Self.rateLimits.environment)
+                limits[name] = limit
+            }
+        }
+        for item in lists[Self.rateLimits.flag] ?? [] {
+            let (name, limit) = try Self.parseLimit(item, source: Self.rateLimits.flag)
+            limits[name] = limit
+        }
+        return limits
+    }
+
+    /// The flag's list if given, else the environment's, else the file's.
+    func trustedProxyValues() throws -> [IPNetwork] {
+        let items: [String]
+        let source: String
+        if let fromFlags = lists[Self.trustedProxies.flag] {
+            (items, source) = (fromFlags, Self.trustedProxies.flag)
+        } else if let text = environment[Self.trustedProxies.environment] {
+            (items, source) = (text.split(separator: ",").map(String.init), Self.trustedProxies.environment)
+        } else if let value = file[Self.trustedProxies.fileKey] {
+            source = "\(filePath ?? "config file"): trustedProxies"
+            guard let array = value as? [String] else { throw ConfigurationError("\(source) must be an array of CIDR strings") }
+            items = array
+        } else {
+            return []
+        }
+        return try items.map { item in
+            let trimmed = item.trimmingCharacters(in: .whitespaces)
+            guard let network = IPNetwork(trimmed) else {
+                throw ConfigurationError("invalid value \"\(item)\" for \(source): expected an IP address or CIDR, e.g. 10.0.0.0/8")
+            }
+            return network
+        }
+    }
+
+    static func limitName(_ key: String, source: String) throws -> RateLimitName {
+        guard let name = RateLimitName(rawValue: key) else {
+            let known = RateLimitName.allCases.map(\.rawValue).joined(separator: ", ")
+            throw ConfigurationError("unknown rate limit \"\(key)\" in \(source) (known: \(known))")
+        }
+        return name
+    }
+
+    /// `NAME=COUNT/SECONDS`.
+    static func parseLimit(_ text: String, source: String) throws -> (RateLimitName, RateLimit) {
+        let parts = text.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1).map(String.init)
+        guard parts.count == 2 else {
+            throw ConfigurationError("invalid value \"\(text)\" for \(source): expected NAME=COUNT/SECONDS, e.g. statusPollsPerIP=50/1")
+        }
+        let name = try limitName(parts[0], source: source)
+        let numbers = parts[1].split(separator: "/").map { Int($0) }
+        guard numbers.count == 2, let count = numbers[0], let window = numbers[1], count > 0, (1...86400).contains(window) else {
+            throw ConfigurationError("invalid value \"\(text)\" for \(source): expected NAME=COUNT/SECONDS with COUNT ≥ 1 and 1…86400 seconds")
+        }
+        return (name, RateLimit(count: count, window: TimeInterval(window)))
+    }
+
+    static func parseListen(_ text: String) -> (String, Int)? {
+        guard let colon = text.lastIndex(of: ":") else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty, let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else { return nil }
+        return (host, port)
+    }
+
+    static func parseSeconds(_ text: String) -> TimeInterval? {
+        guard let seconds = Int(text), (1...86400).contains(seconds) else { return nil }
+        return TimeInterval(seconds)
+    }
+
+    static func parseNumberMatching(_ text: String) -> Bool? {
+        switch text.lowercased() {
+        case "required", "on": true
+        case "off": false
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,83 @@
+import CountersignCore
+import CountersignHTTP
+import CountersignPush
+import CountersignStore
+import Hummingbird
+import Logging
+
+/// Builds the daemon from its configuration: opens and migrates the database,
+/// makes the broker and push, and the HTTP application over them. Live
+/// requests are loaded when the server starts, before it listens.
+///
+/// - Parameters:
+///   - pushSender: where pushes go; by default FCM when a service account is
+///     configured, else a sender that only logs (push off).
+///   - environment: where `NOTIFY_SOCKET` and `WATCHDOG_USEC` are read (systemd).
+///   - onServerRunning: called with the bound port once the listener is up.
+public func buildServer(
+    configuration: ServeConfiguration,
+    logger: Logger,
+    pushSender: (any PushSender)? = nil,
+    environment: [String: String] = [:],
+    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+) async throws -> CountersignServer {
+    let store: any CountersignStorage = try SQLiteStore(path: configuration.databasePath, logger: logger)
+    let hasher = BcryptPasswordHasher(cost: configuration.bcryptCost)
+    let pushQueue = PushQueue()
+    let audit = AuditLog()
+    let metrics = AppMetrics()
+    let broker = ApprovalBroker(
+        store: store, approvers: store, configuration: configuration.broker, pushQueue: pushQueue, audit: audit, logger: logger,
+        observer: { metrics.transition($0) })
+    let push = pushSender == nil ? try await PushSetup.make(settings: configuration.push, deadTokens: store, logger: logger) : nil
+    let sender: any PushSender = pushSender ?? push?.sender ?? LoggingPushSender()
+    let dependencies = AppDependencies(
+        store: store,
+        broker: broker,
+        hasher: hasher,
+        pushQueue: pushQueue,
+        pushSender: sender,
+        audit: audit,
+        metrics: metrics,
+        rateLimits: RateLimits(configuration.rateLimits),
+        trustedProxies: configuration.trustedProxies,
+        retention: configuration.retention,
+        decoyHash: try await hasher.hash(SecureToken.apiKey())
+    )
+
+    let (readyPorts, readyContinuation) = AsyncStream.makeStream(of: Int.self)
+    let systemd = SystemdNotifier(environment: environment).map { notifier in
+        SystemdService(
+            notifier: notifier,
+            watchdog: SystemdNotifier.watchdogInterval(environment: environment),
+            ready: readyPorts,
+            broker: broker,
+            store: store,
+            push: sender,
+            host: configuration.host,
+            logger: logger
+        )
+    }
+    var (application, routes) = buildApplication(
+        dependencies,
+        address: .hostname(configuration.host, port: configuration.port),
+        services: push.map { [$0.clientService] } ?? [],
+        logger: logger,
+        onServerRunning: { port in
+            readyContinuation.yield(port)
+            await onServerRunning(port)
+        }
+    )
+    application.beforeServerStarts {
+        try await broker.start()
+    }
+    return CountersignServer(
+        configuration: configuration,
+        store: store,
+        broker: broker,
+        application: application,
+        routes: routes,
+        metrics: metrics,
+        systemd: systemd
+    )
+}

@@ -1,0 +1,54 @@
+import CountersignCore
+import CountersignHTTP
+import CountersignPush
+import Foundation
+import Logging
+
+/// Everything `countersign serve` needs, after flags, environment and file are merged.
+public struct ServeConfiguration: Sendable, Equatable {
+    public var host = "127.0.0.1"
+    public var port = 8080
+    public var databasePath: String
+    public var broker = BrokerConfiguration()
+    public var bcryptCost = 12
+    public var logLevel: Logger.Level = .info
+    /// Limits by name; names not given keep their defaults.
+    public var rateLimits: [RateLimitName: RateLimit] = [:]
+    /// Peers whose `X-Forwarded-For` is believed.
+    public var trustedProxies: [IPNetwork] = []
+    /// How long audit events and finished requests are kept.
+    public var retention: TimeInterval = 90 * 86400
+    /// FCM: off unless a service account is configured.
+    public var push = PushSettings()
+
+    /// How long a fraud report silences a user's prompts (a broker setting).
+    public var fraudSilence: TimeInterval {
+        get { broker.fraudSilence }
+        set { broker.fraudSilence = newValue }
+    }
+
+    public init(databasePath: String) {
+        self.databasePath = databasePath
+    }
+
+    /// What the start-up log line says about the settings in force (no secret is a setting).
+    public var startupSummary: Logger.Metadata {
+        [
+            "database": "\(databasePath)",
+            "listen": "\(host):\(port)",
+            "requestTTL": "\(Int(broker.requestTTL))",
+            "completionWindow": "\(Int(broker.completionWindow))",
+            "numberMatching": "\(broker.numberMatching ? "required" : "off")",
+            "push": "\(push.serviceAccountFile.map { "FCM, service account \($0)" } ?? "disabled (no service account)")",
+            "trustedProxies": "\(trustedProxies.map(\.description))",
+        ]
+    }
+
+    /// `$STATE_DIRECTORY/countersign.sqlite` under systemd, else `./countersign.sqlite`.
+    public static func defaultDatabasePath(environment: [String: String]) -> String {
+        if let state = environment["STATE_DIRECTORY"]?.split(separator: ":").first, !state.isEmpty {
+            return String(state) + "/countersign.sqlite"
+        }
+        return "./countersign.sqlite"
+    }
+}

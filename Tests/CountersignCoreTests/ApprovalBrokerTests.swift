@@ -1,0 +1,200 @@
+@testable import CountersignCore
+import CountersignStore
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+/// The broker over a real SQLite file: races decided by the database, the
+/// in-memory index, supersede, expiry and fraud silence on the broker's clock.
+@Suite struct ApprovalBrokerTests {
+    static let email = "ana@example.com"
+
+    /// A clock the test moves by hand.
+    final class TestClock: Sendable {
+        private let current = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
+        var now: Date { current.withLock { $0 } }
+        func advance(_ seconds: TimeInterval) { current.withLock { $0 += seconds } }
+    }
+
+    /// A broker (and, for races, a second one) on one SQLite file in a fresh folder.
+    struct Harness {
+        let store: SQLiteStore
+        let audit = AuditLog()
+        let clock = TestClock()
+        let path: String
+
+        func broker(configuration: BrokerConfiguration = BrokerConfiguration()) async throws -> ApprovalBroker {
+            let clock = clock
+            let broker = ApprovalBroker(
+                store: store, approvers: store, configuration: configuration, pushQueue: PushQueue(), audit: audit,
+                logger: Logger(label: "broker-test"), now: { clock.now })
+            try await broker.start()
+            return broker
+        }
+
+        func events(_ kind: AuditKind) -> [AuditEvent] {
+            audit.take().events.filter { $0.kind == kind }
+        }
+    }
+
+    static func withHarness<T>(_ body: (Harness) async throws -> T) async throws -> T {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-broker-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("countersign.sqlite").path
+        return try await body(Harness(store: try SQLiteStore(path: path, logger: Logger(label: "store-test")), path: path))
+    }
+
+    static let requester = RequesterInfo(ip: "203.0.113.7", userAgent: "test")
+
+    @Test func ofTwoConcurrentAnswersExactlyOneWins() async throws {
+        try await Self.withHarness { harness in
+            // setup
+            let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
+            let broker = try await harness.broker()
+            let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
+            // act
+            let outcomes = await withTaskGroup(of: Result<ApprovalAnswer, BrokerError>.self) { group in
+                for (index, decision) in [ApprovalDecision.approve, .deny, .approve, .deny].enumerated() {
+                    group.addTask {
+                        do {
+                            let (_, answer) = try await broker.respond(
+                                to: request.id, userID: user.id, deviceID: "d\(index)", decision: decision, numberCode: code)
+                            return .success(answer)
+                        } catch let error as BrokerError {
+                            return .failure(error)
+                        } catch {
+                            return .failure(.notFound)
+                        }
+                    }
+                }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            // check
+            let winners = outcomes.compactMap { try? $0.get() }
+            #expect(winners.count == 1)
+            let stored = try #require(try await harness.store.request(id: request.id))
+            #expect(stored.state == (winners.first == .approved ? .approved : .denied))
+            for case .failure(let error) in outcomes {
+                #expect(error == .refused(.conflict(stored.state)))
+            }
+        }
+    }
+
+    @Test func theLiveIndexFollowsEachTransition() async throws {
+        try await Self.withHarness { harness in
+            let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
+            let broker = try await harness.broker()
+            let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
+            #expect(await broker.liveCounts() == [.pending: 1])
+            #expect(await broker.pendingRequests(ofUser: user.id).map(\.id) == [request.id])
+
+            _ = try await broker.respond(to: request.id, userID: user.id, deviceID: "d1", decision: .approve, numberCode: code)
+            #expect(await broker.liveCounts() == [.approved: 1])
+            #expect(await broker.pendingRequests(ofUser: user.id).isEmpty)
+
+            _ = try await broker.complete(request.id)
+            #expect(await broker.liveCounts().isEmpty)
+            #expect(try await broker.status(of: request.id)?.state == .completed)
+            #expect(try await harness.store.user(id: user.id)?.passwordHash == "new")
+        }
+    }
+
+    @Test func aRaceLostToAnotherWriterRefreshesTheIndexFromTheDatabase() async throws {
+        try await Self.withHarness { harness in
+            let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
+            let first = try await harness.broker()
+            let (request, code) = try await first.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
+            // A second broker on the same file answers first: the first broker's index still says pending.
+            let second = try await harness.broker()
+            _ = try await second.respond(to: request.id, userID: user.id, deviceID: "d2", decision: .approve, numberCode: code)
+            #expect(await first.liveCounts() == [.pending: 1])
+
+            await #expect(throws: BrokerError.refused(.conflict(.approved))) {
+                try await first.respond(to: request.id, userID: user.id, deviceID: "d1", decision: .deny, numberCode: nil)
+            }
+            #expect(await first.liveCounts() == [.approved: 1])
+            #expect(try await first.status(of: request.id)?.state == .approved)
+        }
+    }
+
+    @Test func aNewRequestSupersedesThePendingOneAndWakesItsLongPoll() async throws {
+        try await Self.withHarness { harness in
+            _ = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
+            let broker = try await harness.broker()
+            let (old, _) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
+            let waiter = Task { try await broker.waitForChange(of: old.id, timeout: .seconds(20)) }
+            // Let the long poll register before the new request arrives.
+            while await broker.waiters[old.id] == nil { await Task.yield() }
+
+            let started = ContinuousClock.now
+            let (new, _) = try await broker.initiate(email: Self.email, newPasswordHash: "newer", requester: Self.requester)
+            let woken = try await waiter.value
+            #expect(woken?.state == .cancelled)
+            #expect(ContinuousClock.now - started < .seconds(5))
+            #expect(try await harness.store.request(id: old.id)?.state == .cancelled)
+            #expect(try await broker.status(of: new.id)?.state == .pending)
+            let cancelled = harness.events(.cancelled)
+            #expect(cancelled.map(\.requestRef) == [old.logReference])
+            #expect(cancelled.first?.detail == "superseded by a newer request")
+        }
+    }
+
+    @Test func anAnswerAfterTheDeadlineWritesTheTimeOutAndIsRefused() async throws {
+        try await Self.withHarness { harness in
+            let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
+            let broker = try await harness.broker(configuration: BrokerConfiguration(requestTTL: 60))
+            let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
+            harness.clock.advance(61)
+            await #expect(throws: BrokerError.refused(.expired)) {
+                try await broker.respond(to: request.id, userID: user.id, deviceID: "d1", decision: .approve, numberCode: code)
+            }
+            // Written at once, not left to the sweeper.
+            #expect(try await harness.store.request(id: request.id)?.state == .expired)
+            #expect(await broker.liveCounts().isEmpty)
+        }
+    }
+
+    @Test func aFraudReportSilencesPromptsFromTheMomentOfTheAnswer() async throws {
+        try await Self.withHarness { harness in
+            let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
+            let broker = try await harness.broker(configuration: BrokerConfiguration(fraudSilence: 600))
+            let (request, _) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
+            harness.clock.advance(5)
+            let answeredAt = harness.clock.now
+            let (denied, answer) = try await broker.respond(
+                to: request.id, userID: user.id, deviceID: "d1", decision: .deny, numberCode: nil, reportFraud: true)
+            #expect(answer == .denied)
+            #expect(denied.state == .denied)
+            #expect(try await harness.store.user(id: user.id)?.silencedUntil == answeredAt.addingTimeInterval(600))
+
+            // While silenced, a new request is for nobody's devices.
+            let (silenced, _) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
+            #expect(silenced.recipient == .silenced(userID: user.id))
+            #expect(silenced.userID == nil)
+            #expect(await broker.pendingRequests(ofUser: user.id).isEmpty)
+            let events = harness.audit.take().events
+            #expect(events.contains { $0.kind == .fraudReported && $0.userID == user.id })
+            #expect(events.contains { $0.kind == .promptSuppressed && $0.userID == user.id })
+
+            // After the silence, prompts resume.
+            harness.clock.advance(601)
+            let (prompted, _) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
+            #expect(prompted.recipient == .user(id: user.id))
+        }
+    }
+
+    @Test func anUnknownEmailGetsARequestNoDeviceCanSee() async throws {
+        try await Self.withHarness { harness in
+            let broker = try await harness.broker()
+            let (request, code) = try await broker.initiate(email: "nobody@example.com", newPasswordHash: "new", requester: Self.requester)
+            #expect(code != nil)
+            #expect(request.userID == nil)
+            #expect(request.recipient == .unknownEmail(emailHash: SecureToken.sha256Hex("nobody@example.com")))
+            #expect(try await broker.status(of: request.id)?.state == .pending)
+            // Stored and read back, the recipient is the same.
+            #expect(try await harness.store.request(id: request.id)?.recipient == request.recipient)
+        }
+    }
+}
