@@ -137,7 +137,8 @@ public final class FCMSender: PushSender {
                 }
                 let delay = backoff(attempt: attempt, retryAfter: failure.retryAfter)
                 guard Date().addingTimeInterval(delay) < deadline else {
-                    logger.notice("push dropped: the next retry would come after the request expires", metadata: ["fcm": "\(failure.shortDescription)"])
+                    logger.notice(
+                        "push dropped: the next retry would come after the request expires", metadata: ["fcm": "\(failure.shortDescription)"])
                     return .dropped
                 }
                 logger.debug("push will be retried", metadata: ["fcm": "\(failure.shortDescription)", "in": "\(delay)"])

@@ -111,9 +111,11 @@ public struct ConfigurationLoader {
     /// The bcrypt cost alone (the user commands need nothing else).
     public func bcryptCost() throws -> Int {
         let costs = BcryptPasswordHasher.costRange
-        return try value(Self.bcryptCost, expected: "a whole number from \(costs.lowerBound) to \(costs.upperBound)", parse: {
-            Int($0).flatMap { costs.contains($0) ? $0 : nil }
-        }) ?? ServeConfiguration(databasePath: "").bcryptCost
+        return try value(
+            Self.bcryptCost, expected: "a whole number from \(costs.lowerBound) to \(costs.upperBound)",
+            parse: {
+                Int($0).flatMap { costs.contains($0) ? $0 : nil }
+            }) ?? ServeConfiguration(databasePath: "").bcryptCost
     }
 
     public func serveConfiguration() throws -> ServeConfiguration {
@@ -133,19 +135,28 @@ public struct ConfigurationLoader {
             configuration.broker.numberMatching = matching
         }
         configuration.bcryptCost = try bcryptCost()
-        if let level = try value(Self.logLevel, expected: "trace, debug, info, notice, warning, error or critical", parse: {
-            Logger.Level(rawValue: $0.lowercased())
-        }) {
+        if let level = try value(
+            Self.logLevel, expected: "trace, debug, info, notice, warning, error or critical",
+            parse: {
+                Logger.Level(rawValue: $0.lowercased())
+            })
+        {
             configuration.logLevel = level
         }
-        if let silence = try value(Self.fraudSilence, expected: "whole seconds from 1 to 604800", parse: {
-            Int($0).flatMap { (1...604_800).contains($0) ? TimeInterval($0) : nil }
-        }) {
+        if let silence = try value(
+            Self.fraudSilence, expected: "whole seconds from 1 to 604800",
+            parse: {
+                Int($0).flatMap { (1...604_800).contains($0) ? TimeInterval($0) : nil }
+            })
+        {
             configuration.fraudSilence = silence
         }
-        if let days = try value(Self.retention, expected: "whole days from 1 to 3650", parse: {
-            Int($0).flatMap { (1...3650).contains($0) ? TimeInterval($0) * 86400 : nil }
-        }) {
+        if let days = try value(
+            Self.retention, expected: "whole days from 1 to 3650",
+            parse: {
+                Int($0).flatMap { (1...3650).contains($0) ? TimeInterval($0) * 86400 : nil }
+            })
+        {
             configuration.retention = days
         }
         configuration.rateLimits = try rateLimitValues()
@@ -165,9 +176,12 @@ public struct ConfigurationLoader {
             let candidate = credentials + "/" + PushSettings.credentialName
             if FileManager.default.fileExists(atPath: candidate) { settings.serviceAccountFile = candidate }
         }
-        if let endpoint = try value(Self.fcmEndpoint, expected: "an http(s) URL such as https://fcm.googleapis.com", parse: { text in
-            URL(string: text).flatMap { ($0.scheme == "https" || $0.scheme == "http") && $0.host != nil ? text : nil }
-        }) {
+        if let endpoint = try value(
+            Self.fcmEndpoint, expected: "an http(s) URL such as https://fcm.googleapis.com",
+            parse: { text in
+                URL(string: text).flatMap { ($0.scheme == "https" || $0.scheme == "http") && $0.host != nil ? text : nil }
+            })
+        {
             settings.endpoint = endpoint
         }
         settings.caFile = try value(Self.fcmCAFile, expected: path, parse: { $0.isEmpty ? nil : $0 })

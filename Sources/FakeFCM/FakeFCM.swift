@@ -60,7 +60,8 @@ public final class FakeFCM: Sendable {
         let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
         privateKeyPEM = key.pkcs8PEMRepresentation
         keys = JWTKeyCollection()
-        await keys.add(rsa: try Insecure.RSA.PublicKey(pem: key.publicKey.pemRepresentation), digestAlgorithm: .sha256, kid: JWKIdentifier(string: Self.keyID))
+        await keys.add(
+            rsa: try Insecure.RSA.PublicKey(pem: key.publicKey.pemRepresentation), digestAlgorithm: .sha256, kid: JWKIdentifier(string: Self.keyID))
     }
 
     /// A service-account key file for this fake, with `token_uri` at `base`.

@@ -1,8 +1,8 @@
 import ArgumentParser
 import AsyncHTTPClient
 import CountersignCore
-import CountersignRuntime
 import CountersignPush
+import CountersignRuntime
 import Foundation
 import Logging
 
@@ -13,7 +13,9 @@ struct PushOptions: ParsableArguments {
 
     @Option(
         name: .customLong(Setting.fcmServiceAccount.longName),
-        help: "FCM service-account key file (also COUNTERSIGN_FCM_SERVICE_ACCOUNT, config fcm.serviceAccountFile, $CREDENTIALS_DIRECTORY/fcm-service-account.json).")
+        help:
+            "FCM service-account key file (also COUNTERSIGN_FCM_SERVICE_ACCOUNT, config fcm.serviceAccountFile, $CREDENTIALS_DIRECTORY/fcm-service-account.json)."
+    )
     var fcmServiceAccount: String?
     @Option(name: .customLong(Setting.fcmEndpoint.longName), help: "FCM base URL (default https://fcm.googleapis.com).")
     var fcmEndpoint: String?
@@ -43,7 +45,9 @@ struct FCMCommand: AsyncParsableCommand {
                 try ConfigurationLoader(flags: push.flags, environment: ProcessInfo.processInfo.environment, configFile: config).pushSettings()
             }
             guard let file = settings.serviceAccountFile else {
-                throw ValidationError("no FCM service account configured (--fcm-service-account, COUNTERSIGN_FCM_SERVICE_ACCOUNT, fcm.serviceAccountFile or $CREDENTIALS_DIRECTORY)")
+                throw ValidationError(
+                    "no FCM service account configured (--fcm-service-account, COUNTERSIGN_FCM_SERVICE_ACCOUNT, fcm.serviceAccountFile or $CREDENTIALS_DIRECTORY)"
+                )
             }
             let account = try await loadOrExit { try ServiceAccount.load(path: file) }
             print("✓ service account: \(account)")

@@ -1,7 +1,7 @@
 import ArgumentParser
 import CountersignCore
-import CountersignRuntime
 import CountersignPush
+import CountersignRuntime
 import Foundation
 import Logging
 

@@ -97,7 +97,8 @@ struct DeviceCommand: AsyncParsableCommand {
             if devices.isEmpty { print("no devices for \(user.email)") }
             for device in devices {
                 let push =
-                    device.fcmToken == nil ? "pull only" : device.pushEnabled ? "push \(Device.tokenSuffix(device.fcmToken!))" : "push off (token rejected)"
+                    device.fcmToken == nil
+                    ? "pull only" : device.pushEnabled ? "push \(Device.tokenSuffix(device.fcmToken!))" : "push off (token rejected)"
                 print("\(device.id)  \(device.name)  \(device.platform)  \(push)  since \(device.createdAt.formatted(.iso8601))")
             }
         }

@@ -1,9 +1,10 @@
-@testable import CountersignCore
 import CountersignStore
 import Foundation
 import Logging
 import Synchronization
 import Testing
+
+@testable import CountersignCore
 
 /// The broker over a real SQLite file: races decided by the database, the
 /// in-memory index, supersede, expiry and fraud silence on the broker's clock.

@@ -186,7 +186,11 @@ import Testing
         var shape = ""
         var inString = false
         for character in json {
-            if character == "\"" { inString.toggle(); shape.append(character); continue }
+            if character == "\"" {
+                inString.toggle()
+                shape.append(character)
+                continue
+            }
             if inString {
                 shape.append(character.isNumber || character.isLetter || character == "-" || character == "_" ? "x" : character)
             } else {
@@ -232,8 +236,10 @@ import Testing
             #expect(events.contains { $0.kind == .promptSuppressed })
 
             #expect(
-                try await daemon.call(.POST, "/api/mobile/approvals/\(after)/respond", json: ["decision": "approve", "reportFraud": true], apiKey: key)
-                    .status == 400)
+                try await daemon.call(
+                    .POST, "/api/mobile/approvals/\(after)/respond", json: ["decision": "approve", "reportFraud": true], apiKey: key
+                )
+                .status == 400)
         }
     }
 

@@ -2,8 +2,8 @@ import CountersignCore
 import CountersignHTTP
 import CountersignRuntime
 import CountersignStore
-import NIOHTTP1
 import Foundation
+import NIOHTTP1
 import Testing
 
 @Suite struct ConcurrencyAndTimeTests {

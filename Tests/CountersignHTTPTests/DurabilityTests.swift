@@ -2,9 +2,9 @@ import CountersignCore
 import CountersignHTTP
 import CountersignRuntime
 import CountersignStore
-import NIOHTTP1
 import Foundation
 import Logging
+import NIOHTTP1
 import Testing
 
 @Suite struct DurabilityTests {

@@ -2,8 +2,8 @@ import CountersignCore
 import CountersignHTTP
 import CountersignRuntime
 import CountersignStore
-import NIOHTTP1
 import Foundation
+import NIOHTTP1
 import Testing
 
 @Suite struct MobileAuthRoutesTests {
@@ -12,7 +12,10 @@ import Testing
             let user = try await daemon.createUser(Fixture.email, password: "correct horse")
             let answer = try await daemon.call(
                 .POST, "/api/mobile/auth/login",
-                json: ["email": " Ana@Example.com ", "password": "correct horse", "deviceName": "Ana's iPhone", "platform": "iOS", "fcmToken": "tok-123456"])
+                json: [
+                    "email": " Ana@Example.com ", "password": "correct horse", "deviceName": "Ana's iPhone", "platform": "iOS",
+                    "fcmToken": "tok-123456",
+                ])
             #expect(answer.status == 200)
             #expect(answer.json["success"] as? Bool == true)
             let userOut = try #require(answer.json["user"] as? [String: any Sendable])

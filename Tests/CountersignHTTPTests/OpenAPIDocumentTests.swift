@@ -1,8 +1,8 @@
 import CountersignHTTP
 import CountersignRuntime
 import CountersignStore
-import NIOHTTP1
 import Foundation
+import NIOHTTP1
 import Testing
 
 @Suite struct OpenAPIDocumentTests {
@@ -27,7 +27,10 @@ import Testing
         var path: String?
         var inPaths = false
         for line in yaml.split(separator: "\n", omittingEmptySubsequences: false) {
-            if line.hasPrefix("paths:") { inPaths = true; continue }
+            if line.hasPrefix("paths:") {
+                inPaths = true
+                continue
+            }
             if inPaths, let first = line.first, first != " " { inPaths = false }
             guard inPaths else { continue }
             if line.hasPrefix("  /") {

@@ -2,8 +2,8 @@ import CountersignCore
 import CountersignHTTP
 import CountersignRuntime
 import CountersignStore
-import NIOHTTP1
 import Foundation
+import NIOHTTP1
 import Testing
 
 @Suite struct PhoneResetRoutesTests {
@@ -69,7 +69,8 @@ import Testing
             #expect(long["error"] == "weak_password")
             #expect(long["message"]?.contains("72") == true)
 
-            let badEmail = try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "nobody", "newPassword": Fixture.newPassword])
+            let badEmail = try await daemon.call(
+                .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "nobody", "newPassword": Fixture.newPassword])
             #expect(badEmail.status == 400)
             #expect(badEmail["message"]?.contains("email") == true)
 

@@ -1,7 +1,7 @@
 import CountersignCore
 import CountersignHTTP
-import CountersignRuntime
 import CountersignPush
+import CountersignRuntime
 import CountersignStore
 import FakeFCM
 import Foundation
@@ -70,7 +70,8 @@ import Testing
                     #expect(!fake.received.dropFirst(count).contains { $0.token == "token-gone" })
 
                     // A new token revives it.
-                    #expect(try await daemon.call(.PUT, "/api/mobile/device/fcm-token", json: ["fcmToken": "token-fresh"], apiKey: goneKey).status == 200)
+                    #expect(
+                        try await daemon.call(.PUT, "/api/mobile/device/fcm-token", json: ["fcmToken": "token-fresh"], apiKey: goneKey).status == 200)
                     devices = try await daemon.server.store.devices(userID: user.id)
                     #expect(devices.first { $0.name == "Old" }?.pushEnabled == true)
                     let events = try await daemon.server.store.auditEvents(since: nil, email: Fixture.email, kind: .pushed, limit: 50)

@@ -23,10 +23,11 @@ import Testing
         let message = try #require(FCMMessageBuilder.message(for: Self.prompt(), token: "device-token", now: Self.now))
         let json = try Self.json(message)
         #expect(json["token"] as? String == "device-token")
-        #expect(json["data"] as? [String: String] == [
-            "type": "approval_request", "requestId": "AbCdEfGhIjKlMnOpQrStUv", "action": "password_reset",
-            "expiresAt": "2027-01-15T08:01:00.000Z",
-        ])
+        #expect(
+            json["data"] as? [String: String] == [
+                "type": "approval_request", "requestId": "AbCdEfGhIjKlMnOpQrStUv", "action": "password_reset",
+                "expiresAt": "2027-01-15T08:01:00.000Z",
+            ])
         let notification = try #require(json["notification"] as? [String: String])
         #expect(notification["title"] == "Approve password reset?")
         #expect(notification["body"]?.contains("203.0.113.7") == true)
@@ -96,11 +97,13 @@ import Testing
 }
 
 @Suite struct ServiceAccountTests {
-    static var valid: [String: Any] { [
-        "type": "service_account", "project_id": "p", "private_key_id": "k1",
-        "private_key": "-----BEGIN PRIVATE KEY-----\nMII...\n-----END PRIVATE KEY-----\n",
-        "client_email": "a@p.iam.gserviceaccount.com", "token_uri": "https://oauth2.googleapis.com/token",
-    ] }
+    static var valid: [String: Any] {
+        [
+            "type": "service_account", "project_id": "p", "private_key_id": "k1",
+            "private_key": "-----BEGIN PRIVATE KEY-----\nMII...\n-----END PRIVATE KEY-----\n",
+            "client_email": "a@p.iam.gserviceaccount.com", "token_uri": "https://oauth2.googleapis.com/token",
+        ]
+    }
 
     static func parse(_ object: [String: Any]) throws -> ServiceAccount {
         try ServiceAccount.parse(try JSONSerialization.data(withJSONObject: object), source: "sa.json")

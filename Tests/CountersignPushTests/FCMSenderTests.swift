@@ -126,7 +126,10 @@ import Testing
     }
 
     @Test func retriesStopAfterTheAttemptLimit() async throws {
-        try await FakeFCMHarness.run(configure: { $0.maxAttempts = 3; $0.baseBackoff = 0.05 }) { harness in
+        try await FakeFCMHarness.run(configure: {
+            $0.maxAttempts = 3
+            $0.baseBackoff = 0.05
+        }) { harness in
             harness.fake.script("down", [.error(httpStatus: 500, status: "INTERNAL", errorCode: "INTERNAL")])
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("down"), logger: logger) == .dropped)
             #expect(harness.fake.received.count == 3)

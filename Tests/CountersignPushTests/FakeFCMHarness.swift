@@ -49,7 +49,6 @@ struct FakeFCMHarness {
         }
     }
 
-
     static func device(_ token: String) -> Device {
         Device(id: "device-\(token)", userID: "user-1", name: "Phone", platform: "iOS", fcmToken: token, pushEnabled: true, createdAt: Date())
     }

@@ -17,7 +17,10 @@ struct ApprovalsController: Sendable {
     }
 
     struct Item: Encodable {
-        struct Requester: Encodable { var ip: String; var userAgent: String? }
+        struct Requester: Encodable {
+            var ip: String
+            var userAgent: String?
+        }
         var requestId: String
         var action: ApprovalAction
         var createdAt: String

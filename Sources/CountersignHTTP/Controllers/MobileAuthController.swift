@@ -30,8 +30,16 @@ struct MobileAuthController: Sendable {
     }
 
     struct LoginAnswer: ResponseEncodable {
-        struct UserOut: Encodable { var id: String; var email: String }
-        struct DeviceOut: Encodable { var id: String; var name: String; var platform: String; var pushEnabled: Bool }
+        struct UserOut: Encodable {
+            var id: String
+            var email: String
+        }
+        struct DeviceOut: Encodable {
+            var id: String
+            var name: String
+            var platform: String
+            var pushEnabled: Bool
+        }
         var success = true
         var user: UserOut
         var device: DeviceOut

@@ -153,7 +153,9 @@ struct TestDaemon: Sendable {
     }
 
     /// Logs a device in; returns its API key and device id.
-    func login(_ email: String, password: String, device: String = "Phone", fcmToken: String = "unknown") async throws -> (apiKey: String, deviceID: String) {
+    func login(
+        _ email: String, password: String, device: String = "Phone", fcmToken: String = "unknown"
+    ) async throws -> (apiKey: String, deviceID: String) {
         let answer = try await call(
             .POST, "/api/mobile/auth/login",
             json: ["email": email, "password": password, "deviceName": device, "platform": "iOS", "fcmToken": fcmToken])
