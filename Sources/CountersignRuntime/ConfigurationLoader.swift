@@ -24,6 +24,7 @@ public struct ConfigurationLoader {
     public static let numberMatching = Setting(
         flag: "--number-matching", environment: "COUNTERSIGN_NUMBER_MATCHING", fileKey: "numberMatching")
     public static let bcryptCost = Setting(flag: "--bcrypt-cost", environment: "COUNTERSIGN_BCRYPT_COST", fileKey: "bcryptCost")
+    public static let bcryptQueue = Setting(flag: "--bcrypt-queue", environment: "COUNTERSIGN_BCRYPT_QUEUE", fileKey: "bcryptQueue")
     public static let logLevel = Setting(flag: "--log-level", environment: "COUNTERSIGN_LOG_LEVEL", fileKey: "logLevel")
     public static let fraudSilence = Setting(flag: "--fraud-silence", environment: "COUNTERSIGN_FRAUD_SILENCE", fileKey: "fraudSilence")
     public static let retention = Setting(
@@ -38,7 +39,7 @@ public struct ConfigurationLoader {
     public static let fcmEndpoint = Setting(flag: "--fcm-endpoint", environment: "COUNTERSIGN_FCM_ENDPOINT", fileKey: "fcm.endpoint")
     public static let fcmCAFile = Setting(flag: "--fcm-ca-file", environment: "COUNTERSIGN_FCM_CA_FILE", fileKey: "fcm.caFile")
     static let all = [
-        listen, database, requestTTL, completionWindow, numberMatching, bcryptCost, logLevel, fraudSilence, retention,
+        listen, database, requestTTL, completionWindow, numberMatching, bcryptCost, bcryptQueue, logLevel, fraudSilence, retention,
         rateLimits, trustedProxies, fcmServiceAccount, fcmEndpoint, fcmCAFile,
     ]
 
@@ -135,6 +136,9 @@ public struct ConfigurationLoader {
             configuration.broker.numberMatching = matching
         }
         configuration.bcryptCost = try bcryptCost()
+        if let queue = try value(Self.bcryptQueue, expected: "a whole number from 1 to 10000", parse: { Int($0).flatMap { (1...10000).contains($0) ? $0 : nil } }) {
+            configuration.bcryptQueue = queue
+        }
         if let level = try value(
             Self.logLevel, expected: "trace, debug, info, notice, warning, error or critical",
             parse: {

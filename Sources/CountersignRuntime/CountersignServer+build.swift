@@ -22,7 +22,7 @@ public func buildServer(
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> CountersignServer {
     let store: any CountersignStorage = try SQLiteStore(path: configuration.databasePath, logger: logger)
-    let hasher = BcryptPasswordHasher(cost: configuration.bcryptCost)
+    let hasher = BcryptPasswordHasher(cost: configuration.bcryptCost, maxQueued: configuration.bcryptQueue)
     let pushQueue = PushQueue()
     let audit = AuditLog()
     let metrics = AppMetrics()

@@ -11,6 +11,8 @@ public struct ServeConfiguration: Sendable, Equatable {
     public var databasePath: String
     public var broker = BrokerConfiguration()
     public var bcryptCost = 12
+    /// bcrypt jobs running or waiting at once; past it, 503 `unavailable`.
+    public var bcryptQueue = BcryptPasswordHasher.defaultMaxQueued
     public var logLevel: Logger.Level = .info
     /// Limits by name; names not given keep their defaults.
     public var rateLimits: [RateLimitName: RateLimit] = [:]

@@ -26,6 +26,10 @@ struct Serve: AsyncParsableCommand {
     var numberMatching: String?
     @Option(name: .customLong(Setting.bcryptCost.longName), help: "bcrypt cost, 4…31 (default 12).") var bcryptCost: String?
     @Option(
+        name: .customLong(Setting.bcryptQueue.longName),
+        help: "bcrypt jobs running or waiting at once; past it, 503 unavailable (default 32).")
+    var bcryptQueue: String?
+    @Option(
         name: .customLong(Setting.logLevel.longName),
         help: "Log level: trace, debug, info, notice, warning, error, critical (default info).")
     var logLevel: String?
@@ -44,7 +48,7 @@ struct Serve: AsyncParsableCommand {
         let flags: [String: String?] = [
             Setting.listen.flag: listen, Setting.database.flag: database, Setting.requestTTL.flag: requestTTL,
             Setting.completionWindow.flag: completionWindow, Setting.numberMatching.flag: numberMatching,
-            Setting.bcryptCost.flag: bcryptCost, Setting.logLevel.flag: logLevel, Setting.fraudSilence.flag: fraudSilence,
+            Setting.bcryptCost.flag: bcryptCost, Setting.bcryptQueue.flag: bcryptQueue, Setting.logLevel.flag: logLevel, Setting.fraudSilence.flag: fraudSilence,
             Setting.retention.flag: auditRetentionDays,
         ].merging(push.flags) { $1 }
         let configuration = try await loadOrExit {

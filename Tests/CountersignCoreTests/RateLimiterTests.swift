@@ -23,14 +23,44 @@ import Testing
         #expect(limiter.hit("a", now: Self.t0.addingTimeInterval(61)) == 59)
     }
 
-    @Test func failureLimitsCountOnlyRecordedFailures() {
-        let limiter = RateLimiter(limit: RateLimit(count: 2, window: 900))
-        for _ in 0..<10 { #expect(limiter.check("a", now: Self.t0) == nil) }
-        limiter.record("a", now: Self.t0)
-        #expect(limiter.check("a", now: Self.t0) == nil)
-        limiter.record("a", now: Self.t0)
-        #expect(limiter.check("a", now: Self.t0) == 900)
-        #expect(limiter.check("a", now: Self.t0.addingTimeInterval(900)) == nil)
+    @Test func aBurstOfReservationsAdmitsOnlyTheLimitAndRefundsGiveBack() {
+        let limiter = RateLimiter(limit: RateLimit(count: 5, window: 900))
+        // 50 attempts before any of them finished its work: only 5 go ahead.
+        let admissions = (0..<50).map { _ in limiter.reserve("a", now: Self.t0) }
+        let admitted = admissions.compactMap { admission -> RateLimiter.Reservation? in
+            if case .admitted(let reservation) = admission { return reservation }
+            return nil
+        }
+        #expect(admitted.count == 5)
+        #expect(admissions.filter { $0 == .refused(retryAfter: 900) }.count == 45)
+        // A success gives its attempt back; failures stay counted.
+        limiter.refund(admitted[0])
+        #expect(limiter.hit("a", now: Self.t0) == nil)
+        #expect(limiter.hit("a", now: Self.t0) == 900)
+        // A refund from an ended window does not touch the new one.
+        let old = admitted[1]
+        #expect(limiter.hit("a", now: Self.t0.addingTimeInterval(900)) == nil)
+        limiter.refund(old)
+        for _ in 0..<4 { #expect(limiter.hit("a", now: Self.t0.addingTimeInterval(900)) == nil) }
+        #expect(limiter.hit("a", now: Self.t0.addingTimeInterval(900)) != nil)
+    }
+
+    @Test func refusalsAreReportedOncePerKeyAndWindowWithTheirCount() {
+        let limiter = RateLimiter(limit: RateLimit(count: 1, window: 10))
+        let event = { (ip: String) in AuditEvent(at: Self.t0, kind: .rateLimited, context: AuditContext(ip: ip)) }
+        #expect(limiter.hit("a", now: Self.t0, refusal: event("1")) == nil)
+        for index in 0..<1000 { _ = limiter.hit("a", now: Self.t0.addingTimeInterval(1), refusal: event("\(index)")) }
+        _ = limiter.hit("b", now: Self.t0, refusal: event("b"))
+        // Nothing while the window is open.
+        #expect(limiter.takeReports(now: Self.t0.addingTimeInterval(9)).isEmpty)
+        let reports = limiter.takeReports(now: Self.t0.addingTimeInterval(10))
+        #expect(reports == [RateLimiter.Report(firstRefusal: event("0"), refusals: 1000)])
+        #expect(limiter.takeReports(now: Self.t0.addingTimeInterval(20)).isEmpty)
+        // On shutdown, open windows report too, once.
+        _ = limiter.hit("c", now: Self.t0.addingTimeInterval(30))
+        _ = limiter.hit("c", now: Self.t0.addingTimeInterval(30), refusal: event("c"))
+        #expect(limiter.takeReports(now: Self.t0.addingTimeInterval(31), includingOpenWindows: true).map(\.refusals) == [1])
+        #expect(limiter.takeReports(now: Self.t0.addingTimeInterval(31), includingOpenWindows: true).isEmpty)
     }
 
     @Test func idleKeysAreForgottenAfterTheirWindow() {

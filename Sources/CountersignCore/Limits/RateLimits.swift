@@ -1,3 +1,5 @@
+import Foundation
+
 /// One limiter per named limit.
 public struct RateLimits: Sendable {
     private let limiters: [RateLimitName: RateLimiter]
@@ -11,4 +13,11 @@ public struct RateLimits: Sendable {
     }
 
     public subscript(_ name: RateLimitName) -> RateLimiter { limiters[name]! }
+
+    /// The refusal reports of every limit (see ``RateLimiter/takeReports(now:includingOpenWindows:)``).
+    public func takeReports(now: Date = Date(), includingOpenWindows: Bool = false) -> [(name: RateLimitName, report: RateLimiter.Report)] {
+        RateLimitName.allCases.flatMap { name in
+            self[name].takeReports(now: now, includingOpenWindows: includingOpenWindows).map { (name, $0) }
+        }
+    }
 }

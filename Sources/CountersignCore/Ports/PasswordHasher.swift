@@ -3,3 +3,9 @@ public protocol PasswordHasher: Sendable {
     func hash(_ password: String) async throws -> String
     func verify(_ password: String, hash: String) async throws -> Bool
 }
+
+/// The hashing queue is full: answer 503 `unavailable` and let the client retry,
+/// rather than queue CPU work without bound.
+public struct HashingQueueFull: Error, Equatable {
+    public init() {}
+}

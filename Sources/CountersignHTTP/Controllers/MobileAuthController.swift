@@ -54,15 +54,16 @@ struct MobileAuthController: Sendable {
         let platform = try Field.text(body.platform, "platform", maxBytes: 32)
         let token = try body.fcmToken.map { try Field.text($0, "fcmToken", maxBytes: 4096, allowEmpty: true) }
         let normalized = User.normalize(email: email)
-        try abuse.check(.loginFailuresPerIP, context.clientIP, AbuseGuard.Message.logins, context: context, request: request, email: normalized)
-        try abuse.check(.loginFailuresPerEmail, normalized, AbuseGuard.Message.logins, context: context, request: request, email: normalized)
-
-        let user = try await accounts.user(email: normalized)
-        // An unknown email costs the same bcrypt work as a wrong password.
-        let passwordMatches = try await hasher.verify(password, hash: user?.passwordHash ?? decoyHash)
+        var user: User?
+        let passwordMatches = try await abuse.attempt(
+            against: [(.loginFailuresPerIP, context.clientIP), (.loginFailuresPerEmail, normalized)], AbuseGuard.Message.logins,
+            context: context, request: request, email: normalized
+        ) {
+            user = try await accounts.user(email: normalized)
+            // An unknown email costs the same bcrypt work as a wrong password.
+            return try await hasher.verify(password, hash: user?.passwordHash ?? decoyHash)
+        }
         guard let user, passwordMatches else {
-            abuse.recordFailure(.loginFailuresPerIP, context.clientIP)
-            abuse.recordFailure(.loginFailuresPerEmail, normalized)
             context.logger.notice("login failed", metadata: ["ip": "\(context.clientIP)"])
             audit.record(
                 AuditEvent(
@@ -97,11 +98,14 @@ struct MobileAuthController: Sendable {
         let device = try await authenticator.device(for: request)
         let body = try await request.decodeJSON(as: RefreshBody.self, context: context)
         let password = try Field.password(body.password)
-        try abuse.check(
-            .refreshKeyFailuresPerDevice, device.id, AbuseGuard.Message.refresh, context: context, request: request, userID: device.userID)
         guard let user = try await accounts.user(id: device.userID) else { throw APIError.unauthorized }
-        guard try await hasher.verify(password, hash: user.passwordHash) else {
-            abuse.recordFailure(.refreshKeyFailuresPerDevice, device.id)
+        let passwordMatches = try await abuse.attempt(
+            against: [(.refreshKeyFailuresPerDevice, device.id)], AbuseGuard.Message.refresh, context: context, request: request,
+            userID: device.userID
+        ) {
+            try await hasher.verify(password, hash: user.passwordHash)
+        }
+        guard passwordMatches else {
             context.logger.notice("key refresh refused: wrong password", metadata: ["device": "\(device.id)"])
             audit.record(AuditEvent(kind: .keyRefreshFailed, userID: user.id, context: request.auditContext(context, deviceID: device.id)))
             throw APIError.wrongPassword

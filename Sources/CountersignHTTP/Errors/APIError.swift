@@ -57,7 +57,8 @@ extension APIError {
     static let unsupportedMediaType = APIError(
         .unsupportedMediaType, "unsupported_media_type", "The request body must be JSON (Content-Type: application/json).")
     static let internalError = APIError(.internalServerError, "internal", "Something went wrong on our side. Please try again.")
-    static let unavailable = APIError(.serviceUnavailable, "unavailable", "The service is not available right now. Please try again shortly.")
+    static let unavailable = APIError(
+        .serviceUnavailable, "unavailable", "The service is busy right now. Please try again shortly.", retryAfter: 1)
 
     static func conflict(_ state: ApprovalState) -> APIError {
         APIError(.conflict, "conflict", "The request is \(state.rawValue); this is not possible now.", state: state)

@@ -4,10 +4,11 @@ import Hummingbird
 import Logging
 
 /// Rate limits as the routes use them: each refusal is a 429 with the
-/// contract's body and an audit event.
+/// contract's body and a metric; the audit event and the log line come once
+/// per limit, key and window, with the count of refusals (``RateLimitReporter``),
+/// so a flood cannot fill the disk.
 struct AbuseGuard: Sendable {
     let limits: RateLimits
-    let audit: AuditLog
     let metrics: AppMetrics
 
     enum Message {
@@ -23,30 +24,50 @@ struct AbuseGuard: Sendable {
         _ name: RateLimitName, _ key: String, _ message: String, context: AppRequestContext, request: Request,
         userID: String? = nil, email: String? = nil
     ) throws {
-        try enforce(limits[name].hit(key), name, message, context: context, request: request, userID: userID, email: email)
+        _ = try reserve(name, key, message, context: context, request: request, userID: userID, email: email)
     }
 
-    /// Throws 429 when `key` is already over a failure limit (counts nothing).
-    func check(
+    /// Counts an attempt before its work is done (failure limits): throws 429
+    /// when over the limit. ``refund(_:_:)`` takes it back when it succeeds.
+    func reserve(
         _ name: RateLimitName, _ key: String, _ message: String, context: AppRequestContext, request: Request,
         userID: String? = nil, email: String? = nil
-    ) throws {
-        try enforce(limits[name].check(key), name, message, context: context, request: request, userID: userID, email: email)
+    ) throws -> RateLimiter.Reservation {
+        let refusal = AuditEvent(kind: .rateLimited, userID: userID, email: email, context: request.auditContext(context), detail: name.rawValue)
+        switch limits[name].reserve(key, refusal: refusal) {
+        case .admitted(let reservation):
+            return reservation
+        case .refused(let retryAfter):
+            metrics.rateLimited(name)
+            throw APIError(.tooManyRequests, "rate_limited", message, retryAfter: retryAfter)
+        }
     }
 
-    func recordFailure(_ name: RateLimitName, _ key: String) {
-        limits[name].record(key)
+    func refund(_ name: RateLimitName, _ reservation: RateLimiter.Reservation) {
+        limits[name].refund(reservation)
     }
 
-    /// `retryAfter` is the limiter's answer: `nil` lets the request through.
-    private func enforce(
-        _ retryAfter: Int?, _ name: RateLimitName, _ message: String, context: AppRequestContext, request: Request, userID: String?,
-        email: String?
-    ) throws {
-        guard let retryAfter else { return }
-        metrics.rateLimited(name)
-        context.logger.notice("rate limited", metadata: ["limit": "\(name.rawValue)", "ip": "\(context.clientIP)"])
-        audit.record(AuditEvent(kind: .rateLimited, userID: userID, email: email, context: request.auditContext(context), detail: name.rawValue))
-        throw APIError(.tooManyRequests, "rate_limited", message, retryAfter: retryAfter)
+    /// Runs `verify` (a password check) as an attempt counted beforehand
+    /// against each failure limit, so that a burst of parallel guesses cannot
+    /// pass the limit: 429 once any limit is full. The attempt stays counted
+    /// when `verify` says no; it is refunded when it says yes, or throws before
+    /// reaching a verdict (the hashing queue was full).
+    func attempt(
+        against keys: [(RateLimitName, String)], _ message: String, context: AppRequestContext, request: Request,
+        userID: String? = nil, email: String? = nil, _ verify: () async throws -> Bool
+    ) async throws -> Bool {
+        var held: [(RateLimitName, RateLimiter.Reservation)] = []
+        func refundAll() { for (name, reservation) in held { refund(name, reservation) } }
+        do {
+            for (name, key) in keys {
+                held.append((name, try reserve(name, key, message, context: context, request: request, userID: userID, email: email)))
+            }
+            let verified = try await verify()
+            if verified { refundAll() }
+            return verified
+        } catch {
+            refundAll()
+            throw error
+        }
     }
 }

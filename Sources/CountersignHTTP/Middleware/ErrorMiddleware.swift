@@ -14,6 +14,9 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return try error.response(from: request, context: context)
         } catch let error as BrokerError {
             return try APIError.from(error).response(from: request, context: context)
+        } catch is HashingQueueFull {
+            context.logger.warning("password hashing queue full: answered 503")
+            return try APIError.unavailable.response(from: request, context: context)
         } catch let error as HTTPError {
             return try Self.map(error).response(from: request, context: context)
         } catch {

@@ -30,6 +30,7 @@ public func buildApplication(
             PushDispatcher(
                 queue: dependencies.pushQueue, accounts: dependencies.store, sender: dependencies.pushSender, audit: dependencies.audit,
                 metrics: dependencies.metrics, logger: logger),
+            RateLimitReporter(limits: dependencies.rateLimits, audit: dependencies.audit, logger: logger),
         ],
         onServerRunning: { channel in
             logger.info("listening", metadata: ["address": "\(channel.localAddress?.description ?? "?")"])
@@ -55,7 +56,7 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
     // 5. the client address is settled before any rate limit or audit reads it.
     router.add(middleware: ClientAddressMiddleware(trusted: dependencies.trustedProxies))
 
-    let abuse = AbuseGuard(limits: dependencies.rateLimits, audit: dependencies.audit, metrics: dependencies.metrics)
+    let abuse = AbuseGuard(limits: dependencies.rateLimits, metrics: dependencies.metrics)
     let authenticator = DeviceAuthenticator(accounts: dependencies.store)
     let mobile = router.group("api/mobile")
     MobileAuthController(

@@ -1,0 +1,34 @@
+import CountersignCore
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// Reports rate-limit refusals once per limit, key and window: one audit event
+/// and one log line carrying the count, when the window ends (every second it
+/// looks), and for the windows still open when the daemon shuts down. Listed
+/// after the audit writer, so it shuts down first and the writer stores its last reports.
+struct RateLimitReporter: Service {
+    let limits: RateLimits
+    let audit: AuditLog
+    let logger: Logger
+    var interval: Duration = .seconds(1)
+
+    func run() async throws {
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            report(limits.takeReports())
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+        }
+        report(limits.takeReports(includingOpenWindows: true))
+    }
+
+    func report(_ reports: [(name: RateLimitName, report: RateLimiter.Report)]) {
+        for (name, report) in reports {
+            var event = report.firstRefusal
+            event.detail = "\(name.rawValue): \(report.refusals) refused"
+            logger.notice(
+                "rate limited",
+                metadata: ["limit": "\(name.rawValue)", "ip": "\(event.ip ?? "unknown")", "refused": "\(report.refusals)"])
+            audit.record(event)
+        }
+    }
+}
