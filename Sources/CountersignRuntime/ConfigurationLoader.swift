@@ -34,13 +34,19 @@ public struct ConfigurationLoader {
     /// Repeatable: `--trusted-proxy CIDR`; environment `CIDR,…`; file `["CIDR", …]`.
     public static let trustedProxies = Setting(
         flag: "--trusted-proxy", environment: "COUNTERSIGN_TRUSTED_PROXIES", fileKey: "trustedProxies")
+    public static let idleTimeout = Setting(flag: "--idle-timeout", environment: "COUNTERSIGN_IDLE_TIMEOUT", fileKey: "idleTimeout")
+    public static let headTimeout = Setting(flag: "--header-timeout", environment: "COUNTERSIGN_HEADER_TIMEOUT", fileKey: "headerTimeout")
+    public static let longPollsPerAddress = Setting(
+        flag: "--long-polls-per-address", environment: "COUNTERSIGN_LONG_POLLS_PER_ADDRESS", fileKey: "longPollsPerAddress")
+    public static let longPollsTotal = Setting(flag: "--long-polls-max", environment: "COUNTERSIGN_LONG_POLLS_MAX", fileKey: "longPollsMax")
     public static let fcmServiceAccount = Setting(
         flag: "--fcm-service-account", environment: "COUNTERSIGN_FCM_SERVICE_ACCOUNT", fileKey: "fcm.serviceAccountFile")
     public static let fcmEndpoint = Setting(flag: "--fcm-endpoint", environment: "COUNTERSIGN_FCM_ENDPOINT", fileKey: "fcm.endpoint")
     public static let fcmCAFile = Setting(flag: "--fcm-ca-file", environment: "COUNTERSIGN_FCM_CA_FILE", fileKey: "fcm.caFile")
     static let all = [
         listen, database, requestTTL, completionWindow, numberMatching, bcryptCost, bcryptQueue, logLevel, fraudSilence, retention,
-        rateLimits, trustedProxies, fcmServiceAccount, fcmEndpoint, fcmCAFile,
+        rateLimits, trustedProxies, idleTimeout, headTimeout, longPollsPerAddress, longPollsTotal, fcmServiceAccount, fcmEndpoint,
+        fcmCAFile,
     ]
 
     let flags: [String: String]
@@ -162,6 +168,20 @@ public struct ConfigurationLoader {
             })
         {
             configuration.retention = days
+        }
+        if let idle = try value(Self.idleTimeout, expected: seconds, parse: Self.parseSeconds) {
+            configuration.idleTimeout = .seconds(idle)
+        }
+        if let head = try value(Self.headTimeout, expected: seconds, parse: Self.parseSeconds) {
+            configuration.headTimeout = .seconds(head)
+        }
+        let count = "a whole number from 1 to 1000000"
+        let parseCount: (String) -> Int? = { Int($0).flatMap { (1...1_000_000).contains($0) ? $0 : nil } }
+        if let perAddress = try value(Self.longPollsPerAddress, expected: count, parse: parseCount) {
+            configuration.longPollsPerAddress = perAddress
+        }
+        if let total = try value(Self.longPollsTotal, expected: count, parse: parseCount) {
+            configuration.longPollsTotal = total
         }
         configuration.rateLimits = try rateLimitValues()
         configuration.trustedProxies = try trustedProxyValues()

@@ -42,7 +42,10 @@ public func buildServer(
         rateLimits: RateLimits(configuration.rateLimits),
         trustedProxies: configuration.trustedProxies,
         retention: configuration.retention,
-        decoyHash: try await hasher.hash(SecureToken.apiKey())
+        decoyHash: try await hasher.hash(SecureToken.apiKey()),
+        longPolls: LongPollSlots(perAddress: configuration.longPollsPerAddress, total: configuration.longPollsTotal),
+        idleTimeout: configuration.idleTimeout,
+        headTimeout: configuration.headTimeout
     )
 
     let (readyPorts, readyContinuation) = AsyncStream.makeStream(of: Int.self)

@@ -20,6 +20,14 @@ public struct ServeConfiguration: Sendable, Equatable {
     public var trustedProxies: [IPNetwork] = []
     /// How long audit events and finished requests are kept.
     public var retention: TimeInterval = 90 * 86400
+    /// A connection with no request in flight this long is closed.
+    public var idleTimeout: Duration = .seconds(75)
+    /// A request whose head has not arrived this long after its first byte is closed.
+    public var headTimeout: Duration = .seconds(30)
+    /// Long polls held at once per client address; past it, polls are answered at once.
+    public var longPollsPerAddress = 1000
+    /// Long polls held at once on this node; past it, polls are answered at once.
+    public var longPollsTotal = 100_000
     /// FCM: off unless a service account is configured.
     public var push = PushSettings()
 

@@ -42,6 +42,15 @@ struct Serve: AsyncParsableCommand {
     var fraudSilence: String?
     @Option(name: .customLong(Setting.retention.longName), help: "Days audit events and finished requests are kept (default 90).")
     var auditRetentionDays: String?
+    @Option(name: .customLong(Setting.idleTimeout.longName), help: "Seconds before an idle connection is closed (default 75).")
+    var idleTimeout: String?
+    @Option(
+        name: .customLong(Setting.headTimeout.longName), help: "Seconds a request's headers may take after its first byte (default 30).")
+    var headerTimeout: String?
+    @Option(name: .customLong(Setting.longPollsPerAddress.longName), help: "Long polls held at once per client address (default 1000).")
+    var longPollsPerAddress: String?
+    @Option(name: .customLong(Setting.longPollsTotal.longName), help: "Long polls held at once on this node (default 100000).")
+    var longPollsMax: String?
     @OptionGroup var push: PushOptions
 
     func run() async throws {
@@ -49,7 +58,8 @@ struct Serve: AsyncParsableCommand {
             Setting.listen.flag: listen, Setting.database.flag: database, Setting.requestTTL.flag: requestTTL,
             Setting.completionWindow.flag: completionWindow, Setting.numberMatching.flag: numberMatching,
             Setting.bcryptCost.flag: bcryptCost, Setting.bcryptQueue.flag: bcryptQueue, Setting.logLevel.flag: logLevel, Setting.fraudSilence.flag: fraudSilence,
-            Setting.retention.flag: auditRetentionDays,
+            Setting.retention.flag: auditRetentionDays, Setting.idleTimeout.flag: idleTimeout, Setting.headTimeout.flag: headerTimeout,
+            Setting.longPollsPerAddress.flag: longPollsPerAddress, Setting.longPollsTotal.flag: longPollsMax,
         ].merging(push.flags) { $1 }
         let configuration = try await loadOrExit {
             try ConfigurationLoader(

@@ -95,3 +95,21 @@ import Testing
         #expect(custom[.statusPollsPerIP].limit == RateLimit(count: 2, window: 5))
     }
 }
+
+@Suite struct LongPollSlotsTests {
+    @Test func slotsAreCappedPerAddressAndInAll() {
+        let slots = LongPollSlots(perAddress: 2, total: 3)
+        #expect(slots.acquire("a"))
+        #expect(slots.acquire("a"))
+        #expect(!slots.acquire("a"))
+        #expect(slots.acquire("b"))
+        // The node is full: another address is refused too.
+        #expect(!slots.acquire("c"))
+        slots.release("a")
+        #expect(slots.acquire("c"))
+        #expect(slots.held == 3)
+        // Releasing what was never held changes nothing.
+        slots.release("nobody")
+        #expect(slots.held == 3)
+    }
+}

@@ -10,6 +10,7 @@ struct PhoneResetController: Sendable {
     let broker: ApprovalBroker
     let hasher: any PasswordHasher
     let abuse: AbuseGuard
+    let longPolls: LongPollSlots
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.post("auth/reset/phone/initiate", use: initiate)
@@ -83,12 +84,14 @@ struct PhoneResetController: Sendable {
         try abuse.hit(.statusPollsPerIP, context.clientIP, AbuseGuard.Message.polls, context: context, request: request)
         let id = try context.parameters.require("requestId")
         let wait = try Self.waitSeconds(request)
-        let approval =
-            if wait > 0 {
-                try await broker.waitForChange(of: id, timeout: .seconds(wait))
-            } else {
-                try await broker.status(of: id)
-            }
+        let approval: ApprovalRequest?
+        // Over the per-address or node cap, a long poll is answered at once (a plain poll).
+        if wait > 0, longPolls.acquire(context.clientIP) {
+            defer { longPolls.release(context.clientIP) }
+            approval = try await broker.waitForChange(of: id, timeout: .seconds(wait))
+        } else {
+            approval = try await broker.status(of: id)
+        }
         guard let approval else { throw APIError.notFound }
         return StatusAnswer(approval)
     }

@@ -20,6 +20,12 @@ public struct AppDependencies: Sendable {
     /// A hash of nothing anyone knows, verified for unknown emails so that they
     /// cost the same bcrypt time as a wrong password.
     public var decoyHash: String
+    /// Long polls held at once, per client address and in all.
+    public var longPolls: LongPollSlots
+    /// A connection with no request in flight this long is closed.
+    public var idleTimeout: Duration
+    /// A request whose head has not arrived this long after its first byte is closed.
+    public var headTimeout: Duration
 
     public init(
         store: any CountersignStorage,
@@ -32,7 +38,10 @@ public struct AppDependencies: Sendable {
         rateLimits: RateLimits,
         trustedProxies: [IPNetwork],
         retention: TimeInterval,
-        decoyHash: String
+        decoyHash: String,
+        longPolls: LongPollSlots = LongPollSlots(),
+        idleTimeout: Duration = .seconds(75),
+        headTimeout: Duration = .seconds(30)
     ) {
         self.store = store
         self.broker = broker
@@ -45,5 +54,8 @@ public struct AppDependencies: Sendable {
         self.trustedProxies = trustedProxies
         self.retention = retention
         self.decoyHash = decoyHash
+        self.longPolls = longPolls
+        self.idleTimeout = idleTimeout
+        self.headTimeout = headTimeout
     }
 }

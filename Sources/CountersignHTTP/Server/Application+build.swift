@@ -22,6 +22,7 @@ public func buildApplication(
     let router = buildRouter(dependencies)
     let application = Application(
         router: router,
+        server: GuardedHTTP1Channel.builder(idleTimeout: dependencies.idleTimeout, headTimeout: dependencies.headTimeout),
         configuration: .init(address: address, serverName: "countersign"),
         services: services + [
             ExpiryService(broker: dependencies.broker, interval: .milliseconds(250), logger: logger),
@@ -63,7 +64,7 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
         accounts: dependencies.store, hasher: dependencies.hasher, authenticator: authenticator, abuse: abuse, audit: dependencies.audit,
         decoyHash: dependencies.decoyHash
     ).addRoutes(to: mobile)
-    PhoneResetController(broker: dependencies.broker, hasher: dependencies.hasher, abuse: abuse).addRoutes(to: mobile)
+    PhoneResetController(broker: dependencies.broker, hasher: dependencies.hasher, abuse: abuse, longPolls: dependencies.longPolls).addRoutes(to: mobile)
     ApprovalsController(broker: dependencies.broker, authenticator: authenticator, abuse: abuse).addRoutes(to: mobile)
     HealthController(store: dependencies.store, push: dependencies.pushSender).addRoutes(to: router)
     MetricsController(metrics: dependencies.metrics, broker: dependencies.broker).addRoutes(to: router)

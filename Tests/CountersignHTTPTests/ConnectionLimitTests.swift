@@ -1,0 +1,71 @@
+import CountersignCore
+import CountersignHTTP
+import CountersignRuntime
+import Foundation
+import NIOHTTP1
+import Testing
+
+/// Connections and long polls are bounded: idle and slow-header connections
+/// are closed, and long polls over a cap are answered at once.
+@Suite struct ConnectionLimitTests {
+    static func port(_ daemon: TestDaemon) throws -> Int {
+        try #require(daemon.base.split(separator: ":").last.flatMap { Int($0) })
+    }
+
+    @Test func anIdleConnectionIsClosed() async throws {
+        try await withTestDaemon(configure: { $0.idleTimeout = .seconds(1) }) { daemon in
+            let silent = try RawConnection(port: try Self.port(daemon))
+            let closed = try #require(await silent.waitForClose(limit: .seconds(5)))
+            #expect(closed.text.isEmpty)
+            #expect(closed.after >= .milliseconds(900))
+
+            // A connection that just answered a request is closed after the same idle time.
+            let used = try RawConnection(port: try Self.port(daemon))
+            used.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            let answered = try #require(await used.waitForClose(limit: .seconds(5)))
+            #expect(answered.text.hasPrefix("HTTP/1.1 200"))
+        }
+    }
+
+    @Test func aRequestWhoseHeadersTrickleIsClosedAtTheHeaderDeadline() async throws {
+        try await withTestDaemon(configure: {
+            $0.idleTimeout = .seconds(30)
+            $0.headTimeout = .seconds(1)
+        }) { daemon in
+            let slow = try RawConnection(port: try Self.port(daemon))
+            slow.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
+            let closed = try #require(await slow.waitForClose(limit: .seconds(5)))
+            #expect(closed.after < .seconds(5))
+            #expect(!closed.text.contains("200"))
+
+            // A connection with no bytes at all waits for the idle timeout, not the header deadline.
+            let quiet = try RawConnection(port: try Self.port(daemon))
+            #expect(await quiet.waitForClose(limit: .milliseconds(2500)) == nil)
+            // And a whole request on it is answered.
+            quiet.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            let answered = try #require(await quiet.waitForClose(limit: .seconds(5)))
+            #expect(answered.text.hasPrefix("HTTP/1.1 200"))
+        }
+    }
+
+    @Test func longPollsOverTheAddressCapAreAnsweredAtOnce() async throws {
+        try await withTestDaemon(configure: { $0.longPollsPerAddress = 2 }) { daemon in
+            let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            let started = ContinuousClock.now
+            async let first = daemon.status(id, wait: 2)
+            async let second = daemon.status(id, wait: 2)
+            try await Task.sleep(for: .milliseconds(300))
+            // Two are held: the third gets the current state at once.
+            let third = try await daemon.status(id, wait: 2)
+            #expect(third.status == 200)
+            #expect(third["status"] == "pending")
+            #expect(ContinuousClock.now - started < .milliseconds(1500))
+            _ = try await (first, second)
+            #expect(ContinuousClock.now - started >= .seconds(2))
+            // The slots are given back: a long poll is held again.
+            let holdStarted = ContinuousClock.now
+            _ = try await daemon.status(id, wait: 1)
+            #expect(ContinuousClock.now - holdStarted >= .milliseconds(900))
+        }
+    }
+}

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""What the daemon holds at its connection and long-poll caps, and its memory then.
+
+Starts `countersign serve` on 127.0.0.1 (trusting 127.0.0.1 as a proxy, so each
+connection's X-Forwarded-For names its client), makes one pending request, and:
+  1. from ONE client address, opens per-address-cap + 200 long polls (wait=30):
+     counts how many are held and how many are answered at once;
+  2. from many addresses, opens long polls up to the node cap + 200: same counts;
+  3. opens idle connections that send nothing, and checks they are closed at
+     the idle timeout.
+Prints VmRSS at each step. Only 127.0.0.1 is contacted; everything stops by itself.
+Usage:
+    benchmarks/long-poll-caps.py [--binary .build/release/countersign] [--per-address 1000] [--total 3000] [--idle 2000]
+"""
+import argparse, json, resource, selectors, socket, sys, time, urllib.request
+
+from daemon import rss_kib, serving
+
+
+def open_polls(port, request_id, addresses):
+    """One connection per address entry, each sending a long poll; returns the sockets."""
+    sockets = []
+    for address in addresses:
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(f"GET /api/mobile/auth/reset/phone/status/{request_id}?wait=30 HTTP/1.1\r\n"
+                  f"Host: localhost\r\nX-Forwarded-For: {address}\r\n\r\n".encode())
+        sockets.append(s)
+    return sockets
+
+
+def answered_within(sockets, seconds):
+    """How many sockets received an answer within `seconds`."""
+    selector = selectors.DefaultSelector()
+    for s in sockets:
+        selector.register(s, selectors.EVENT_READ)
+    answered = set()
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        for key, _ in selector.select(timeout=max(0, deadline - time.time())):
+            answered.add(key.fileobj)
+            selector.unregister(key.fileobj)
+    selector.close()
+    return len(answered)
+
+
+def close_all(sockets):
+    for s in sockets:
+        s.close()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--binary", default=".build/debug/countersign")
+    parser.add_argument("--per-address", type=int, default=1000)
+    parser.add_argument("--total", type=int, default=3000)
+    parser.add_argument("--idle", type=int, default=2000)
+    parser.add_argument("--idle-timeout", type=int, default=5)
+    args = parser.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    needed = args.total + args.per_address + args.idle + 1000
+    if hard < needed:
+        sys.exit(f"open-file limit {hard} is below the {needed} this run needs")
+
+    arguments = ["--trusted-proxy", "127.0.0.1", "--rate-limit", "statusPollsPerIP=1000000/1",
+                 "--long-polls-per-address", str(args.per_address), "--long-polls-max", str(args.total),
+                 "--idle-timeout", str(args.idle_timeout), "--request-ttl", "300", "--bcrypt-cost", "4"]
+    print(f"caps: {args.per_address} per address, {args.total} per node; idle timeout {args.idle_timeout} s; binary {args.binary}")
+
+    # Each step on a daemon of its own: a long poll whose client hung up stays
+    # held until its wait ends, so one step's polls would count against the next.
+    # 1. One address, over its cap.
+    with serving(args.binary, arguments) as (daemon, port, _):
+        request_id, base = pending_request(port), rss_kib(daemon.pid)
+        one = open_polls(port, request_id, ["198.51.100.1"] * (args.per_address + 200))
+        at_once = answered_within(one, 2.0)
+        rss = rss_kib(daemon.pid)
+        print(f"one address, {len(one)} long polls: {len(one) - at_once} held, {at_once} answered at once; "
+              f"rss {base} -> {rss} KiB (+{(rss - base) / max(1, len(one) - at_once):.1f} KiB per held poll)")
+        close_all(one)
+
+    # 2. Many addresses, over the node cap (each address stays under its own cap).
+    with serving(args.binary, arguments) as (daemon, port, _):
+        request_id, base = pending_request(port), rss_kib(daemon.pid)
+        addresses = [f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}" for i in range(args.total + 200)]
+        many = open_polls(port, request_id, addresses)
+        at_once = answered_within(many, 2.0)
+        rss = rss_kib(daemon.pid)
+        print(f"{len(many)} addresses, one long poll each: {len(many) - at_once} held, {at_once} answered at once; "
+              f"rss {base} -> {rss} KiB (+{(rss - base) / max(1, len(many) - at_once):.1f} KiB per held poll)")
+        close_all(many)
+
+    # 3. Idle connections: held until the idle timeout, then closed by the daemon.
+    with serving(args.binary, arguments) as (daemon, port, _):
+        time.sleep(0.5)
+        base = rss_kib(daemon.pid)
+        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(args.idle)]
+        time.sleep(0.5)
+        rss = rss_kib(daemon.pid)
+        print(f"{len(idle)} idle connections: rss {base} -> {rss} KiB (+{(rss - base) / len(idle):.1f} KiB each)")
+        closed = answered_within(idle, args.idle_timeout + 3)  # a close is readable (EOF)
+        print(f"closed by the daemon within {args.idle_timeout + 3} s: {closed} of {len(idle)}")
+        close_all(idle)
+
+
+def pending_request(port):
+    """A pending request to long-poll on (an unknown email: it stays pending until it expires)."""
+    body = json.dumps({"email": "nobody@example.com", "newPassword": "long enough password"}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/api/mobile/auth/reset/phone/initiate", data=body,
+                                     headers={"Content-Type": "application/json"})
+    request_id = json.load(urllib.request.urlopen(request))["requestId"]
+    time.sleep(0.5)
+    return request_id
+
+if __name__ == "__main__":
+    main()
