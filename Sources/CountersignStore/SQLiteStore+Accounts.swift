@@ -51,12 +51,10 @@ extension SQLiteStore: AccountStore {
         apiKeyHash: String
     ) async throws -> Device {
         try await pool.write { db in
+            // A token another account's device holds stays with it: whoever presents it
+            // must not silence that device's prompts, nor have their own prompts shown there.
+            let fcmToken = try Self.tokenUnlessClaimed(fcmToken, byOtherThan: userID, db)
             if let fcmToken {
-                // The same phone signed in to another account: it must not get this one's old prompts.
-                try db.execute(
-                    sql: "UPDATE devices SET fcm_token = NULL, push_enabled = 0 WHERE fcm_token = ? AND user_id != ?",
-                    arguments: [fcmToken, userID]
-                )
                 // The same phone again for this user: replace that device, keeping its id.
                 if let existing = try Row.fetchOne(
                     db,
@@ -118,10 +116,13 @@ extension SQLiteStore: AccountStore {
 
     public func updatePushToken(deviceID: String, fcmToken: String?) async throws {
         try await pool.write { db in
+            guard let userID = try String.fetchOne(db, sql: "SELECT user_id FROM devices WHERE id = ?", arguments: [deviceID]) else { return }
+            let fcmToken = try Self.tokenUnlessClaimed(fcmToken, byOtherThan: userID, db)
             if let fcmToken {
+                // The phone moved to this device of the same user: the old one stops getting its prompts.
                 try db.execute(
-                    sql: "UPDATE devices SET fcm_token = NULL, push_enabled = 0 WHERE fcm_token = ? AND id != ?",
-                    arguments: [fcmToken, deviceID]
+                    sql: "UPDATE devices SET fcm_token = NULL, push_enabled = 0 WHERE fcm_token = ? AND user_id = ? AND id != ?",
+                    arguments: [fcmToken, userID, deviceID]
                 )
             }
             try db.execute(
@@ -129,6 +130,14 @@ extension SQLiteStore: AccountStore {
                 arguments: [fcmToken, fcmToken != nil, deviceID]
             )
         }
+    }
+
+    /// `token`, unless a device of another user holds it: then `nil` (pull only).
+    static func tokenUnlessClaimed(_ token: String?, byOtherThan userID: String, _ db: Database) throws -> String? {
+        guard let token else { return nil }
+        let claimed = try Bool.fetchOne(
+            db, sql: "SELECT 1 FROM devices WHERE fcm_token = ? AND user_id != ? LIMIT 1", arguments: [token, userID]) ?? false
+        return claimed ? nil : token
     }
 
     public func disablePush(deviceID: String, fcmToken: String) async throws {

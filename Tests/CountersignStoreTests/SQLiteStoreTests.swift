@@ -137,10 +137,21 @@ import Testing
         let ana = try await store.createUser(email: "ana@example.com", passwordHash: "h")
         let bob = try await store.createUser(email: "bob@example.com", passwordHash: "h")
         _ = try await store.registerDevice(userID: ana.id, name: "Phone", platform: "iOS", fcmToken: "shared", apiKeyHash: "k1")
-        _ = try await store.registerDevice(userID: bob.id, name: "Phone", platform: "iOS", fcmToken: "shared", apiKeyHash: "k2")
+        // Bob presents Ana's token: Ana keeps it (her prompts go on), Bob's device is pull only.
+        let bobs = try await store.registerDevice(userID: bob.id, name: "Phone", platform: "iOS", fcmToken: "shared", apiKeyHash: "k2")
+        #expect(bobs.fcmToken == nil)
+        #expect(bobs.pushEnabled == false)
         let anas = try await store.devices(userID: ana.id)
-        #expect(anas.first?.fcmToken == nil)
-        #expect(anas.first?.pushEnabled == false)
+        #expect(anas.first?.fcmToken == "shared")
+        #expect(anas.first?.pushEnabled == true)
+        #expect(try await store.devices(userID: bob.id).first?.fcmToken == nil)
+        // The same through a token update.
+        try await store.updatePushToken(deviceID: bobs.id, fcmToken: "shared")
+        #expect(try await store.devices(userID: ana.id).first?.fcmToken == "shared")
+        #expect(try await store.devices(userID: bob.id).first?.pushEnabled == false)
+        // Once Ana's phone moves to a new token, the old one is free for Bob.
+        try await store.updatePushToken(deviceID: try #require(anas.first?.id), fcmToken: "ana-new")
+        try await store.updatePushToken(deviceID: bobs.id, fcmToken: "shared")
         #expect(try await store.devices(userID: bob.id).first?.fcmToken == "shared")
     }
 

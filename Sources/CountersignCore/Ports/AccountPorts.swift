@@ -21,7 +21,8 @@ public protocol DeviceAccountStore: DeviceDirectory {
     func user(email: String) async throws -> User?
     func user(id: String) async throws -> User?
     /// Registers a device. A push token equal to one of the user's devices
-    /// replaces that device (its old key stops working).
+    /// replaces that device (its old key stops working); a push token that a
+    /// device of another user holds is not taken: the new device is pull only.
     func registerDevice(
         userID: String,
         name: String,
@@ -30,7 +31,8 @@ public protocol DeviceAccountStore: DeviceDirectory {
         apiKeyHash: String
     ) async throws -> Device
     func replaceAPIKey(deviceID: String, apiKeyHash: String) async throws
-    /// Sets a new push token; a device whose token died gets push back.
+    /// Sets a new push token; a device whose token died gets push back. A token
+    /// that a device of another user holds stays there: this device is left pull only.
     func updatePushToken(deviceID: String, fcmToken: String?) async throws
     func deleteDevice(id: String) async throws -> Bool
 }
