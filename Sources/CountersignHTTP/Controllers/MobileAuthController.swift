@@ -56,7 +56,7 @@ struct MobileAuthController: Sendable {
         let normalized = User.normalize(email: email)
         var user: User?
         let passwordMatches = try await abuse.attempt(
-            against: [(.loginFailuresPerIP, context.clientIP), (.loginFailuresPerEmail, normalized)], AbuseGuard.Message.logins,
+            against: [(.loginFailuresPerIP, context.clientKey), (.loginFailuresPerEmail, normalized)], AbuseGuard.Message.logins,
             context: context, request: request, email: normalized
         ) {
             user = try await accounts.user(email: normalized)

@@ -36,7 +36,7 @@ struct PhoneResetController: Sendable {
         if let violation = PasswordPolicy.violation(of: body.newPassword) {
             throw APIError.weakPassword(violation)
         }
-        try abuse.hit(.resetInitiatePerIP, context.clientIP, AbuseGuard.Message.resets, context: context, request: request, email: email)
+        try abuse.hit(.resetInitiatePerIP, context.clientKey, AbuseGuard.Message.resets, context: context, request: request, email: email)
         try abuse.hit(.resetInitiatePerEmail, email, AbuseGuard.Message.resets, context: context, request: request, email: email)
         // Hashed whether or not the account exists: same work, same answer.
         let newPasswordHash = try await hasher.hash(body.newPassword)
@@ -81,13 +81,13 @@ struct PhoneResetController: Sendable {
     }
 
     @Sendable func status(_ request: Request, context: AppRequestContext) async throws -> StatusAnswer {
-        try abuse.hit(.statusPollsPerIP, context.clientIP, AbuseGuard.Message.polls, context: context, request: request)
+        try abuse.hit(.statusPollsPerIP, context.clientKey, AbuseGuard.Message.polls, context: context, request: request)
         let id = try context.parameters.require("requestId")
         let wait = try Self.waitSeconds(request)
         let approval: ApprovalRequest?
         // Over the per-address or node cap, a long poll is answered at once (a plain poll).
-        if wait > 0, longPolls.acquire(context.clientIP) {
-            defer { longPolls.release(context.clientIP) }
+        if wait > 0, longPolls.acquire(context.clientKey) {
+            defer { longPolls.release(context.clientKey) }
             approval = try await broker.waitForChange(of: id, timeout: .seconds(wait))
         } else {
             approval = try await broker.status(of: id)

@@ -10,7 +10,7 @@ extension Request {
         guard buffer.readableBytes > 0 else {
             throw APIError.invalidRequest("The request body must be a JSON object.")
         }
-        if let contentType = headers[.contentType], !Self.isJSON(contentType) {
+        guard let contentType = headers[.contentType], Self.isJSON(contentType) else {
             throw APIError.unsupportedMediaType
         }
         do {

@@ -11,6 +11,9 @@ public struct AppRequestContext: RequestContext {
     /// socket peer, or the forwarded address behind a trusted proxy (set by ``ClientAddressMiddleware``).
     public var clientIP: String
 
+    /// What per-client limits count under: the client address, or its /64 for IPv6.
+    public var clientKey: String { ClientAddress.limitKey(clientIP) }
+
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.clientIP = source.channel.remoteAddress?.ipAddress ?? "unknown"

@@ -1,0 +1,63 @@
+import CountersignCore
+import CountersignHTTP
+import CountersignRuntime
+import Foundation
+import NIOHTTP1
+import Testing
+
+/// Small holes an attacker would try: control characters in passwords, bodies
+/// without a media type, proxies that add ports, IPv6 clients rotating addresses.
+@Suite struct InputHardeningTests {
+    @Test func aNewPasswordWithAControlCharacterIsWeak() async throws {
+        #expect(PasswordPolicy.violation(of: "\u{0}abcdefgh") != nil)
+        #expect(PasswordPolicy.violation(of: "abcd\u{7}efgh") != nil)
+        #expect(PasswordPolicy.violation(of: "ordinary words 1") == nil)
+        try await withTestDaemon { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            for password in ["\u{0}abcdefg", "abcdefgh\u{0}", "tab\there ok?", "line\nbreak!"] {
+                let answer = try await daemon.call(
+                    .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": Fixture.email, "newPassword": password])
+                #expect(answer.status == 400)
+                #expect(answer["error"] == "weak_password")
+            }
+        }
+    }
+
+    @Test func aJSONBodyWithoutAContentTypeIs415() async throws {
+        try await withTestDaemon { daemon in
+            let body = Array(#"{"email":"ana@example.com","newPassword":"staple orbit lantern"}"#.utf8)
+            let answer = try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", rawBody: body, contentType: nil)
+            #expect(answer.status == 415)
+            #expect(answer["error"] == "unsupported_media_type")
+        }
+    }
+
+    @Test func forwardedHopsWithAPortAreAddresses() {
+        let proxies = [IPNetwork("127.0.0.1")!]
+        #expect(ClientAddress.resolve(peer: "127.0.0.1", forwardedFor: ["198.51.100.1:5555"], trusted: proxies) == "198.51.100.1")
+        #expect(ClientAddress.resolve(peer: "127.0.0.1", forwardedFor: ["[2001:db8::1]:443"], trusted: proxies) == "2001:db8::1")
+        #expect(ClientAddress.resolve(peer: "127.0.0.1", forwardedFor: ["[2001:db8::7]"], trusted: proxies) == "2001:db8::7")
+        // Not an address with a port: still garbage.
+        #expect(ClientAddress.resolve(peer: "127.0.0.1", forwardedFor: ["evil:80"], trusted: proxies) == "127.0.0.1")
+    }
+
+    @Test func ipv6ClientsCountByTheir64() async throws {
+        #expect(ClientAddress.limitKey("2001:db8:1:2:aaaa:bbbb:cccc:1") == "2001:db8:1:2::/64")
+        #expect(ClientAddress.limitKey("2001:db8:1:2::9") == "2001:db8:1:2::/64")
+        #expect(ClientAddress.limitKey("2001:db8:1:3::9") == "2001:db8:1:3::/64")
+        #expect(ClientAddress.limitKey("203.0.113.7") == "203.0.113.7")
+        try await withTestDaemon(configure: {
+            $0.trustedProxies = [IPNetwork("127.0.0.1")!]
+            $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 2, window: 60)
+        }) { daemon in
+            var statuses: [Int] = []
+            for address in ["2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2:ffff::3", "2001:db8:1:3::1"] {
+                let answer = try await daemon.call(
+                    .GET, "/api/mobile/auth/reset/phone/status/AAAAAAAAAAAAAAAAAAAAAA", headers: [("X-Forwarded-For", address)])
+                statuses.append(answer.status)
+            }
+            // The third address is in the same /64 as the first two: the same client. The fourth is not.
+            #expect(statuses == [404, 404, 429, 404])
+        }
+    }
+}
