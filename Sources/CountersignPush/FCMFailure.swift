@@ -10,6 +10,10 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
         case invalidToken
         case thirdPartyAuthError
         case unauthenticated
+        /// 403 other than SENDER_ID_MISMATCH: our service account may not send for this project.
+        case permissionDenied
+        /// 404 other than UNREGISTERED: a wrong project id or endpoint, or a proxy in the way.
+        case notFound
         case authentication
         case quotaExceeded
         case unavailable
@@ -40,6 +44,8 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidToken: "invalid_token"
         case .thirdPartyAuthError: "third_party_auth_error"
         case .unauthenticated: "unauthenticated"
+        case .permissionDenied: "permission_denied"
+        case .notFound: "not_found"
         case .authentication: "token_exchange_refused"
         case .quotaExceeded: "quota_exceeded"
         case .unavailable: "unavailable"
@@ -51,13 +57,28 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String { "FCM \(shortDescription) (HTTP \(httpStatus)): \(message)" }
 
     /// The device's token is dead: stop pushing to it until it sends a new one.
+    /// Only FCM's own word for it counts (UNREGISTERED, SENDER_ID_MISMATCH, or
+    /// INVALID_ARGUMENT naming the token): a bare 404 or 403 is our configuration.
     public var tokenIsDead: Bool { [.unregistered, .senderIDMismatch, .invalidToken].contains(code) }
     /// Worth retrying after a back-off.
     public var isRetryable: Bool { [.quotaExceeded, .unavailable, .internalError].contains(code) }
     /// Our access token was refused: refresh it once and retry once.
     public var needsFreshToken: Bool { code == .unauthenticated }
-    /// A configuration fault (APNs credentials, or our service account): no retry, health shows it.
-    public var isAuthFault: Bool { code == .thirdPartyAuthError || code == .authentication }
+    /// A credentials fault (APNs credentials, our service account or its permissions): no retry, health shows it.
+    public var isAuthFault: Bool { [.thirdPartyAuthError, .authentication, .permissionDenied].contains(code) }
+    /// The send address is wrong (project id, endpoint, a proxy): no retry, nothing disabled, health shows it.
+    public var isMisconfiguration: Bool { code == .notFound }
+
+    /// What an operator should check, for the log line of a configuration fault.
+    public var hint: String {
+        switch code {
+        case .notFound: "check project_id in the service account file and --fcm-endpoint (FCM answered 404 without UNREGISTERED)"
+        case .permissionDenied: "check that the service account may send with Firebase Cloud Messaging for this project (IAM role)"
+        case .thirdPartyAuthError: "check the APNs key or certificate in the Firebase project settings"
+        case .authentication, .unauthenticated: "check the service account key: it may have been revoked"
+        default: "see the FCM message"
+        }
+    }
 
     /// Classifies an FCM error answer. A 502 may come back as HTML: then only the status counts.
     public static func classify(httpStatus: Int, body: Data, retryAfter: TimeInterval?) -> FCMFailure {
@@ -73,17 +94,21 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
             case "SENDER_ID_MISMATCH": .senderIDMismatch
             case "INVALID_ARGUMENT":
                 // A malformed registration token counts as dead; any other bad field is our fault.
-                fields.contains("message.token") || message.localizedCaseInsensitiveContains("registration token")
+                fields.contains("message.token") || message.contains("message.token")
+                    || message.localizedCaseInsensitiveContains("registration token")
                     ? .invalidToken : .invalidArgument
             case "THIRD_PARTY_AUTH_ERROR": .thirdPartyAuthError
             case "UNAUTHENTICATED": .unauthenticated
+            case "PERMISSION_DENIED": .permissionDenied
+            case "NOT_FOUND": .notFound
             case "QUOTA_EXCEEDED", "RESOURCE_EXHAUSTED": .quotaExceeded
             case "UNAVAILABLE": .unavailable
             case "INTERNAL": .internalError
             default:
                 switch httpStatus {
                 case 401: .unauthenticated
-                case 404: .unregistered
+                case 403: .permissionDenied
+                case 404: .notFound
                 case 429: .quotaExceeded
                 case 500: .internalError
                 case 502, 503, 504: .unavailable

@@ -39,6 +39,7 @@ public final class FCMSender: PushSender {
     struct HealthRecord {
         var lastSuccess: Date?
         var lastAuthFault: Date?
+        var lastMisconfiguration: Date?
         var lastGiveUp: Date?
     }
 
@@ -58,12 +59,14 @@ public final class FCMSender: PushSender {
 
     var sendURL: String { "\(configuration.endpoint)/v1/projects/\(account.projectID)/messages:send" }
 
-    /// `ok`, `degraded` (a push gave up in the last five minutes and none succeeded since)
-    /// or `auth_error` (credentials refused, and nothing succeeded since).
+    /// `ok`; `auth_error` (credentials or permissions refused) or `misconfigured` (a
+    /// 404 naming no token: wrong project id or endpoint), while nothing succeeded
+    /// since; or `degraded` (a push gave up in the last five minutes and none succeeded since).
     public var health: PushHealth {
         record.withLock { record in
             let success = record.lastSuccess ?? .distantPast
             if let fault = record.lastAuthFault, fault > success { return .authError }
+            if let fault = record.lastMisconfiguration, fault > success { return .misconfigured }
             if let giveUp = record.lastGiveUp, giveUp > success, giveUp.timeIntervalSinceNow > -300 { return .degraded }
             return .ok
         }
@@ -94,6 +97,8 @@ public final class FCMSender: PushSender {
             record.withLock { $0.lastGiveUp = Date() }
         case .authError:
             record.withLock { $0.lastAuthFault = Date() }
+        case .misconfigured:
+            record.withLock { $0.lastMisconfiguration = Date() }
         case .rejected, .disabled:
             break
         }
@@ -124,8 +129,16 @@ public final class FCMSender: PushSender {
                     return .tokenDead
                 }
                 if failure.isAuthFault || failure.needsFreshToken {
-                    logger.error("FCM refused our credentials", metadata: ["fcm": "\(failure.shortDescription)", "detail": "\(failure.message)"])
+                    logger.error(
+                        "FCM refused our credentials; nothing disabled",
+                        metadata: ["fcm": "\(failure.shortDescription)", "detail": "\(failure.message)", "check": "\(failure.hint)"])
                     return .authError
+                }
+                if failure.isMisconfiguration {
+                    logger.error(
+                        "FCM does not know where we send; nothing disabled",
+                        metadata: ["fcm": "\(failure.shortDescription)", "detail": "\(failure.message)", "check": "\(failure.hint)"])
+                    return .misconfigured
                 }
                 guard failure.isRetryable else {
                     logger.error("FCM rejected the message", metadata: ["fcm": "\(failure.shortDescription)", "detail": "\(failure.message)"])

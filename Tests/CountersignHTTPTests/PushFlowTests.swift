@@ -49,6 +49,27 @@ import Testing
         }
     }
 
+    @Test func aWrongProjectDisablesNoDeviceAndHealthSaysMisconfigured() async throws {
+        try await withTemporaryFolder { folder in
+            try await FakeFCMServer.run(folder: folder) { fake, base, file in
+                // The same key, but a project id the push service does not know: every send is a bare 404.
+                var account = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file))) as? [String: Any])
+                account["project_id"] = "no-such-project"
+                try JSONSerialization.data(withJSONObject: account).write(to: URL(fileURLWithPath: file))
+                let configuration = TestDaemon.configuration(folder) { $0.push = PushSettings(serviceAccountFile: file, endpoint: base) }
+                try await TestDaemon.run(configuration) { daemon in
+                    let user = try await daemon.createUser(Fixture.email, password: Fixture.password)
+                    _ = try await daemon.login(Fixture.email, password: Fixture.password, fcmToken: "token-fine")
+                    _ = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+                    try await Self.eventually { (try? await daemon.call(.GET, "/healthz"))?["push"] == "misconfigured" }
+                    #expect(try await daemon.call(.GET, "/healthz")["push"] == "misconfigured")
+                    #expect(try await daemon.server.store.devices(userID: user.id).allSatisfy(\.pushEnabled))
+                    #expect(fake.received.isEmpty)
+                }
+            }
+        }
+    }
+
     @Test func aDeadTokenDisablesThatDeviceOnlyUntilANewToken() async throws {
         try await withTemporaryFolder { folder in
             try await FakeFCMServer.run(folder: folder) { fake, base, file in

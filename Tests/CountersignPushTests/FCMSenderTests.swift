@@ -66,6 +66,47 @@ import Testing
         }
     }
 
+    @Test func aBare404Or403IsAConfigurationFaultAndDisablesNothing() async throws {
+        try await FakeFCMHarness.run { harness in
+            // A wrong project id or endpoint: 404 without UNREGISTERED.
+            harness.fake.script("a", [.error(httpStatus: 404, status: "NOT_FOUND", errorCode: nil)])
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("a"), logger: logger) == .misconfigured)
+            #expect(harness.sender.health.rawValue == "misconfigured")
+            // A service account without the right to send: 403 without SENDER_ID_MISMATCH.
+            harness.fake.script("b", [.error(httpStatus: 403, status: "PERMISSION_DENIED", errorCode: nil)])
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("b"), logger: logger) == .authError)
+            #expect(harness.sender.health.rawValue == "auth_error")
+            #expect(harness.deadTokens.tokens.isEmpty)
+            // Once fixed, a send succeeds and health recovers.
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("c"), logger: logger) == .sent)
+            #expect(harness.sender.health.rawValue == "ok")
+        }
+    }
+
+    @Test func onlyFCMsOwnWordMakesATokenDead() {
+        func classify(_ status: Int, _ body: String) -> FCMFailure {
+            FCMFailure.classify(httpStatus: status, body: Data(body.utf8), retryAfter: nil)
+        }
+        let fcmError = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
+        #expect(classify(404, #"{"error":{"status":"NOT_FOUND","details":[{"@type":"\#(fcmError)","errorCode":"UNREGISTERED"}]}}"#).tokenIsDead)
+        #expect(classify(403, #"{"error":{"status":"PERMISSION_DENIED","details":[{"errorCode":"SENDER_ID_MISMATCH"}]}}"#).tokenIsDead)
+        #expect(
+            classify(
+                400,
+                #"{"error":{"status":"INVALID_ARGUMENT","details":[{"errorCode":"INVALID_ARGUMENT"},{"fieldViolations":[{"field":"message.token"}]}]}}"#
+            ).tokenIsDead)
+        // Not the token: configuration or our own message.
+        let notFound = classify(404, #"{"error":{"status":"NOT_FOUND","message":"Requested entity was not found."}}"#)
+        #expect(!notFound.tokenIsDead && notFound.isMisconfiguration)
+        let html = classify(404, "<html><body>Not Found</body></html>")
+        #expect(!html.tokenIsDead && html.isMisconfiguration)
+        let denied = classify(403, #"{"error":{"status":"PERMISSION_DENIED","message":"Permission denied"}}"#)
+        #expect(!denied.tokenIsDead && denied.isAuthFault)
+        let badField = classify(
+            400, #"{"error":{"status":"INVALID_ARGUMENT","details":[{"fieldViolations":[{"field":"message.android.ttl"}]}]}}"#)
+        #expect(!badField.tokenIsDead && !badField.isRetryable)
+    }
+
     @Test func unavailableIsRetriedNoSoonerThanRetryAfter() async throws {
         try await FakeFCMHarness.run { harness in
             harness.fake.script("flaky", [.unavailable(retryAfter: 1), .ok])

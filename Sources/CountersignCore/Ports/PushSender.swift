@@ -21,4 +21,6 @@ public enum PushHealth: String, Sendable {
     case degraded
     /// The push service refused our credentials, and nothing succeeded since.
     case authError = "auth_error"
+    /// The push service says the send address is wrong (project id, endpoint), and nothing succeeded since.
+    case misconfigured
 }

@@ -12,4 +12,6 @@ public enum PushOutcome: String, Sendable, CaseIterable {
     case dropped
     /// The push service refused our credentials.
     case authError = "auth_error"
+    /// The push service says the send address is wrong (project id, endpoint): nothing was disabled.
+    case misconfigured
 }
