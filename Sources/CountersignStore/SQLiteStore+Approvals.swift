@@ -3,25 +3,25 @@ import Foundation
 import GRDB
 
 extension SQLiteStore: ApprovalStore {
-    public func insert(_ request: ApprovalRequest) async throws -> [String] {
+    public func insert(_ request: ApprovalRequest) async throws -> [ApprovalRequest] {
         try await pool.write { db in
             let now = request.createdAt.storedValue
-            let superseded = try String.fetchAll(
+            let superseded = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT id FROM approval_requests
+                    SELECT * FROM approval_requests
                     WHERE subject = ? AND action = ? AND state = 'pending' AND expires_at > ?
                     """,
                 arguments: [request.subject, request.action.rawValue, now]
-            )
-            for id in superseded {
+            ).map(ApprovalRequest.init(row:))
+            for old in superseded {
                 // The same change as ApprovalStateMachine.supersede(at:).
                 try db.execute(
                     sql: """
-                        UPDATE approval_requests SET state = 'cancelled', updated_at = ?, new_password_hash = NULL
+                        UPDATE approval_requests SET state = 'cancelled', updated_at = ?, new_password_hash = NULL, version = version + 1
                         WHERE id = ? AND state = 'pending'
                         """,
-                    arguments: [now, id]
+                    arguments: [now, old.id]
                 )
             }
             try db.execute(
@@ -77,7 +77,8 @@ extension SQLiteStore: ApprovalStore {
             try db.execute(
                 sql: """
                     UPDATE approval_requests
-                    SET state = ?, updated_at = ?, complete_by = ?, new_password_hash = ?, responding_device_id = ?
+                    SET state = ?, updated_at = ?, complete_by = ?, new_password_hash = ?, responding_device_id = ?,
+                        version = version + 1
                     WHERE id = ? AND state = ? AND \(deadlineGuard)
                     """,
                 arguments: [
@@ -122,7 +123,8 @@ extension ApprovalRequest {
             numberCode: salt.flatMap { salt in hash.map { NumberCode.Stored(salt: salt, hash: $0) } },
             newPasswordHash: row["new_password_hash"],
             requester: RequesterInfo(ip: row["requester_ip"], userAgent: row["requester_user_agent"]),
-            respondingDeviceID: row["responding_device_id"]
+            respondingDeviceID: row["responding_device_id"],
+            version: row["version"]
         )
     }
 }

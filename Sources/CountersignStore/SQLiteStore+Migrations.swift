@@ -68,6 +68,10 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v3-request-version") { db in
+            // Counts a request's transitions, so the broker can tell a newer row from a stale one.
+            try db.execute(sql: "ALTER TABLE approval_requests ADD COLUMN version INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 }

@@ -25,10 +25,12 @@ import Testing
         let clock = TestClock()
         let path: String
 
-        func broker(configuration: BrokerConfiguration = BrokerConfiguration()) async throws -> ApprovalBroker {
+        func broker(
+            configuration: BrokerConfiguration = BrokerConfiguration(), approvals: (any ApprovalStore)? = nil
+        ) async throws -> ApprovalBroker {
             let clock = clock
             let broker = ApprovalBroker(
-                store: store, approvers: store, configuration: configuration, pushQueue: PushQueue(), audit: audit,
+                store: approvals ?? store, approvers: store, configuration: configuration, pushQueue: PushQueue(), audit: audit,
                 logger: Logger(label: "broker-test"), now: { clock.now })
             try await broker.start()
             return broker
@@ -197,5 +199,130 @@ import Testing
             // Stored and read back, the recipient is the same.
             #expect(try await harness.store.request(id: request.id)?.recipient == request.recipient)
         }
+    }
+
+    // MARK: Interleavings the actor allows at its suspension points
+
+    @Test func aSupersedeThatBeatsAnAnswerStillCancelsWakesAndAudits() async throws {
+        try await Self.withHarness { harness in
+            // setup
+            let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
+            let gated = GatedStore(harness.store)
+            let broker = try await harness.broker(approvals: gated)
+            let (old, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
+            let waiter = Task { try await broker.waitForChange(of: old.id, timeout: .seconds(8)) }
+            while await broker.waiters[old.id] == nil { await Task.yield() }
+            let started = ContinuousClock.now
+
+            // act: the new request's insert commits (cancelling the old one) and is held before it returns…
+            await gated.insertReturn.arm()
+            let newer = Task { try await broker.initiate(email: Self.email, newPasswordHash: "newer", requester: Self.requester) }
+            await gated.insertReturn.waitForArrival()
+            // …so an answer on the old request loses in the database first.
+            await #expect(throws: BrokerError.refused(.conflict(.cancelled))) {
+                try await broker.respond(to: old.id, userID: user.id, deviceID: "d1", decision: .approve, numberCode: code)
+            }
+            await gated.insertReturn.open()
+            _ = try await newer.value
+
+            // check: the long poll woke at once, and the supersede was audited.
+            #expect(try await waiter.value?.state == .cancelled)
+            #expect(ContinuousClock.now - started < .seconds(4))
+            let cancelled = harness.events(.cancelled)
+            #expect(cancelled.map(\.requestRef) == [old.logReference])
+            #expect(cancelled.first?.detail == "superseded by a newer request")
+        }
+    }
+
+    @Test func aStaleReadAfterALostRaceDoesNotUndoANewerTransition() async throws {
+        try await Self.withHarness { harness in
+            // setup
+            let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
+            let gated = GatedStore(harness.store)
+            let broker = try await harness.broker(approvals: gated)
+            let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
+
+            // act: a denial is held just before its write…
+            await gated.applyStart.arm()
+            let loser = Task { try await broker.respond(to: request.id, userID: user.id, deviceID: "d2", decision: .deny, numberCode: nil) }
+            await gated.applyStart.waitForArrival()
+            // …while an approval wins;
+            _ = try await broker.respond(to: request.id, userID: user.id, deviceID: "d1", decision: .approve, numberCode: code)
+            // the denial's write then fails, and its re-read (approved) is held…
+            await gated.readReturn.arm()
+            await gated.applyStart.open()
+            await gated.readReturn.waitForArrival()
+            // …while the requester completes.
+            _ = try await broker.complete(request.id)
+            await gated.readReturn.open()
+            await #expect(throws: BrokerError.refused(.conflict(.completed))) { try await loser.value }
+
+            // check: the stale approved copy did not come back.
+            #expect(try await broker.status(of: request.id)?.state == .completed)
+            #expect(await broker.liveCounts().isEmpty)
+        }
+    }
+}
+
+/// An approval store whose calls can be held at one point each, to interleave
+/// two broker operations exactly where the actor may suspend.
+final class GatedStore: ApprovalStore {
+    let base: SQLiteStore
+    /// Holds `insert` after its transaction committed, before it returns.
+    let insertReturn = Gate()
+    /// Holds `apply` before its transaction.
+    let applyStart = Gate()
+    /// Holds `request(id:)` after its read, before it returns.
+    let readReturn = Gate()
+
+    init(_ base: SQLiteStore) { self.base = base }
+
+    func insert(_ request: ApprovalRequest) async throws -> [ApprovalRequest] {
+        let superseded = try await base.insert(request)
+        await insertReturn.pass()
+        return superseded
+    }
+
+    func request(id: String) async throws -> ApprovalRequest? {
+        let request = try await base.request(id: id)
+        await readReturn.pass()
+        return request
+    }
+
+    func liveRequests() async throws -> [ApprovalRequest] { try await base.liveRequests() }
+
+    func apply(_ transition: Transition, to request: ApprovalRequest) async throws -> Bool {
+        await applyStart.pass()
+        return try await base.apply(transition, to: request)
+    }
+}
+
+/// Once armed, holds the next caller of ``pass()`` until ``open()``.
+actor Gate {
+    private var armed = false
+    private var held: [CheckedContinuation<Void, Never>] = []
+    private var watchers: [CheckedContinuation<Void, Never>] = []
+
+    func arm() { armed = true }
+
+    func pass() async {
+        guard armed else { return }
+        armed = false
+        await withCheckedContinuation { continuation in
+            held.append(continuation)
+            for watcher in watchers { watcher.resume() }
+            watchers = []
+        }
+    }
+
+    /// Returns once a caller is held.
+    func waitForArrival() async {
+        guard held.isEmpty else { return }
+        await withCheckedContinuation { watchers.append($0) }
+    }
+
+    func open() {
+        for continuation in held { continuation.resume() }
+        held = []
     }
 }

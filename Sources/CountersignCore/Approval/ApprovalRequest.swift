@@ -28,6 +28,9 @@ public struct ApprovalRequest: Sendable, Equatable {
     public var requester: RequesterInfo
     /// The device that approved or denied.
     public var respondingDeviceID: String?
+    /// How many transitions the request has been through: a row with a higher
+    /// version is newer than one with a lower.
+    public var version: Int
 
     public init(
         id: String,
@@ -43,7 +46,8 @@ public struct ApprovalRequest: Sendable, Equatable {
         numberCode: NumberCode.Stored?,
         newPasswordHash: String?,
         requester: RequesterInfo,
-        respondingDeviceID: String? = nil
+        respondingDeviceID: String? = nil,
+        version: Int = 0
     ) {
         self.id = id
         self.userID = userID
@@ -59,6 +63,7 @@ public struct ApprovalRequest: Sendable, Equatable {
         self.newPasswordHash = newPasswordHash
         self.requester = requester
         self.respondingDeviceID = respondingDeviceID
+        self.version = version
     }
 
     /// The moment the current live state ends by itself, if it is live.

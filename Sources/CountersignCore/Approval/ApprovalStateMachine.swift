@@ -93,6 +93,7 @@ public struct ApprovalStateMachine: Sendable {
     private mutating func apply(_ transition: Transition) -> Transition {
         request.state = transition.to
         request.updatedAt = transition.at
+        request.version += 1
         switch transition.to {
         case .approved:
             request.completeBy = transition.at.addingTimeInterval(request.completionWindow)

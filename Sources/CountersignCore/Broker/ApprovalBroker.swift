@@ -138,10 +138,12 @@ public actor ApprovalBroker {
             newPasswordHash: newPasswordHash,
             requester: requester
         )
+        // The insert cancelled the subject's pending request in its transaction: its
+        // side effects are owed here, even if a racing answer on it already lost
+        // and dropped it from the index.
         let superseded = try await store.insert(request)
         live[request.id] = request
-        for id in superseded {
-            guard let old = live[id] else { continue }
+        for old in superseded {
             var machine = ApprovalStateMachine(old)
             if let transition = machine.supersede(at: now) {
                 didCommit(transition, machine.request, context: context, logger: logger)
@@ -260,17 +262,29 @@ public actor ApprovalBroker {
     }
 
     /// Persists a transition; on success mirrors it in memory, wakes waiters and
-    /// queues the resolution push. On a lost race, refreshes the index from the database.
+    /// queues the resolution push. On a lost race, wakes the waiters (they read
+    /// the winner's state) and refreshes the index from the database.
     @discardableResult
     private func commit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext, logger: Logger) async throws -> Bool {
         if try await store.apply(transition, to: request) {
             didCommit(transition, request, context: context, logger: logger)
             return true
         }
+        // The read below suspends this actor: another transition may commit (and
+        // be mirrored) before it returns, so what it read may already be stale.
         if let stored = try await store.request(id: request.id) {
-            mirror(stored)
+            refresh(with: stored)
         }
+        wake(request.id)
         return false
+    }
+
+    /// Mirrors a row read after a lost race, only if it is newer than the copy
+    /// held. A request no longer in the index has finished here (its terminal
+    /// transition removed it), so a live-looking row for it is stale.
+    private func refresh(with stored: ApprovalRequest) {
+        guard let held = live[stored.id], stored.version > held.version else { return }
+        mirror(stored)
     }
 
     private func didCommit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext, logger: Logger) {

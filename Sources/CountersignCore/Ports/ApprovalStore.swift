@@ -6,14 +6,17 @@ public protocol ApprovalStore: Sendable {
     /// request of the same subject and action that is still pending at
     /// `request.createdAt` (``TransitionCause/supersededByNewerRequest``).
     /// Doing both in one transaction keeps "one pending request per subject"
-    /// true however many initiations race. Returns the ids it cancelled.
-    func insert(_ request: ApprovalRequest) async throws -> [String]
+    /// true however many initiations race. Returns the requests it cancelled,
+    /// as they were before: the caller owes each its side effects (audit,
+    /// waking its long polls, the resolution push), whatever its own index holds.
+    func insert(_ request: ApprovalRequest) async throws -> [ApprovalRequest]
     func request(id: String) async throws -> ApprovalRequest?
     /// Requests in a live state (pending or approved), for the broker's index.
     func liveRequests() async throws -> [ApprovalRequest]
     /// Persists `request` as the result of `transition` only if the row still
     /// holds `transition.from` and that state's deadline has not passed (for a
-    /// time-out: has passed). Completing also sets the user's password from the
-    /// held hash, in the same transaction. Returns whether this call won.
+    /// time-out: has passed), and counts the transition in its version.
+    /// Completing also sets the user's password from the held hash, in the same
+    /// transaction. Returns whether this call won.
     func apply(_ transition: Transition, to request: ApprovalRequest) async throws -> Bool
 }
