@@ -142,7 +142,9 @@ public struct ConfigurationLoader {
             configuration.broker.numberMatching = matching
         }
         configuration.bcryptCost = try bcryptCost()
-        if let queue = try value(Self.bcryptQueue, expected: "a whole number from 1 to 10000", parse: { Int($0).flatMap { (1...10000).contains($0) ? $0 : nil } }) {
+        if let queue = try value(
+            Self.bcryptQueue, expected: "a whole number from 1 to 10000", parse: { Int($0).flatMap { (1...10000).contains($0) ? $0 : nil } })
+        {
             configuration.bcryptQueue = queue
         }
         if let level = try value(

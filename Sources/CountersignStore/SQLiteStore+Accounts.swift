@@ -135,8 +135,9 @@ extension SQLiteStore: AccountStore {
     /// `token`, unless a device of another user holds it: then `nil` (pull only).
     static func tokenUnlessClaimed(_ token: String?, byOtherThan userID: String, _ db: Database) throws -> String? {
         guard let token else { return nil }
-        let claimed = try Bool.fetchOne(
-            db, sql: "SELECT 1 FROM devices WHERE fcm_token = ? AND user_id != ? LIMIT 1", arguments: [token, userID]) ?? false
+        let claimed =
+            try Bool.fetchOne(
+                db, sql: "SELECT 1 FROM devices WHERE fcm_token = ? AND user_id != ? LIMIT 1", arguments: [token, userID]) ?? false
         return claimed ? nil : token
     }
 

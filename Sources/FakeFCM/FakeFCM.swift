@@ -195,7 +195,8 @@ public final class FakeFCM: Sendable {
             return fcmError(httpStatus: 401, status: "UNAUTHENTICATED", errorCode: nil, message: "Request had invalid authentication credentials.")
         }
         guard project == Self.projectID else {
-            return fcmError(httpStatus: 404, status: "NOT_FOUND", errorCode: nil, message: "Requested entity was not found (unknown project \(project ?? "")).")
+            return fcmError(
+                httpStatus: 404, status: "NOT_FOUND", errorCode: nil, message: "Requested entity was not found (unknown project \(project ?? "")).")
         }
         guard bytes.readableBytes <= 4096 + 64 else { return reject(400, "message larger than 4096 bytes") }
         let text = String(buffer: bytes)

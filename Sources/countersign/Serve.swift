@@ -57,7 +57,8 @@ struct Serve: AsyncParsableCommand {
         let flags: [String: String?] = [
             Setting.listen.flag: listen, Setting.database.flag: database, Setting.requestTTL.flag: requestTTL,
             Setting.completionWindow.flag: completionWindow, Setting.numberMatching.flag: numberMatching,
-            Setting.bcryptCost.flag: bcryptCost, Setting.bcryptQueue.flag: bcryptQueue, Setting.logLevel.flag: logLevel, Setting.fraudSilence.flag: fraudSilence,
+            Setting.bcryptCost.flag: bcryptCost, Setting.bcryptQueue.flag: bcryptQueue, Setting.logLevel.flag: logLevel,
+            Setting.fraudSilence.flag: fraudSilence,
             Setting.retention.flag: auditRetentionDays, Setting.idleTimeout.flag: idleTimeout, Setting.headTimeout.flag: headerTimeout,
             Setting.longPollsPerAddress.flag: longPollsPerAddress, Setting.longPollsTotal.flag: longPollsMax,
         ].merging(push.flags) { $1 }

@@ -64,7 +64,8 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
         accounts: dependencies.store, hasher: dependencies.hasher, authenticator: authenticator, abuse: abuse, audit: dependencies.audit,
         decoyHash: dependencies.decoyHash
     ).addRoutes(to: mobile)
-    PhoneResetController(broker: dependencies.broker, hasher: dependencies.hasher, abuse: abuse, longPolls: dependencies.longPolls).addRoutes(to: mobile)
+    PhoneResetController(broker: dependencies.broker, hasher: dependencies.hasher, abuse: abuse, longPolls: dependencies.longPolls).addRoutes(
+        to: mobile)
     ApprovalsController(broker: dependencies.broker, authenticator: authenticator, abuse: abuse).addRoutes(to: mobile)
     HealthController(store: dependencies.store, push: dependencies.pushSender).addRoutes(to: router)
     MetricsController(metrics: dependencies.metrics, broker: dependencies.broker).addRoutes(to: router)
