@@ -59,20 +59,30 @@ public actor AccessTokenProvider {
         self.keys = keys
     }
 
-    /// A valid access token, exchanging a new one when none is cached or it expires within five minutes.
+    /// A valid access token, exchanging a new one when none is cached or it
+    /// expires within five minutes. When that early refresh fails, the cached
+    /// token is still good until it expires: it is used, and the next call tries again.
     public func token() async throws -> String {
         if let cached, cached.expiresAt.timeIntervalSinceNow > Self.refreshMargin {
             return cached.value
         }
-        if let refreshing {
-            return try await refreshing.value.value
+        do {
+            if let refreshing {
+                return try await refreshing.value.value
+            }
+            let task = Task { try await self.exchange() }
+            refreshing = task
+            defer { refreshing = nil }
+            let token = try await task.value
+            cached = token
+            return token.value
+        } catch {
+            guard let cached, cached.expiresAt.timeIntervalSinceNow > 0 else { throw error }
+            logger.warning(
+                "access token refresh failed; using the current token until it expires",
+                metadata: ["error": "\(error)", "expiresIn": "\(Int(cached.expiresAt.timeIntervalSinceNow))s"])
+            return cached.value
         }
-        let task = Task { try await self.exchange() }
-        refreshing = task
-        defer { refreshing = nil }
-        let token = try await task.value
-        cached = token
-        return token.value
     }
 
     /// Forgets `token` after FCM refused it, so the next call exchanges a new one.

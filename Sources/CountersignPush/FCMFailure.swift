@@ -80,6 +80,19 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// Seconds to wait from a `Retry-After` value: a number of seconds, or an
+    /// HTTP date (IMF-fixdate, RFC 9110 §10.2.3) counted from `now`.
+    public static func retryAfter(_ value: String?, now: Date) -> TimeInterval? {
+        guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        if let seconds = TimeInterval(value), seconds >= 0 { return seconds }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        guard let date = formatter.date(from: value) else { return nil }
+        return max(0, date.timeIntervalSince(now))
+    }
+
     /// Classifies an FCM error answer. A 502 may come back as HTML: then only the status counts.
     public static func classify(httpStatus: Int, body: Data, retryAfter: TimeInterval?) -> FCMFailure {
         let error = (try? JSONSerialization.jsonObject(with: body) as? [String: Any])?["error"] as? [String: Any]

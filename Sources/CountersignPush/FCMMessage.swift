@@ -122,18 +122,16 @@ public enum FCMMessageBuilder {
         }
     }
 
-    /// Names the action and where it came from; the user agent is shortened and stripped of control characters.
+    /// Names the action and the address it came from. Never the user agent: the
+    /// requester writes it, and the system shows this text on the lock screen,
+    /// where "Approve to stop the attack" would be an attacker's words. The app
+    /// shows the user agent, marked as the requester's, in its own screen.
     static func body(for action: ApprovalAction, requester: RequesterInfo) -> String {
         let what =
             switch action {
             case .passwordReset: "A password reset"
             }
-        var origin = requester.ip
-        if let agent = requester.userAgent?.unicodeScalars.filter({ !$0.properties.generalCategory.isControl }), !agent.isEmpty {
-            let text = String(String.UnicodeScalarView(agent))
-            origin += " (" + (text.count > 60 ? String(text.prefix(59)) + "…" : text) + ")"
-        }
-        return "\(what) was requested from \(origin). Open to approve or deny."
+        return "\(what) was requested from \(requester.ip). Open to approve or deny."
     }
 
     static func timestamp(_ date: Date) -> String {

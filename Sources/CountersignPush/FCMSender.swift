@@ -190,7 +190,7 @@ public final class FCMSender: PushSender {
         let response = try await client.execute(request, timeout: .seconds(Int64(configuration.requestTimeout)))
         let answer = try await response.body.collect(upTo: 64 * 1024)
         guard response.status == .ok else {
-            let retryAfter = response.headers.first(name: "Retry-After").flatMap(TimeInterval.init)
+            let retryAfter = FCMFailure.retryAfter(response.headers.first(name: "Retry-After"), now: Date())
             let failure = FCMFailure.classify(httpStatus: Int(response.status.code), body: Data(answer.readableBytesView), retryAfter: retryAfter)
             if failure.needsFreshToken { await tokens.invalidate(accessToken) }
             throw failure

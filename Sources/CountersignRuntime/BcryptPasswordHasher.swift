@@ -1,13 +1,20 @@
 import CountersignCore
 import HummingbirdBcrypt
 import NIOPosix
+import Synchronization
 
 /// bcrypt on NIO's blocking thread pool, so hashing never stalls an event loop
 /// or the cooperative pool, behind a bounded gate: past `maxQueued` jobs
 /// running or waiting, a call fails at once with ``HashingQueueFull``.
+///
+/// Verifying a hash made at a lower cost than `cost` (a user who has not
+/// logged in since the cost was raised) is padded with decoy work up to
+/// `cost`, so that a failed login takes as long for that user as for an
+/// unknown email, checked against a decoy at `cost`.
 public struct BcryptPasswordHasher: PasswordHasher {
     public let cost: Int
     private let gate: WorkGate
+    private let decoys = Decoys()
 
     public static let costRange = 4...31
     /// The default bound on bcrypt jobs running or waiting at once.
@@ -25,6 +32,40 @@ public struct BcryptPasswordHasher: PasswordHasher {
     }
 
     public func verify(_ password: String, hash: String) async throws -> Bool {
-        try await gate.run { try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: hash) } }
+        let padding = Self.paddingCosts(forHashCost: Self.cost(of: hash), configured: cost)
+        let decoys = decoys
+        return try await gate.run {
+            try await NIOThreadPool.singleton.runIfActive {
+                let matches = Bcrypt.verify(password, hash: hash)
+                for cost in padding { _ = Bcrypt.verify(password, hash: decoys.hash(cost: cost)) }
+                return matches
+            }
+        }
+    }
+
+    /// The costs of the decoy checks that bring a check at `hashCost` up to
+    /// the work of one at `configured`: 2^c + 2^c + 2^(c+1) + … + 2^(C-1) = 2^C.
+    public static func paddingCosts(forHashCost hashCost: Int?, configured: Int) -> [Int] {
+        guard let hashCost, costRange.contains(hashCost), hashCost < configured else { return [] }
+        return Array(hashCost..<configured)
+    }
+
+    /// The cost a bcrypt hash was made with (`$2b$12$…` → 12).
+    public static func cost(of hash: String) -> Int? {
+        let parts = hash.split(separator: "$", omittingEmptySubsequences: true)
+        guard parts.count >= 2, parts[0].hasPrefix("2") else { return nil }
+        return Int(parts[1])
+    }
+
+    /// One decoy hash per cost, made the first time that cost is needed (on the thread pool).
+    final class Decoys: Sendable {
+        private let byCost = Mutex<[Int: String]>([:])
+
+        func hash(cost: Int) -> String {
+            if let known = byCost.withLock({ $0[cost] }) { return known }
+            let made = Bcrypt.hash(SecureToken.apiKey(), cost: UInt8(cost))
+            byCost.withLock { $0[cost] = $0[cost] ?? made }
+            return made
+        }
     }
 }

@@ -58,7 +58,7 @@ extension SQLiteStore: ApprovalStore {
         }
     }
 
-    public func apply(_ transition: Transition, to request: ApprovalRequest) async throws -> Bool {
+    public func apply(_ transition: Transition, to request: ApprovalRequest, writeTime: @escaping @Sendable () -> Date) async throws -> Bool {
         let deadlineColumn: String
         switch transition.from {
         case .pending: deadlineColumn = "expires_at"
@@ -84,7 +84,7 @@ extension SQLiteStore: ApprovalStore {
                 arguments: [
                     transition.to.rawValue, transition.at.storedValue, request.completeBy?.storedValue,
                     request.newPasswordHash, request.respondingDeviceID,
-                    request.id, transition.from.rawValue, transition.at.storedValue,
+                    request.id, transition.from.rawValue, writeTime().storedValue,
                 ]
             )
             guard db.changesCount == 1 else { return false }

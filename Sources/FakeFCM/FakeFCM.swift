@@ -48,6 +48,7 @@ public final class FakeFCM: Sendable {
         var rejections: [String] = []
         var scripts: [String: [Answer]] = [:]
         var refuseNextAccessToken = false
+        var failingExchanges = 0
         var delivered = 0
         var tokenLifetime = 3599
     }
@@ -94,6 +95,11 @@ public final class FakeFCM: Sendable {
         state.withLock { $0.tokenLifetime = seconds }
     }
 
+    /// The next `count` token exchanges fail with 503, as Google's token endpoint does in an outage.
+    public func failTokenExchanges(_ count: Int) {
+        state.withLock { $0.failingExchanges = count }
+    }
+
     /// The next send is refused with 401 UNAUTHENTICATED and its access token revoked.
     public func refuseNextAccessToken() {
         state.withLock { $0.refuseNextAccessToken = true }
@@ -136,6 +142,14 @@ public final class FakeFCM: Sendable {
         }
         if let problem = await check(assertion: assertion, audience: "http\(isTLS(request) ? "s" : "")://\(request.head.authority ?? "")/token") {
             return oauthError("invalid_grant", problem)
+        }
+        let outage = state.withLock { state in
+            guard state.failingExchanges > 0 else { return false }
+            state.failingExchanges -= 1
+            return true
+        }
+        if outage {
+            return json(.serviceUnavailable, ["error": "temporarily_unavailable", "error_description": "try again later"])
         }
         let token = "ya29.fake-" + UUID().uuidString
         let lifetime = state.withLock { state in

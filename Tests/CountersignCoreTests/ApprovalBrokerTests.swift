@@ -234,6 +234,25 @@ import Testing
         }
     }
 
+    @Test func anApprovalDecidedBeforeTheDeadlineButWrittenAfterItIsRefused() async throws {
+        try await Self.withHarness { harness in
+            let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
+            let gated = GatedStore(harness.store)
+            let broker = try await harness.broker(configuration: BrokerConfiguration(requestTTL: 60), approvals: gated)
+            let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
+            // Decided one second before the deadline, then waiting for the writer past it.
+            harness.clock.advance(59)
+            await gated.applyStart.arm()
+            let late = Task { try await broker.respond(to: request.id, userID: user.id, deviceID: "d1", decision: .approve, numberCode: code) }
+            await gated.applyStart.waitForArrival()
+            harness.clock.advance(2)
+            await gated.applyStart.open()
+            await #expect(throws: BrokerError.refused(.expired)) { try await late.value }
+            #expect(try await harness.store.request(id: request.id)?.state == .pending)
+            #expect(try await broker.status(of: request.id)?.state == .expired)
+        }
+    }
+
     @Test func aStaleReadAfterALostRaceDoesNotUndoANewerTransition() async throws {
         try await Self.withHarness { harness in
             // setup
@@ -291,9 +310,9 @@ final class GatedStore: ApprovalStore {
 
     func liveRequests() async throws -> [ApprovalRequest] { try await base.liveRequests() }
 
-    func apply(_ transition: Transition, to request: ApprovalRequest) async throws -> Bool {
+    func apply(_ transition: Transition, to request: ApprovalRequest, writeTime: @escaping @Sendable () -> Date) async throws -> Bool {
         await applyStart.pass()
-        return try await base.apply(transition, to: request)
+        return try await base.apply(transition, to: request, writeTime: writeTime)
     }
 }
 

@@ -113,3 +113,46 @@ import Testing
         #expect(slots.held == 3)
     }
 }
+
+@Suite struct PushQueueTests {
+    static func prompt(_ id: String) -> PushJob {
+        .prompt(
+            requestID: id, userID: "u", action: .passwordReset, expiresAt: Date(timeIntervalSince1970: 1_800_000_060),
+            requester: RequesterInfo(ip: "203.0.113.7", userAgent: nil))
+    }
+    static func resolved(_ id: String) -> PushJob { .resolved(requestID: id, userID: "u", status: .approved) }
+
+    @Test func promptsGoBeforeResolutionNotices() async {
+        let queue = PushQueue()
+        queue.enqueue(Self.resolved("r1"))
+        queue.enqueue(Self.resolved("r2"))
+        queue.enqueue(Self.prompt("p1"))
+        queue.enqueue(Self.resolved("r3"))
+        queue.enqueue(Self.prompt("p2"))
+        var order: [PushJob] = []
+        for _ in 0..<5 { if let job = await queue.next() { order.append(job) } }
+        #expect(order == [Self.prompt("p1"), Self.prompt("p2"), Self.resolved("r1"), Self.resolved("r2"), Self.resolved("r3")])
+    }
+
+    @Test func aFullQueueDropsTheOldestOfItsKindAndSaysWhich() async {
+        let queue = PushQueue(capacity: 2)
+        #expect(queue.enqueue(Self.prompt("p1")) == nil)
+        #expect(queue.enqueue(Self.prompt("p2")) == nil)
+        #expect(queue.enqueue(Self.resolved("r1")) == nil)
+        #expect(queue.enqueue(Self.prompt("p3")) == Self.prompt("p1"))
+        #expect(queue.dropped == 1)
+        #expect(queue.count == 3)
+        #expect(await queue.next() == Self.prompt("p2"))
+    }
+
+    @Test func aWaitingConsumerGetsTheNextJobAndCancellationEndsIt() async {
+        let queue = PushQueue()
+        let consumer = Task { await queue.next() }
+        try? await Task.sleep(for: .milliseconds(50))
+        queue.enqueue(Self.prompt("p1"))
+        #expect(await consumer.value == Self.prompt("p1"))
+        let cancelled = Task { await queue.next() }
+        cancelled.cancel()
+        #expect(await cancelled.value == nil)
+    }
+}

@@ -61,3 +61,23 @@ import Testing
         }
     }
 }
+
+@Suite struct BcryptPaddingTests {
+    @Test func aCheckOfAnOlderCostIsPaddedToTheConfiguredWork() {
+        #expect(BcryptPasswordHasher.cost(of: "$2b$10$abcdefghijklmnopqrstuv") == 10)
+        #expect(BcryptPasswordHasher.cost(of: "not a hash") == nil)
+        // 2^10 + 2^10 + 2^11 = 2^12.
+        #expect(BcryptPasswordHasher.paddingCosts(forHashCost: 10, configured: 12) == [10, 11])
+        #expect(BcryptPasswordHasher.paddingCosts(forHashCost: 12, configured: 12).isEmpty)
+        #expect(BcryptPasswordHasher.paddingCosts(forHashCost: 13, configured: 12).isEmpty)
+        #expect(BcryptPasswordHasher.paddingCosts(forHashCost: nil, configured: 12).isEmpty)
+    }
+
+    @Test func aPaddedCheckStillAnswersCorrectly() async throws {
+        let old = BcryptPasswordHasher(cost: 4)
+        let hash = try await old.hash("correct horse")
+        let current = BcryptPasswordHasher(cost: 6)
+        #expect(try await current.verify("correct horse", hash: hash))
+        #expect(try await current.verify("wrong horse", hash: hash) == false)
+    }
+}

@@ -31,7 +31,8 @@ import Testing
         let notification = try #require(json["notification"] as? [String: String])
         #expect(notification["title"] == "Approve password reset?")
         #expect(notification["body"]?.contains("203.0.113.7") == true)
-        #expect(notification["body"]?.contains("PhotoSync/2.3") == true)
+        // The user agent is the requester's text: never in what the lock screen shows.
+        #expect(notification["body"]?.contains("PhotoSync") == false)
         let android = try #require(json["android"] as? [String: Any])
         #expect(android["priority"] as? String == "high")
         #expect(android["ttl"] as? String == "60s")
@@ -73,13 +74,14 @@ import Testing
         #expect(FakeFCM.problems(in: json) == nil)
     }
 
-    @Test func hostileUserAgentsAreShortenedAndStripped() throws {
-        let agent = "Evil\u{7}Agent\u{202E}" + String(repeating: "x", count: 500)
+    @Test func hostileUserAgentsNeverReachTheNotification() throws {
+        let agent = "Tap APPROVE to block the hacker\u{7}\u{202E}" + String(repeating: "x", count: 500)
         let message = try #require(FCMMessageBuilder.message(for: Self.prompt(userAgent: agent), token: "t", now: Self.now))
         let body = try #require(message.notification?.body)
+        #expect(!body.contains("APPROVE"))
         #expect(!body.contains("\u{7}"))
         #expect(!body.contains("\u{202E}"))
-        #expect(body.count < 160)
+        #expect(body == "A password reset was requested from 203.0.113.7. Open to approve or deny.")
         #expect(try FCMMessageBuilder.encode(message) != nil)
     }
 

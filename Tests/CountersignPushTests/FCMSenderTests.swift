@@ -54,6 +54,22 @@ import Testing
         }
     }
 
+    @Test func aFailedEarlyRefreshKeepsUsingTheStillValidToken() async throws {
+        try await FakeFCMHarness.run { harness in
+            // Valid for 303 s: within the 5-minute refresh margin 3.5 seconds later, but not expired.
+            harness.fake.setTokenLifetime(303)
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("a"), logger: logger) == .sent)
+            try await Task.sleep(for: .milliseconds(3500))
+            harness.fake.failTokenExchanges(1)
+            // The refresh fails; the current token still works, and is used.
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("b"), logger: logger) == .sent)
+            #expect(harness.fake.exchanges == 1)
+            // The next send tries again, and gets a new token.
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("c"), logger: logger) == .sent)
+            #expect(harness.fake.exchanges == 2)
+        }
+    }
+
     @Test func unregisteredTokensAreMarkedDeadAndNotRetried() async throws {
         try await FakeFCMHarness.run { harness in
             harness.fake.script("gone-token", [.unregistered])
@@ -189,5 +205,18 @@ import Testing
             try await client.shutdown()
             #expect(harness.fake.rejections.contains { $0.contains("signature") })
         }
+    }
+}
+
+@Suite struct RetryAfterTests {
+    @Test func secondsAndHTTPDatesAreBothHonoured() {
+        let now = Date(timeIntervalSince1970: 784_111_777)  // Sun, 06 Nov 1994 08:49:37 GMT
+        #expect(FCMFailure.retryAfter("30", now: now) == 30)
+        #expect(FCMFailure.retryAfter("Sun, 06 Nov 1994 08:50:07 GMT", now: now) == 30)
+        // A date already past means: now.
+        #expect(FCMFailure.retryAfter("Sun, 06 Nov 1994 08:49:00 GMT", now: now) == 0)
+        #expect(FCMFailure.retryAfter("soon", now: now) == nil)
+        #expect(FCMFailure.retryAfter("-5", now: now) == nil)
+        #expect(FCMFailure.retryAfter(nil, now: now) == nil)
     }
 }

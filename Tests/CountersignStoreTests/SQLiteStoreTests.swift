@@ -167,3 +167,10 @@ import Testing
         }
     }
 }
+
+extension SQLiteStore {
+    /// Applies a transition written at the moment it was decided.
+    func apply(_ transition: Transition, to request: ApprovalRequest) async throws -> Bool {
+        try await apply(transition, to: request, writeTime: { transition.at })
+    }
+}

@@ -161,8 +161,7 @@ public actor ApprovalBroker {
                 at: now, kind: .requestCreated, userID: recipient.accountID, requestRef: request.logReference, context: context,
                 detail: detail))
         if let userID = recipient.approverID {
-            pushQueue.enqueue(
-                .prompt(requestID: request.id, userID: userID, action: action, expiresAt: request.expiresAt, requester: requester))
+            push(.prompt(requestID: request.id, userID: userID, action: action, expiresAt: request.expiresAt, requester: requester), logger: logger)
         }
         return (request, code)
     }
@@ -266,7 +265,7 @@ public actor ApprovalBroker {
     /// the winner's state) and refreshes the index from the database.
     @discardableResult
     private func commit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext, logger: Logger) async throws -> Bool {
-        if try await store.apply(transition, to: request) {
+        if try await store.apply(transition, to: request, writeTime: now) {
             didCommit(transition, request, context: context, logger: logger)
             return true
         }
@@ -301,8 +300,19 @@ public actor ApprovalBroker {
         )
         wake(request.id)
         if transition.from == .pending, let userID = request.userID {
-            pushQueue.enqueue(.resolved(requestID: request.id, userID: userID, status: transition.to))
+            push(.resolved(requestID: request.id, userID: userID, status: transition.to), logger: logger)
         }
+    }
+
+    /// Hands a push to the dispatcher; a job dropped from a full queue is logged and audited.
+    private func push(_ job: PushJob, logger: Logger) {
+        guard let dropped = pushQueue.enqueue(job) else { return }
+        logger.warning(
+            "push queue full: dropped the oldest job of its kind", metadata: ["type": "\(dropped.type)", "request": "\(dropped.requestRef)"])
+        audit.record(
+            AuditEvent(
+                at: now(), kind: .pushed, userID: dropped.userID, requestRef: dropped.requestRef, detail: "\(dropped.type): dropped, push queue full")
+        )
     }
 
     private func mirror(_ request: ApprovalRequest) {

@@ -15,8 +15,10 @@ public protocol ApprovalStore: Sendable {
     func liveRequests() async throws -> [ApprovalRequest]
     /// Persists `request` as the result of `transition` only if the row still
     /// holds `transition.from` and that state's deadline has not passed (for a
-    /// time-out: has passed), and counts the transition in its version.
+    /// time-out: has passed) at `writeTime()`, read inside the transaction: the
+    /// moment of the write, not of the decision, which may have waited for the
+    /// writer. Counts the transition in the row's version.
     /// Completing also sets the user's password from the held hash, in the same
     /// transaction. Returns whether this call won.
-    func apply(_ transition: Transition, to request: ApprovalRequest) async throws -> Bool
+    func apply(_ transition: Transition, to request: ApprovalRequest, writeTime: @escaping @Sendable () -> Date) async throws -> Bool
 }

@@ -7,6 +7,7 @@ import Prometheus
 struct MetricsController: Sendable {
     let metrics: AppMetrics
     let broker: ApprovalBroker
+    let pushQueue: PushQueue
 
     func addRoutes(to router: Router<AppRequestContext>) {
         router.get("metrics", use: scrape)
@@ -14,6 +15,7 @@ struct MetricsController: Sendable {
 
     @Sendable func scrape(_ request: Request, context: AppRequestContext) async throws -> Response {
         metrics.live(await broker.liveCounts())
+        metrics.pushQueue(waiting: pushQueue.count, dropped: pushQueue.dropped)
         let bytes = metrics.registry.emitToBuffer()
         return Response(
             status: .ok,

@@ -18,6 +18,8 @@ public final class AppMetrics: Sendable {
         static let transitions = "countersign_transitions_total"
         static let pushes = "countersign_pushes_total"
         static let rateLimited = "countersign_rate_limited_total"
+        static let pushQueueWaiting = "countersign_push_queue_jobs"
+        static let pushQueueDropped = "countersign_push_queue_dropped"
     }
 
     public init() {
@@ -51,6 +53,12 @@ public final class AppMetrics: Sendable {
 
     func rateLimited(_ name: RateLimitName) {
         Counter(label: Name.rateLimited, dimensions: [("limit", name.rawValue)], factory: factory).increment()
+    }
+
+    /// Jobs waiting for the dispatcher, and jobs dropped so far because the queue was full.
+    func pushQueue(waiting: Int, dropped: Int) {
+        Gauge(label: Name.pushQueueWaiting, factory: factory).record(waiting)
+        Gauge(label: Name.pushQueueDropped, factory: factory).record(dropped)
     }
 
     func live(_ counts: [ApprovalState: Int]) {

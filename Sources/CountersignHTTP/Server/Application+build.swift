@@ -68,6 +68,6 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
         to: mobile)
     ApprovalsController(broker: dependencies.broker, authenticator: authenticator, abuse: abuse).addRoutes(to: mobile)
     HealthController(store: dependencies.store, push: dependencies.pushSender).addRoutes(to: router)
-    MetricsController(metrics: dependencies.metrics, broker: dependencies.broker).addRoutes(to: router)
+    MetricsController(metrics: dependencies.metrics, broker: dependencies.broker, pushQueue: dependencies.pushQueue).addRoutes(to: router)
     return router
 }

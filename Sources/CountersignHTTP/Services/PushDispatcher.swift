@@ -17,7 +17,7 @@ struct PushDispatcher: Service {
     func run() async throws {
         await withTaskGroup(of: Void.self) { group in
             var inFlight = 0
-            for await job in queue.jobs.cancelOnGracefulShutdown() {
+            for await job in queue.cancelOnGracefulShutdown() {
                 let devices: [Device]
                 do {
                     devices = try await accounts.devices(userID: job.userID).filter { $0.pushEnabled && $0.fcmToken != nil }
