@@ -6,38 +6,6 @@ import NIOCore
 import NIOSSL
 import ServiceLifecycle
 
-/// Where push settings come from and what they resolve to.
-public struct PushSettings: Sendable, Equatable {
-    /// The service-account key file; `nil`: push is off.
-    public var serviceAccountFile: String?
-    public var endpoint = "https://fcm.googleapis.com"
-    /// An extra trusted CA (PEM) for the token and send endpoints.
-    public var caFile: String?
-
-    public init(serviceAccountFile: String? = nil, endpoint: String = "https://fcm.googleapis.com", caFile: String? = nil) {
-        self.serviceAccountFile = serviceAccountFile
-        self.endpoint = endpoint
-        self.caFile = caFile
-    }
-
-    /// The systemd credential name (`LoadCredential=fcm-service-account.json:…`).
-    public static let credentialName = "fcm-service-account.json"
-}
-
-/// The HTTP client that push uses, shut down cleanly with the service group.
-public struct HTTPClientService: Service {
-    public let client: HTTPClient
-
-    public init(client: HTTPClient) {
-        self.client = client
-    }
-
-    public func run() async throws {
-        try? await gracefulShutdown()
-        try await client.shutdown()
-    }
-}
-
 /// A ready FCM sender and the client service it needs.
 public struct PushStack: Sendable {
     public let sender: FCMSender

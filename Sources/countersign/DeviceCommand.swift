@@ -1,0 +1,43 @@
+import ArgumentParser
+import CountersignCore
+import CountersignStore
+import Foundation
+
+struct DeviceCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "device",
+        abstract: "Manage trusted devices.",
+        subcommands: [List.self, Revoke.self]
+    )
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List a user's trusted devices.")
+        @Argument(help: "The user's email.") var email: String
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            let store = try await database.open()
+            guard let user = try await store.user(email: email) else { throw ValidationError("no user with email \(email)") }
+            let devices = try await store.devices(userID: user.id)
+            if devices.isEmpty { print("no devices for \(user.email)") }
+            for device in devices {
+                let push =
+                    device.fcmToken == nil
+                    ? "pull only" : device.pushEnabled ? "push \(Device.tokenSuffix(device.fcmToken!))" : "push off (token rejected)"
+                print("\(device.id)  \(device.name)  \(device.platform)  \(push)  since \(device.createdAt.formatted(.iso8601))")
+            }
+        }
+    }
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Revoke a trusted device: its API key stops working.")
+        @Argument(help: "The device id (see `device list`).") var deviceID: String
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            let store = try await database.open()
+            guard try await store.deleteDevice(id: deviceID) else { throw ValidationError("no device with id \(deviceID)") }
+            print("revoked device \(deviceID)")
+        }
+    }
+}
