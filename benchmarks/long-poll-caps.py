@@ -70,25 +70,10 @@ def main():
     # Each step on a daemon of its own: a long poll whose client hung up stays
     # held until its wait ends, so one step's polls would count against the next.
     # 1. One address, over its cap.
-    with serving(args.binary, arguments) as (daemon, port, _):
-        request_id, base = pending_request(port), rss_kib(daemon.pid)
-        one = open_polls(port, request_id, ["198.51.100.1"] * (args.per_address + 200))
-        at_once = answered_within(one, 2.0)
-        rss = rss_kib(daemon.pid)
-        print(f"one address, {len(one)} long polls: {len(one) - at_once} held, {at_once} answered at once; "
-              f"rss {base} -> {rss} KiB (+{(rss - base) / max(1, len(one) - at_once):.1f} KiB per held poll)")
-        close_all(one)
-
+    measure_polls(args, arguments, "one address", ["198.51.100.1"] * (args.per_address + 200))
     # 2. Many addresses, over the node cap (each address stays under its own cap).
-    with serving(args.binary, arguments) as (daemon, port, _):
-        request_id, base = pending_request(port), rss_kib(daemon.pid)
-        addresses = [f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}" for i in range(args.total + 200)]
-        many = open_polls(port, request_id, addresses)
-        at_once = answered_within(many, 2.0)
-        rss = rss_kib(daemon.pid)
-        print(f"{len(many)} addresses, one long poll each: {len(many) - at_once} held, {at_once} answered at once; "
-              f"rss {base} -> {rss} KiB (+{(rss - base) / max(1, len(many) - at_once):.1f} KiB per held poll)")
-        close_all(many)
+    measure_polls(args, arguments, "one long poll each from many addresses",
+                  [f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}" for i in range(args.total + 200)])
 
     # 3. Idle connections: held until the idle timeout, then closed by the daemon.
     with serving(args.binary, arguments) as (daemon, port, _):
@@ -101,6 +86,19 @@ def main():
         closed = answered_within(idle, args.idle_timeout + 3)  # a close is readable (EOF)
         print(f"closed by the daemon within {args.idle_timeout + 3} s: {closed} of {len(idle)}")
         close_all(idle)
+
+
+def measure_polls(args, arguments, label, addresses):
+    """On a daemon of its own: a long poll per address, then how many are held and the memory."""
+    with serving(args.binary, arguments) as (daemon, port, _):
+        request_id, base = pending_request(port), rss_kib(daemon.pid)
+        polls = open_polls(port, request_id, addresses)
+        at_once = answered_within(polls, 2.0)
+        rss = rss_kib(daemon.pid)
+        held = len(polls) - at_once
+        print(f"{label}, {len(polls)} long polls: {held} held, {at_once} answered at once; "
+              f"rss {base} -> {rss} KiB (+{(rss - base) / max(1, held):.1f} KiB per held poll)")
+        close_all(polls)
 
 
 def pending_request(port):
