@@ -25,6 +25,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
     ],
     targets: [
         // The approval state machine, the broker actor, value types and ports; no I/O.
@@ -59,6 +60,24 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // libcurl, for its SMTP client (Debian: libcurl4-openssl-dev).
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        // Mail: SMTP submission through libcurl, the mail templates, the mail outbox's deliverer.
+        .target(
+            name: "CountersignMail",
+            dependencies: [
+                "CountersignCore",
+                "CCurl",
+                .product(name: "Mustache", package: "swift-mustache"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // Hummingbird routes, middleware, the background services and buildApplication.
         .target(
             name: "CountersignHTTP",
@@ -73,6 +92,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Mustache", package: "swift-mustache"),
             ]
         ),
         // The daemon as it runs: configuration, wiring (buildServer), bcrypt, systemd.
@@ -83,6 +103,8 @@ let package = Package(
                 "CountersignStore",
                 "CountersignPush",
                 "CountersignHTTP",
+                "CountersignMail",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -106,6 +128,7 @@ let package = Package(
                 "CountersignPush",
                 "CountersignStore",
                 "CountersignRuntime",
+                "CountersignMail",
                 "ServiceRunner",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -145,6 +168,8 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
+        // A real SMTP server for the mail tests (aiosmtpd through scripts/smtp-test-server.py).
+        .target(name: "MailTestSupport", path: "Tests/MailTestSupport"),
         .testTarget(
             name: "CountersignCoreTests",
             dependencies: [
@@ -182,6 +207,8 @@ let package = Package(
                 "CountersignRuntime",
                 "ServiceRunner",
                 "FakeFCM",
+                "CountersignMail",
+                "MailTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -195,6 +222,7 @@ let package = Package(
                 "countersign",
                 "CountersignRuntime",
                 "FakeFCM",
+                "MailTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -203,7 +231,7 @@ let package = Package(
     ]
 )
 
-for target in package.targets {
+for target in package.targets where target.type != .system {
     var settings = target.swiftSettings ?? []
     settings.append(.enableUpcomingFeature("ExistentialAny"))
     settings.append(.enableUpcomingFeature("MemberImportVisibility"))

@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignHTTP
+import CountersignMail
 import CountersignPush
 import Foundation
 import Logging
@@ -43,10 +44,24 @@ public struct ConfigurationLoader {
         flag: "--fcm-service-account", environment: "COUNTERSIGN_FCM_SERVICE_ACCOUNT", fileKey: "fcm.serviceAccountFile")
     public static let fcmEndpoint = Setting(flag: "--fcm-endpoint", environment: "COUNTERSIGN_FCM_ENDPOINT", fileKey: "fcm.endpoint")
     public static let fcmCAFile = Setting(flag: "--fcm-ca-file", environment: "COUNTERSIGN_FCM_CA_FILE", fileKey: "fcm.caFile")
+    public static let smtpURL = Setting(flag: "--smtp-url", environment: "COUNTERSIGN_SMTP_URL", fileKey: "smtp.url")
+    public static let smtpUser = Setting(flag: "--smtp-user", environment: "COUNTERSIGN_SMTP_USER", fileKey: "smtp.user")
+    public static let smtpPasswordFile = Setting(
+        flag: "--smtp-password-file", environment: "COUNTERSIGN_SMTP_PASSWORD_FILE", fileKey: "smtp.passwordFile")
+    public static let smtpFrom = Setting(flag: "--smtp-from", environment: "COUNTERSIGN_SMTP_FROM", fileKey: "smtp.from")
+    public static let smtpTLS = Setting(flag: "--smtp-tls", environment: "COUNTERSIGN_SMTP_TLS", fileKey: "smtp.tls")
+    public static let smtpCAFile = Setting(flag: "--smtp-ca-file", environment: "COUNTERSIGN_SMTP_CA_FILE", fileKey: "smtp.caFile")
+    public static let publicURL = Setting(flag: "--public-url", environment: "COUNTERSIGN_PUBLIC_URL", fileKey: "publicURL")
+    public static let resetLinkTemplate = Setting(
+        flag: "--reset-link-template", environment: "COUNTERSIGN_RESET_LINK_TEMPLATE", fileKey: "resetLinkTemplate")
+    public static let emailCodeTTL = Setting(flag: "--email-code-ttl", environment: "COUNTERSIGN_EMAIL_CODE_TTL", fileKey: "emailCodeTTL")
+    public static let mailTemplates = Setting(flag: "--mail-templates", environment: "COUNTERSIGN_MAIL_TEMPLATES", fileKey: "mailTemplates")
+    public static let secretKeyFile = Setting(flag: "--secret-key-file", environment: "COUNTERSIGN_SECRET_KEY_FILE", fileKey: "secretKeyFile")
     static let all = [
         listen, database, requestTTL, completionWindow, numberMatching, bcryptCost, bcryptQueue, logLevel, fraudSilence, retention,
         rateLimits, trustedProxies, idleTimeout, headTimeout, longPollsPerAddress, longPollsTotal, fcmServiceAccount, fcmEndpoint,
-        fcmCAFile,
+        fcmCAFile, smtpURL, smtpUser, smtpPasswordFile, smtpFrom, smtpTLS, smtpCAFile, publicURL, resetLinkTemplate, emailCodeTTL,
+        mailTemplates, secretKeyFile,
     ]
 
     let flags: [String: String]
@@ -74,11 +89,11 @@ public struct ConfigurationLoader {
         guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
             throw ConfigurationError("config file \(filePath) is not a JSON object")
         }
-        // Nested objects ("fcm": {...}) are flattened to dotted keys ("fcm.endpoint").
+        // Nested objects ("fcm": {...}, "smtp": {...}) are flattened to dotted keys ("fcm.endpoint").
         var flat: [String: Any] = [:]
         for (key, value) in object {
-            if key == "fcm", let nested = value as? [String: Any] {
-                for (inner, innerValue) in nested { flat["fcm.\(inner)"] = innerValue }
+            if key == "fcm" || key == "smtp", let nested = value as? [String: Any] {
+                for (inner, innerValue) in nested { flat["\(key).\(inner)"] = innerValue }
             } else {
                 flat[key] = value
             }
@@ -188,7 +203,69 @@ public struct ConfigurationLoader {
         configuration.rateLimits = try rateLimitValues()
         configuration.trustedProxies = try trustedProxyValues()
         configuration.push = try pushSettings()
+        configuration.email = try emailSettings()
         return configuration
+    }
+
+    /// The email reset's settings. The SMTP password comes from a file
+    /// (`--smtp-password-file`, or `$CREDENTIALS_DIRECTORY/smtp-password`),
+    /// never from a flag's value.
+    public func emailSettings() throws -> EmailSettings {
+        var settings = EmailSettings()
+        let path = "a file path"
+        if let ttl = try value(Self.emailCodeTTL, expected: "whole seconds from 1 to 86400", parse: Self.parseSeconds) {
+            settings.codeTTL = ttl
+        }
+        settings.publicURL = try value(
+            Self.publicURL, expected: "an http(s) URL such as https://auth.example.com",
+            parse: { text in
+                URL(string: text).flatMap { ($0.scheme == "https" || $0.scheme == "http") && $0.host != nil && $0.query == nil ? text : nil }
+            })
+        settings.linkTemplate = try value(
+            Self.resetLinkTemplate, expected: "a URL with a {token} placeholder, e.g. photosync://reset-password?token={token}&email={email}",
+            parse: ResetLinkTemplate.init)
+        settings.templatesDirectory = try value(Self.mailTemplates, expected: "a folder", parse: { $0.isEmpty ? nil : $0 })
+        settings.secretKeyFile = try value(Self.secretKeyFile, expected: path, parse: { $0.isEmpty ? nil : $0 })
+        settings.smtp = try smtpSettings()
+        return settings
+    }
+
+    /// `nil` when no SMTP URL is set (mail off).
+    public func smtpSettings() throws -> SMTPSettings? {
+        guard let (url, source) = raw(Self.smtpURL), !url.isEmpty else { return nil }
+        let plainText =
+            try value(
+                Self.smtpTLS, expected: "required or none",
+                parse: { text -> Bool? in
+                    switch text.lowercased() {
+                    case "required": false
+                    case "none": true
+                    default: nil
+                    }
+                }) ?? false
+        guard let from = raw(Self.smtpFrom)?.value, !from.isEmpty else {
+            throw ConfigurationError("\(source) is set but --smtp-from is not: mail needs a sender address")
+        }
+        let user = try value(Self.smtpUser, expected: "a user name", parse: { $0.isEmpty ? nil : $0 })
+        var passwordFile = try value(Self.smtpPasswordFile, expected: "a file path", parse: { $0.isEmpty ? nil : $0 })
+        if passwordFile == nil, let credentials = environment["CREDENTIALS_DIRECTORY"] {
+            let candidate = credentials + "/" + EmailSettings.smtpPasswordCredential
+            if FileManager.default.fileExists(atPath: candidate) { passwordFile = candidate }
+        }
+        var password: String?
+        if let passwordFile {
+            guard let data = FileManager.default.contents(atPath: passwordFile) else {
+                throw ConfigurationError("cannot read the SMTP password file \(passwordFile)")
+            }
+            password = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)
+        }
+        let caFile = try value(Self.smtpCAFile, expected: "a file path", parse: { $0.isEmpty ? nil : $0 })
+        do {
+            return try SMTPSettings(
+                url: url.trimmingCharacters(in: .whitespaces), plainText: plainText, user: user, password: password, from: from, caFile: caFile)
+        } catch {
+            throw ConfigurationError("\(source): \(error.description)")
+        }
     }
 
     /// FCM settings. The service account comes from the flag, the environment,

@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignHTTP
+import CountersignMail
 import CountersignPush
 import CountersignStore
 import Hummingbird
@@ -12,12 +13,14 @@ import Logging
 /// - Parameters:
 ///   - pushSender: where pushes go; by default FCM when a service account is
 ///     configured, else a sender that only logs (push off).
+///   - mailSender: where mail goes instead of the configured SMTP server (the demo prints it).
 ///   - environment: where `NOTIFY_SOCKET` and `WATCHDOG_USEC` are read (systemd).
 ///   - onServerRunning: called with the bound port once the listener is up.
 public func buildServer(
     configuration: ServeConfiguration,
     logger: Logger,
     pushSender: (any PushSender)? = nil,
+    mailSender: (any MailSender)? = nil,
     environment: [String: String] = [:],
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> CountersignServer {
@@ -31,6 +34,8 @@ public func buildServer(
         observer: { metrics.transition($0) })
     let push = pushSender == nil ? try await PushSetup.make(settings: configuration.push, deadTokens: store, logger: logger) : nil
     let sender: any PushSender = pushSender ?? push?.sender ?? LoggingPushSender()
+    let email = try EmailSetup.make(
+        configuration: configuration, store: store, hasher: hasher, audit: audit, mailSender: mailSender, environment: environment, logger: logger)
     let dependencies = AppDependencies(
         store: store,
         broker: broker,
@@ -43,6 +48,10 @@ public func buildServer(
         trustedProxies: configuration.trustedProxies,
         retention: configuration.retention,
         decoyHash: try await hasher.hash(SecureToken.apiKey()),
+        emailResets: email.resets,
+        mail: email.mailer,
+        outboxDeliverers: email.deliverers,
+        outboxBell: email.bell,
         longPolls: LongPollSlots(perAddress: configuration.longPollsPerAddress, total: configuration.longPollsTotal),
         idleTimeout: configuration.idleTimeout,
         headTimeout: configuration.headTimeout
@@ -64,7 +73,9 @@ public func buildServer(
     var (application, routes) = buildApplication(
         dependencies,
         address: .hostname(configuration.host, port: configuration.port),
-        services: push.map { [$0.clientService] } ?? [],
+        // Started before the application's services, stopped after them: the
+        // push client outlives the dispatcher, the mail threads the outbox sender.
+        services: (push.map { [$0.clientService] } ?? []) + (email.mailService.map { [$0] } ?? []),
         logger: logger,
         onServerRunning: { port in
             readyContinuation.yield(port)

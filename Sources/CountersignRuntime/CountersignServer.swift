@@ -6,7 +6,7 @@ import ServiceLifecycle
 import UnixSignals
 
 /// The whole daemon, wired: store, broker, push dispatch and HTTP application.
-/// Built by ``buildServer(configuration:logger:pushSender:environment:onServerRunning:)``.
+/// Built by ``buildServer(configuration:logger:pushSender:mailSender:environment:onServerRunning:)``.
 public struct CountersignServer: Sendable {
     public let configuration: ServeConfiguration
     public let store: any CountersignStorage

@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignHTTP
+import CountersignMail
 import CountersignPush
 import Foundation
 import Logging
@@ -30,6 +31,8 @@ public struct ServeConfiguration: Sendable, Equatable {
     public var longPollsTotal = 100_000
     /// FCM: off unless a service account is configured.
     public var push = PushSettings()
+    /// The email reset: SMTP (off unless configured), link, templates, code lifetime, secret key.
+    public var email = EmailSettings()
 
     /// How long a fraud report silences a user's prompts (a broker setting).
     public var fraudSilence: TimeInterval {
@@ -51,6 +54,7 @@ public struct ServeConfiguration: Sendable, Equatable {
             "numberMatching": "\(broker.numberMatching ? "required" : "off")",
             "push": "\(push.serviceAccountFile.map { "FCM, service account \($0)" } ?? "disabled (no service account)")",
             "trustedProxies": "\(trustedProxies.map(\.description))",
+            "mail": "\(email.smtp?.summary ?? "disabled (no SMTP server)")",
         ]
     }
 

@@ -72,6 +72,42 @@ extension SQLiteStore {
             // Counts a request's transitions, so the broker can tell a newer row from a stale one.
             try db.execute(sql: "ALTER TABLE approval_requests ADD COLUMN version INTEGER NOT NULL DEFAULT 0")
         }
+        migrator.registerMigration("v4-email-reset-and-outbox") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE email_resets (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        user_id TEXT REFERENCES users(id) ON DELETE CASCADE,
+                        email TEXT NOT NULL,
+                        code_hash TEXT NOT NULL,
+                        token_hash TEXT NOT NULL UNIQUE,
+                        created_at REAL NOT NULL,
+                        expires_at REAL NOT NULL,
+                        tries INTEGER NOT NULL DEFAULT 0,
+                        state TEXT NOT NULL CHECK (state IN ('active','used','replaced')),
+                        finished_at REAL
+                    );
+                    CREATE INDEX email_resets_by_email ON email_resets(email, state);
+                    CREATE TABLE outbox (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        kind TEXT NOT NULL,
+                        reference TEXT,
+                        user_id TEXT,
+                        payload BLOB,
+                        state TEXT NOT NULL CHECK (state IN ('pending','delivered','failed','dropped')),
+                        created_at REAL NOT NULL,
+                        next_attempt_at REAL NOT NULL,
+                        deadline REAL NOT NULL,
+                        attempts INTEGER NOT NULL DEFAULT 0,
+                        lease_until REAL,
+                        last_error TEXT,
+                        finished_at REAL
+                    );
+                    CREATE INDEX outbox_due ON outbox(next_attempt_at) WHERE state = 'pending';
+                    CREATE INDEX outbox_by_reference ON outbox(reference) WHERE state = 'pending';
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -16,6 +16,12 @@ struct Demo: AsyncParsableCommand {
     )
 
     @Option(help: "bcrypt cost for the demo's hashes (default 10).") var bcryptCost: Int = 10
+    @Flag(help: "Walk through the email reset instead: with SMTP configured the mail is sent, else the demo prints it.")
+    var email = false
+    @Option(help: "With --email: the demo account's address, where the mail goes (default ana@example.com).")
+    var to = "ana@example.com"
+    @Option(help: "JSON config file (also COUNTERSIGN_CONFIG), for the SMTP settings.") var config: String?
+    @OptionGroup var mail: MailOptions
 
     func run() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-demo-\(UUID().uuidString)")
@@ -27,13 +33,25 @@ struct Demo: AsyncParsableCommand {
         var configuration = ServeConfiguration(databasePath: folder.appendingPathComponent("demo.sqlite").path)
         configuration.port = 0
         configuration.bcryptCost = bcryptCost
+        var printer: PrintingMailSender?
+        if email {
+            configuration.email.smtp = try await loadOrExit {
+                try ConfigurationLoader(flags: mail.flags, environment: ProcessInfo.processInfo.environment, configFile: config).smtpSettings()
+            }
+            if configuration.email.smtp == nil { printer = PrintingMailSender() }
+            configuration.email.publicURL = "http://127.0.0.1:8080"
+        }
         let readiness = RunningServices.Readiness()
-        let server = try await buildServer(configuration: configuration, logger: logger) { port in
+        let server = try await buildServer(configuration: configuration, logger: logger, mailSender: printer) { port in
             readiness.ready(port: port)
         }
         try await RunningServices.run(server.services, readiness: readiness, logger: logger) { port in
             let walk = Walkthrough(base: "http://127.0.0.1:\(port)", store: server.store, hasher: BcryptPasswordHasher(cost: bcryptCost))
-            try await walk.run()
+            if email {
+                try await walk.runEmail(to: to, printed: printer)
+            } else {
+                try await walk.run()
+            }
         }
     }
 }
@@ -89,6 +107,46 @@ struct Walkthrough {
             "POST", "/api/mobile/auth/login",
             ["email": email, "password": newPassword, "deviceName": "Laptop", "platform": "web"])
         print("Done: that is the whole flow. Run `countersign serve` for a real daemon.")
+    }
+
+    /// The email reset: the mail is sent through the configured SMTP server
+    /// (the code is then read from standard input), or printed.
+    func runEmail(to email: String, printed: PrintingMailSender?) async throws {
+        let oldPassword = "correct horse battery"
+        let newPassword = "staple orbit lantern"
+
+        step("An operator creates the account (countersign user add \(email))")
+        _ = try await store.createUser(email: User.normalize(email: email), passwordHash: try await hasher.hash(oldPassword))
+        print("    created \(email)\n")
+
+        step("Ana lost her phone; the app's \"Email with Code\" screen asks for a code")
+        _ = try await call("POST", "/api/mobile/auth/reset/email/initiate", ["email": email])
+
+        let code: String
+        if let printed {
+            step("No SMTP server is configured (--smtp-url): this is the mail the daemon would send")
+            let message = try await printed.next()
+            print("    To: \(message.to)\n    Subject: \(message.subject)\n")
+            print(message.text.split(separator: "\n", omittingEmptySubsequences: false).map { "    | \($0)" }.joined(separator: "\n"))
+            guard let found = message.text.firstMatch(of: /\b[0-9]{6}\b/) else { throw ValidationError("the mail holds no code") }
+            code = String(found.output)
+        } else {
+            step("The mail is on its way to \(email) through the configured SMTP server")
+            guard let typed = readSecretLine(prompt: "    Type the 6-digit code from the mail: "), !typed.isEmpty else {
+                print("    no code typed: stopping here (the mail was queued and sent).")
+                return
+            }
+            code = typed.trimmingCharacters(in: .whitespaces)
+        }
+
+        step("The app sends the code with the new password: it is set, and the code is used up")
+        _ = try await call("POST", "/api/mobile/auth/reset/email/verify", ["email": email, "code": code, "newPassword": newPassword])
+        _ = try await call("POST", "/api/mobile/auth/reset/email/verify", ["email": email, "code": code, "newPassword": newPassword])
+
+        step("The old password no longer works; the new one does")
+        _ = try await call("POST", "/api/mobile/auth/login", ["email": email, "password": oldPassword, "deviceName": "Laptop", "platform": "web"])
+        _ = try await call("POST", "/api/mobile/auth/login", ["email": email, "password": newPassword, "deviceName": "Laptop", "platform": "web"])
+        print("Done. The link in the mail opens the same reset as a web page (GET /reset-password?token=…).")
     }
 
     private func step(_ text: String) {

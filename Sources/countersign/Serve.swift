@@ -52,6 +52,25 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong(Setting.longPollsTotal.longName), help: "Long polls held at once on this node (default 100000).")
     var longPollsMax: String?
     @OptionGroup var push: PushOptions
+    @OptionGroup var mail: MailOptions
+    @Option(
+        name: .customLong(Setting.publicURL.longName),
+        help: "The daemon's address as users reach it, for the reset link (default http:// and the listen address).")
+    var publicURL: String?
+    @Option(
+        name: .customLong(Setting.resetLinkTemplate.longName),
+        help: "Reset link with {token} and {email}, e.g. photosync://reset-password?token={token}&email={email} (default: the daemon's page).")
+    var resetLinkTemplate: String?
+    @Option(name: .customLong(Setting.emailCodeTTL.longName), help: "Seconds an email reset code and link work (default 900).")
+    var emailCodeTTL: String?
+    @Option(
+        name: .customLong(Setting.mailTemplates.longName),
+        help: "Folder with reset.txt.mustache and/or reset.html.mustache replacing the built-in mail.")
+    var mailTemplates: String?
+    @Option(
+        name: .customLong(Setting.secretKeyFile.longName),
+        help: "The daemon's secret key (≥ 32 bytes; default $CREDENTIALS_DIRECTORY/secret-key, else countersign.key beside the database).")
+    var secretKeyFile: String?
 
     func run() async throws {
         let flags: [String: String?] = [
@@ -61,7 +80,9 @@ struct Serve: AsyncParsableCommand {
             Setting.fraudSilence.flag: fraudSilence,
             Setting.retention.flag: auditRetentionDays, Setting.idleTimeout.flag: idleTimeout, Setting.headTimeout.flag: headerTimeout,
             Setting.longPollsPerAddress.flag: longPollsPerAddress, Setting.longPollsTotal.flag: longPollsMax,
-        ].merging(push.flags) { $1 }
+            Setting.publicURL.flag: publicURL, Setting.resetLinkTemplate.flag: resetLinkTemplate, Setting.emailCodeTTL.flag: emailCodeTTL,
+            Setting.mailTemplates.flag: mailTemplates, Setting.secretKeyFile.flag: secretKeyFile,
+        ].merging(push.flags) { $1 }.merging(mail.flags) { $1 }
         let configuration = try await loadOrExit {
             try ConfigurationLoader(
                 flags: flags.compactMapValues { $0 },

@@ -20,6 +20,9 @@ public enum RateLimitName: String, Sendable, CaseIterable {
     case refreshKeyFailuresPerDevice
     case statusPollsPerIP
     case respondPerDevice
+    case emailResetPerEmail
+    case emailResetPerIP
+    case emailVerifyFailuresPerIP
 
     public var defaultLimit: RateLimit {
         switch self {
@@ -30,6 +33,9 @@ public enum RateLimitName: String, Sendable, CaseIterable {
         case .refreshKeyFailuresPerDevice: RateLimit(count: 5, window: 900)
         case .statusPollsPerIP: RateLimit(count: 50, window: 1)
         case .respondPerDevice: RateLimit(count: 10, window: 60)
+        case .emailResetPerEmail: RateLimit(count: 3, window: 3600)
+        case .emailResetPerIP: RateLimit(count: 10, window: 3600)
+        case .emailVerifyFailuresPerIP: RateLimit(count: 20, window: 3600)
         }
     }
 }

@@ -9,10 +9,12 @@ public protocol StoreHealth: Sendable {
 public protocol StoreMaintenance: StoreHealth, AuditStore {
     /// Removes terminal requests last changed before `date`; returns how many.
     func pruneFinishedRequests(before date: Date) async throws -> Int
+    /// Removes email resets and outbox items that ended or expired before `date`; returns how many.
+    func pruneFinishedResets(before date: Date) async throws -> Int
     /// Flushes what the backend buffers (SQLite: the WAL) before closing.
     func checkpoint() throws
     func close() throws
 }
 
 /// Everything the daemon needs of a database. A backend implements these ports and nothing else.
-public typealias CountersignStorage = ApprovalStore & AccountStore & StoreMaintenance
+public typealias CountersignStorage = ApprovalStore & AccountStore & EmailResetStore & OutboxStore & StoreMaintenance

@@ -6,6 +6,8 @@ import Hummingbird
 struct HealthController: Sendable {
     let store: any StoreHealth
     let push: any PushSender
+    /// `nil` when no SMTP server is configured.
+    let mail: (any MailSender)?
 
     func addRoutes(to router: Router<AppRequestContext>) {
         router.get("healthz", use: health)
@@ -15,11 +17,14 @@ struct HealthController: Sendable {
         var status: String
         var database: String
         var push: String
+        var mail: String
     }
 
     @Sendable func health(_ request: Request, context: AppRequestContext) async throws -> Response {
         let databaseOK = await store.ping()
-        let answer = Answer(status: databaseOK ? "ok" : "unavailable", database: databaseOK ? "ok" : "unavailable", push: push.health.rawValue)
+        let answer = Answer(
+            status: databaseOK ? "ok" : "unavailable", database: databaseOK ? "ok" : "unavailable", push: push.health.rawValue,
+            mail: (mail?.health ?? .disabled).rawValue)
         var response = try context.responseEncoder.encode(answer, from: request, context: context)
         response.status = databaseOK ? .ok : .serviceUnavailable
         return response

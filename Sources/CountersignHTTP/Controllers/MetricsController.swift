@@ -8,6 +8,7 @@ struct MetricsController: Sendable {
     let metrics: AppMetrics
     let broker: ApprovalBroker
     let pushQueue: PushQueue
+    let outbox: any OutboxStore
 
     func addRoutes(to router: Router<AppRequestContext>) {
         router.get("metrics", use: scrape)
@@ -16,6 +17,7 @@ struct MetricsController: Sendable {
     @Sendable func scrape(_ request: Request, context: AppRequestContext) async throws -> Response {
         metrics.live(await broker.liveCounts())
         metrics.pushQueue(waiting: pushQueue.count, dropped: pushQueue.dropped)
+        metrics.outboxWaiting(try await outbox.outboxDepth())
         let bytes = metrics.registry.emitToBuffer()
         return Response(
             status: .ok,

@@ -46,6 +46,8 @@ extension APIError {
     static func weakPassword(_ message: String) -> APIError {
         APIError(.badRequest, "weak_password", message)
     }
+    /// Every refusal of an email reset code or link alike, so the endpoint does not tell which.
+    static let invalidCode = APIError(.badRequest, "invalid_code", "That code is not valid. Request a new one.")
     static let unauthorized = APIError(.unauthorized, "unauthorized", "A valid API key is required.")
     static let invalidCredentials = APIError(.unauthorized, "invalid_credentials", "Incorrect email or password.")
     static let wrongPassword = APIError(.unauthorized, "invalid_credentials", "Incorrect password.")

@@ -20,6 +20,8 @@ public final class AppMetrics: Sendable {
         static let rateLimited = "countersign_rate_limited_total"
         static let pushQueueWaiting = "countersign_push_queue_jobs"
         static let pushQueueDropped = "countersign_push_queue_dropped"
+        static let outbox = "countersign_outbox_total"
+        static let outboxWaiting = "countersign_outbox_waiting"
     }
 
     public init() {
@@ -59,6 +61,18 @@ public final class AppMetrics: Sendable {
     func pushQueue(waiting: Int, dropped: Int) {
         Gauge(label: Name.pushQueueWaiting, factory: factory).record(waiting)
         Gauge(label: Name.pushQueueDropped, factory: factory).record(dropped)
+    }
+
+    /// One outbox item's attempt ended: `delivered`, `retried`, `failed` or `dropped`.
+    func outbox(kind: OutboxKind, outcome: String) {
+        Counter(label: Name.outbox, dimensions: [("kind", kind.rawValue), ("outcome", outcome)], factory: factory).increment()
+    }
+
+    /// Outbox items still waiting to go, by kind.
+    func outboxWaiting(_ depth: [OutboxKind: Int]) {
+        for kind in OutboxKind.allCases {
+            Gauge(label: Name.outboxWaiting, dimensions: [("kind", kind.rawValue)], factory: factory).record(depth[kind] ?? 0)
+        }
     }
 
     func live(_ counts: [ApprovalState: Int]) {

@@ -26,6 +26,14 @@ public struct AppDependencies: Sendable {
     public var idleTimeout: Duration
     /// A request whose head has not arrived this long after its first byte is closed.
     public var headTimeout: Duration
+    /// The email reset (codes, links, the mail queued with them).
+    public var emailResets: EmailResets
+    /// Where mail goes; `nil` when no SMTP server is configured (nothing is queued then).
+    public var mail: (any MailSender)?
+    /// Who delivers each kind of outbox item; the outbox service runs only when there is one.
+    public var outboxDeliverers: [OutboxKind: any OutboxDeliverer]
+    /// Rung when something was queued in the outbox.
+    public var outboxBell: OutboxBell
 
     public init(
         store: any CountersignStorage,
@@ -39,6 +47,10 @@ public struct AppDependencies: Sendable {
         trustedProxies: [IPNetwork],
         retention: TimeInterval,
         decoyHash: String,
+        emailResets: EmailResets,
+        mail: (any MailSender)?,
+        outboxDeliverers: [OutboxKind: any OutboxDeliverer],
+        outboxBell: OutboxBell,
         longPolls: LongPollSlots = LongPollSlots(),
         idleTimeout: Duration = .seconds(75),
         headTimeout: Duration = .seconds(30)
@@ -57,5 +69,9 @@ public struct AppDependencies: Sendable {
         self.longPolls = longPolls
         self.idleTimeout = idleTimeout
         self.headTimeout = headTimeout
+        self.emailResets = emailResets
+        self.mail = mail
+        self.outboxDeliverers = outboxDeliverers
+        self.outboxBell = outboxBell
     }
 }

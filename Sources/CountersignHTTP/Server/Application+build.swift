@@ -32,7 +32,7 @@ public func buildApplication(
                 queue: dependencies.pushQueue, accounts: dependencies.store, sender: dependencies.pushSender, audit: dependencies.audit,
                 metrics: dependencies.metrics, logger: logger),
             RateLimitReporter(limits: dependencies.rateLimits, audit: dependencies.audit, logger: logger),
-        ],
+        ] + outboxServices(dependencies, logger: logger),
         onServerRunning: { channel in
             logger.info("listening", metadata: ["address": "\(channel.localAddress?.description ?? "?")"])
             await onServerRunning(channel.localAddress?.port ?? 0)
@@ -40,6 +40,16 @@ public func buildApplication(
         logger: logger
     )
     return (application, router.routes.map { "\($0.method.rawValue) \($0.path)" })
+}
+
+/// The outbox sender, when something can deliver (mail is configured).
+func outboxServices(_ dependencies: AppDependencies, logger: Logger) -> [any Service] {
+    guard !dependencies.outboxDeliverers.isEmpty else { return [] }
+    return [
+        OutboxService(
+            store: dependencies.store, deliverers: dependencies.outboxDeliverers, bell: dependencies.outboxBell, audit: dependencies.audit,
+            metrics: dependencies.metrics, logger: logger)
+    ]
 }
 
 /// Every route of the API, behind the middleware chain.
@@ -67,7 +77,11 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
     PhoneResetController(broker: dependencies.broker, hasher: dependencies.hasher, abuse: abuse, longPolls: dependencies.longPolls).addRoutes(
         to: mobile)
     ApprovalsController(broker: dependencies.broker, authenticator: authenticator, abuse: abuse).addRoutes(to: mobile)
-    HealthController(store: dependencies.store, push: dependencies.pushSender).addRoutes(to: router)
-    MetricsController(metrics: dependencies.metrics, broker: dependencies.broker, pushQueue: dependencies.pushQueue).addRoutes(to: router)
+    EmailResetController(resets: dependencies.emailResets, abuse: abuse).addRoutes(to: mobile)
+    ResetPageController(resets: dependencies.emailResets, abuse: abuse).addRoutes(to: router)
+    HealthController(store: dependencies.store, push: dependencies.pushSender, mail: dependencies.mail).addRoutes(to: router)
+    MetricsController(
+        metrics: dependencies.metrics, broker: dependencies.broker, pushQueue: dependencies.pushQueue, outbox: dependencies.store
+    ).addRoutes(to: router)
     return router
 }

@@ -16,8 +16,10 @@ struct MaintenanceService: Service {
             do {
                 let events = try await store.pruneAudit(before: cutoff)
                 let requests = try await store.pruneFinishedRequests(before: cutoff)
-                if events + requests > 0 {
-                    logger.info("pruned old records", metadata: ["auditEvents": "\(events)", "requests": "\(requests)"])
+                let resets = try await store.pruneFinishedResets(before: cutoff)
+                if events + requests + resets > 0 {
+                    logger.info(
+                        "pruned old records", metadata: ["auditEvents": "\(events)", "requests": "\(requests)", "emailResets": "\(resets)"])
                 }
             } catch {
                 logger.error("pruning failed", metadata: ["error": "\(error)"])

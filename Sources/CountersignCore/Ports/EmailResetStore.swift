@@ -1,0 +1,22 @@
+import Foundation
+
+/// Email reset tickets. Every change is one conditional update, so that
+/// concurrent verifies cannot both win and parallel guesses cannot pass the
+/// try limit.
+public protocol EmailResetStore: Sendable {
+    /// Stores `ticket`, replacing every active ticket of the same address
+    /// (their queued mails are dropped), and queues `mail` when given: one
+    /// transaction. Returns how many tickets were replaced.
+    func issueEmailReset(_ ticket: EmailResetTicket, mail: OutboxItem?) async throws -> Int
+    /// The newest active ticket of an address.
+    func activeEmailReset(email: String) async throws -> EmailResetTicket?
+    func emailReset(tokenHash: String) async throws -> EmailResetTicket?
+    /// Counts one try on a ticket that is active, unexpired at `now` and has
+    /// fewer than `maxTries`; returns the try's number, or `nil` when none is left.
+    func takeEmailResetTry(id: String, maxTries: Int, now: Date) async throws -> Int?
+    /// Gives back a try whose check never ran to its end (the hashing queue was full).
+    func returnEmailResetTry(id: String) async throws
+    /// Uses the active, unexpired ticket up and sets its user's password, in
+    /// one transaction: `true` for the one caller that did it.
+    func redeemEmailReset(id: String, passwordHash: String, now: Date) async throws -> Bool
+}

@@ -1,0 +1,22 @@
+import Foundation
+import Logging
+
+/// The outbox table: what must leave the process, first as a row.
+public protocol OutboxStore: Sendable {
+    /// Leases up to `limit` due items (pending, next attempt reached, no live
+    /// lease) for `lease` seconds and counts one attempt on each.
+    func claimOutbox(now: Date, lease: TimeInterval, limit: Int) async throws -> [OutboxItem]
+    /// Ends a failed attempt: the item is due again at `date`.
+    func rescheduleOutbox(id: String, at date: Date, error: String) async throws
+    /// Ends the item's life; its payload is erased.
+    func finishOutbox(id: String, as end: OutboxEnd, detail: String, at date: Date) async throws
+    /// Frees the leases a stopped process held (a single node owns every lease at start).
+    func releaseOutboxLeases() async throws
+    /// Items still waiting to go, by kind.
+    func outboxDepth() async throws -> [OutboxKind: Int]
+}
+
+/// Delivers the items of one kind.
+public protocol OutboxDeliverer: Sendable {
+    func deliver(_ item: OutboxItem, logger: Logger) async -> DeliveryResult
+}

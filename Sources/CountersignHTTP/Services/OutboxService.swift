@@ -1,0 +1,143 @@
+import CountersignCore
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// Delivers the outbox: claims due rows (a lease, so that a row is sent by
+/// one sender at a time), hands each to the deliverer of its kind, and ends
+/// or reschedules it by what the receiver said. Delivery is at least once: a
+/// process killed between the receiver's acceptance and the row's update
+/// sends that row again after restart.
+///
+/// Wakes when the bell rings (something was queued) and once per
+/// `pollInterval` for rows whose next attempt has come.
+struct OutboxService: Service, CustomStringConvertible {
+    let store: any OutboxStore
+    let deliverers: [OutboxKind: any OutboxDeliverer]
+    let bell: OutboxBell
+    let audit: AuditLog
+    let metrics: AppMetrics
+    let logger: Logger
+    var pollInterval: Duration = .seconds(1)
+    /// How long a claimed row is ours; past it another sender may take it.
+    var lease: TimeInterval = 120
+    /// Rows claimed and sent at once.
+    var batch = 8
+    var retry = RetryPolicy()
+
+    /// Exponential back-off with jitter: attempt n waits `base · 2^(n-1)`
+    /// seconds, at most `cap`, times a random factor from 0.5 to 1.
+    struct RetryPolicy: Sendable {
+        var base: TimeInterval = 1
+        var cap: TimeInterval = 300
+
+        func delay(afterAttempt attempt: Int) -> TimeInterval {
+            let exponential = min(cap, base * pow(2, Double(max(0, attempt - 1))))
+            return exponential * Double.random(in: 0.5...1)
+        }
+    }
+
+    /// What service-lifecycle logs at start: the kinds, not the deliverers' innards (keys, templates).
+    var description: String { "OutboxService(\(deliverers.keys.map(\.rawValue).sorted().joined(separator: ", ")))" }
+
+    func run() async throws {
+        // One node owns every lease at start: whatever a killed process held is due again.
+        try await store.releaseOutboxLeases()
+        let bell = bell
+        let interval = pollInterval
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                while !Task.isCancelled {
+                    bell.ring()
+                    try? await Task.sleep(for: interval)
+                }
+            }
+            for await _ in bell.rings.cancelOnGracefulShutdown() {
+                await deliverDue()
+            }
+            group.cancelAll()
+        }
+    }
+
+    /// Sends every row that is due now, a batch at a time.
+    func deliverDue() async {
+        while true {
+            let items: [OutboxItem]
+            do {
+                items = try await store.claimOutbox(now: Date(), lease: lease, limit: batch)
+            } catch {
+                logger.error("cannot read the outbox", metadata: ["error": "\(error)"])
+                return
+            }
+            await withTaskGroup(of: Void.self) { group in
+                for item in items {
+                    group.addTask { await deliver(item) }
+                }
+            }
+            if items.count < batch { return }
+        }
+    }
+
+    func deliver(_ item: OutboxItem) async {
+        var logger = logger
+        logger[metadataKey: "outbox"] = "\(item.id)"
+        logger[metadataKey: "kind"] = "\(item.kind.rawValue)"
+        let now = Date()
+        guard now < item.deadline else {
+            await end(item, .dropped, "its deadline passed before delivery", logger: logger)
+            return
+        }
+        guard let deliverer = deliverers[item.kind] else {
+            await end(item, .dropped, "no \(item.kind.rawValue) sender is configured", logger: logger)
+            return
+        }
+        switch await deliverer.deliver(item, logger: logger) {
+        case .delivered(let reply):
+            await end(item, .delivered, reply, logger: logger)
+        case .failed(let reason):
+            await end(item, .failed, reason, logger: logger)
+        case .retry(let reason):
+            let next = Date().addingTimeInterval(retry.delay(afterAttempt: item.attempts))
+            guard next < item.deadline else {
+                await end(item, .dropped, "still failing at its deadline: \(reason)", logger: logger)
+                return
+            }
+            do {
+                try await store.rescheduleOutbox(id: item.id, at: next, error: reason)
+            } catch {
+                logger.error("cannot reschedule an outbox item", metadata: ["error": "\(error)"])
+            }
+            metrics.outbox(kind: item.kind, outcome: "retried")
+            logger.warning(
+                "delivery failed; will retry",
+                metadata: ["attempt": "\(item.attempts)", "in": "\(Int(next.timeIntervalSinceNow.rounded()))s", "reason": "\(reason)"])
+            audit.record(
+                AuditEvent(
+                    kind: .mailRetried, userID: item.userID, requestRef: item.id, detail: "attempt \(item.attempts): \(reason)"))
+        }
+    }
+
+    private func end(_ item: OutboxItem, _ end: OutboxEnd, _ detail: String, logger: Logger) async {
+        do {
+            try await store.finishOutbox(id: item.id, as: end, detail: detail, at: Date())
+        } catch {
+            // The lease runs out and the row is tried again: at least once.
+            logger.error("cannot record an outbox item's end", metadata: ["error": "\(error)"])
+            return
+        }
+        metrics.outbox(kind: item.kind, outcome: end.rawValue)
+        let kind: AuditKind
+        switch end {
+        case .delivered:
+            kind = .mailSent
+            logger.info("delivered", metadata: ["attempt": "\(item.attempts)"])
+        case .failed:
+            kind = .mailFailed
+            logger.error("delivery refused for good; not retried", metadata: ["reason": "\(detail)"])
+        case .dropped:
+            kind = .mailDropped
+            logger.warning("dropped", metadata: ["reason": "\(detail)"])
+        }
+        audit.record(AuditEvent(kind: kind, userID: item.userID, requestRef: item.id, detail: "attempt \(item.attempts): \(detail)"))
+    }
+}

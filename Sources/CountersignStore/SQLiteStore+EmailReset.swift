@@ -1,0 +1,110 @@
+import CountersignCore
+import Foundation
+import GRDB
+
+extension SQLiteStore: EmailResetStore {
+    public func issueEmailReset(_ ticket: EmailResetTicket, mail: OutboxItem?) async throws -> Int {
+        try await pool.write { db in
+            let now = ticket.createdAt.storedValue
+            // Earlier unsent mails of the replaced tickets are useless now: they go with them.
+            try db.execute(
+                sql: """
+                    UPDATE outbox SET state = 'dropped', payload = NULL, finished_at = ?, last_error = 'replaced by a newer code'
+                    WHERE state = 'pending' AND reference IN (SELECT id FROM email_resets WHERE email = ? AND state = 'active')
+                    """,
+                arguments: [now, ticket.email])
+            try db.execute(
+                sql: "UPDATE email_resets SET state = 'replaced', finished_at = ? WHERE email = ? AND state = 'active'",
+                arguments: [now, ticket.email])
+            let replaced = db.changesCount
+            try db.execute(
+                sql: """
+                    INSERT INTO email_resets (id, user_id, email, code_hash, token_hash, created_at, expires_at, tries, state)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, 0, 'active')
+                    """,
+                arguments: [
+                    ticket.id, ticket.userID, ticket.email, ticket.codeHash, ticket.tokenHash, now, ticket.expiresAt.storedValue,
+                ])
+            if let mail { try Self.insert(mail, db) }
+            return replaced
+        }
+    }
+
+    public func activeEmailReset(email: String) async throws -> EmailResetTicket? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT * FROM email_resets WHERE email = ? AND state = 'active' ORDER BY created_at DESC LIMIT 1",
+                arguments: [email]
+            ).map(EmailResetTicket.init(row:))
+        }
+    }
+
+    public func emailReset(tokenHash: String) async throws -> EmailResetTicket? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM email_resets WHERE token_hash = ?", arguments: [tokenHash]).map(EmailResetTicket.init(row:))
+        }
+    }
+
+    public func takeEmailResetTry(id: String, maxTries: Int, now: Date) async throws -> Int? {
+        try await pool.write { db in
+            try Int.fetchOne(
+                db,
+                sql: """
+                    UPDATE email_resets SET tries = tries + 1
+                    WHERE id = ? AND state = 'active' AND tries < ? AND expires_at > ? AND user_id IS NOT NULL
+                    RETURNING tries
+                    """,
+                arguments: [id, maxTries, now.storedValue])
+        }
+    }
+
+    public func returnEmailResetTry(id: String) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE email_resets SET tries = tries - 1 WHERE id = ? AND state = 'active' AND tries > 0", arguments: [id])
+        }
+    }
+
+    public func redeemEmailReset(id: String, passwordHash: String, now: Date) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE email_resets SET state = 'used', finished_at = ?
+                    WHERE id = ? AND state = 'active' AND expires_at > ? AND user_id IS NOT NULL
+                    """,
+                arguments: [now.storedValue, id, now.storedValue])
+            guard db.changesCount == 1 else { return false }
+            try db.execute(
+                sql: "UPDATE users SET password_hash = ? WHERE id = (SELECT user_id FROM email_resets WHERE id = ?)",
+                arguments: [passwordHash, id])
+            return db.changesCount == 1
+        }
+    }
+
+    /// Email resets and outbox items that ended (or expired) before `date`.
+    public func pruneFinishedResets(before date: Date) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(
+                sql: "DELETE FROM email_resets WHERE (state != 'active' AND finished_at < ?) OR expires_at < ?",
+                arguments: [date.storedValue, date.storedValue])
+            let resets = db.changesCount
+            try db.execute(sql: "DELETE FROM outbox WHERE state != 'pending' AND finished_at < ?", arguments: [date.storedValue])
+            return resets + db.changesCount
+        }
+    }
+}
+
+extension EmailResetTicket {
+    init(row: Row) throws {
+        self.init(
+            id: row["id"],
+            userID: row["user_id"],
+            email: row["email"],
+            codeHash: row["code_hash"],
+            tokenHash: row["token_hash"],
+            createdAt: Date(stored: row["created_at"]),
+            expiresAt: Date(stored: row["expires_at"]),
+            tries: row["tries"],
+            state: State(rawValue: row["state"]) ?? .replaced
+        )
+    }
+}

@@ -1,0 +1,93 @@
+import CountersignCore
+import Foundation
+import GRDB
+
+extension SQLiteStore: OutboxStore {
+    static func insert(_ item: OutboxItem, _ db: Database) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO outbox (id, kind, reference, user_id, payload, state, created_at, next_attempt_at, deadline, attempts)
+                VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)
+                """,
+            arguments: [
+                item.id, item.kind.rawValue, item.reference, item.userID, item.payload, item.createdAt.storedValue,
+                item.nextAttemptAt.storedValue, item.deadline.storedValue, item.attempts,
+            ])
+    }
+
+    public func claimOutbox(now: Date, lease: TimeInterval, limit: Int) async throws -> [OutboxItem] {
+        try await pool.write { db in
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM outbox
+                    WHERE state = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
+                    ORDER BY next_attempt_at LIMIT ?
+                    """,
+                arguments: [now.storedValue, now.storedValue, limit])
+            var items: [OutboxItem] = []
+            for row in rows {
+                guard var item = try OutboxItem(row: row) else { continue }
+                item.attempts += 1
+                try db.execute(
+                    sql: "UPDATE outbox SET lease_until = ?, attempts = ? WHERE id = ?",
+                    arguments: [now.addingTimeInterval(lease).storedValue, item.attempts, item.id])
+                items.append(item)
+            }
+            return items
+        }
+    }
+
+    public func rescheduleOutbox(id: String, at date: Date, error: String) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE outbox SET next_attempt_at = ?, lease_until = NULL, last_error = ? WHERE id = ? AND state = 'pending'",
+                arguments: [date.storedValue, error, id])
+        }
+    }
+
+    public func finishOutbox(id: String, as end: OutboxEnd, detail: String, at date: Date) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE outbox SET state = ?, payload = NULL, lease_until = NULL, last_error = ?, finished_at = ?
+                    WHERE id = ? AND state = 'pending'
+                    """,
+                arguments: [end.rawValue, end == .delivered ? nil : detail, date.storedValue, id])
+        }
+    }
+
+    public func releaseOutboxLeases() async throws {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE outbox SET lease_until = NULL WHERE state = 'pending' AND lease_until IS NOT NULL")
+        }
+    }
+
+    public func outboxDepth() async throws -> [OutboxKind: Int] {
+        try await pool.read { db in
+            var depth: [OutboxKind: Int] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT kind, COUNT(*) AS n FROM outbox WHERE state = 'pending' GROUP BY kind") {
+                if let kind = OutboxKind(rawValue: row["kind"]) { depth[kind] = row["n"] }
+            }
+            return depth
+        }
+    }
+}
+
+extension OutboxItem {
+    /// `nil` for a kind this version does not know (written by a newer one).
+    init?(row: Row) throws {
+        guard let kind = OutboxKind(rawValue: row["kind"]), let payload = row["payload"] as Data? else { return nil }
+        self.init(
+            id: row["id"],
+            kind: kind,
+            reference: row["reference"],
+            userID: row["user_id"],
+            payload: payload,
+            createdAt: Date(stored: row["created_at"]),
+            nextAttemptAt: Date(stored: row["next_attempt_at"]),
+            deadline: Date(stored: row["deadline"]),
+            attempts: row["attempts"]
+        )
+    }
+}

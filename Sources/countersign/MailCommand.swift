@@ -1,0 +1,46 @@
+import ArgumentParser
+import CountersignCore
+import CountersignMail
+import CountersignRuntime
+import Foundation
+import Logging
+
+struct MailCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "mail", abstract: "Mail tools.", subcommands: [Test.self])
+
+    struct Test: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Send one test mail with the configured SMTP settings and print the server's answer."
+        )
+        @Option(help: "JSON config file (also COUNTERSIGN_CONFIG).") var config: String?
+        @OptionGroup var mail: MailOptions
+        @Option(help: "Where to send the test mail.") var to: String
+
+        func run() async throws {
+            let settings = try await loadOrExit {
+                try ConfigurationLoader(flags: mail.flags, environment: ProcessInfo.processInfo.environment, configFile: config).smtpSettings()
+            }
+            guard let settings else {
+                throw ValidationError("no SMTP server configured (--smtp-url, COUNTERSIGN_SMTP_URL or smtp.url in the config file)")
+            }
+            print("→ \(settings.summary)")
+            let mailer = SMTPMailer(settings: settings)
+            let message = MailMessage(
+                to: to, subject: "Countersign test mail",
+                text: "This is a test mail from Countersign. Mail delivery works.\n",
+                html: "<p>This is a test mail from Countersign. Mail delivery works.</p>\n")
+            let delivery = await mailer.send(message, logger: Logger(label: "countersign"))
+            try await mailer.shutdown()
+            switch delivery {
+            case .accepted(let reply):
+                print("✓ accepted: \(reply)")
+            case .temporaryFailure(let reason):
+                FileHandle.standardError.write(Data("✗ temporary failure (a daemon would retry): \(reason)\n".utf8))
+                throw ExitCode.failure
+            case .permanentFailure(let reason):
+                FileHandle.standardError.write(Data("✗ refused: \(reason)\n".utf8))
+                throw ExitCode.failure
+            }
+        }
+    }
+}

@@ -1,0 +1,135 @@
+import Foundation
+import MailTestSupport
+import NIOHTTP1
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Mail with the real binary: the outbox across `kill -9`, `mail test`, and
+/// the refusal of plain-text SMTP to a remote host at start.
+@Suite struct MailDeliveryProcessTests {
+    static let email = "ana@example.com"
+
+    static func withFolder<T>(_ body: (URL) async throws -> T) async throws -> T {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-mail-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        return try await body(folder)
+    }
+
+    /// The `--smtp-*` flags for `server`, its password in a file in `folder`.
+    static func smtpFlags(port: Int, caFile: String, folder: URL) throws -> [String] {
+        let passwordFile = folder.appendingPathComponent("smtp-password")
+        try Data("\(SMTPTestServer.password)\n".utf8).write(to: passwordFile)
+        return [
+            "--smtp-url", "smtp://127.0.0.1:\(port)", "--smtp-user", SMTPTestServer.user, "--smtp-password-file", passwordFile.path,
+            "--smtp-from", "Countersign <noreply@countersign.test>", "--smtp-ca-file", caFile,
+        ]
+    }
+
+    static func startDaemon(_ arguments: [String], port: Int, log: URL) async throws -> Process {
+        let process = Process()
+        process.executableURL = DaemonProcessTests.binary
+        process.arguments = ["serve", "--listen", "127.0.0.1:\(port)", "--bcrypt-cost", "4"] + arguments
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: log)
+        handle.seekToEndOfFile()
+        process.standardError = handle
+        process.standardOutput = handle
+        try process.run()
+        let clock = ContinuousClock()
+        let start = clock.now
+        while clock.now - start < .seconds(30) {
+            if let (status, _) = try? await DaemonProcessTests.http(.GET, "http://127.0.0.1:\(port)/healthz", timeout: 1), status == 200 {
+                return process
+            }
+            guard process.isRunning else { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        process.terminate()
+        throw SMTPTestServerError("the daemon did not answer /healthz: \((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+    }
+
+    @Test func aMailAcceptedBeforeTheAnswerIsDeliveredAfterKillDashNine() async throws {
+        try await Self.withFolder { folder in
+            // setup: a user, and an SMTP port where nothing answers yet.
+            let database = folder.appendingPathComponent("countersign.sqlite").path
+            let add = Process()
+            add.executableURL = DaemonProcessTests.binary
+            add.arguments = ["user", "add", Self.email, "--database", database, "--bcrypt-cost", "4"]
+            let input = Pipe()
+            add.standardInput = input
+            add.standardOutput = FileHandle.nullDevice
+            try add.run()
+            input.fileHandleForWriting.write(Data("correct horse\n".utf8))
+            try input.fileHandleForWriting.close()
+            add.waitUntilExit()
+            #expect(add.terminationStatus == 0)
+            let silentPort = try DaemonProcessTests.freePort()
+            let port = try DaemonProcessTests.freePort()
+            let log = folder.appendingPathComponent("daemon.log")
+            let common = ["--database", database, "--public-url", "https://auth.example.test"]
+            let first = try await Self.startDaemon(
+                common + Self.smtpFlags(port: silentPort, caFile: "/dev/null", folder: folder), port: port, log: log)
+            defer { if first.isRunning { kill(first.processIdentifier, SIGKILL) } }
+
+            // act: the 200, then kill -9 before any delivery could happen.
+            let (status, _) = try await DaemonProcessTests.http(
+                .POST, "http://127.0.0.1:\(port)/api/mobile/auth/reset/email/initiate", json: #"{"email":"\#(Self.email)"}"#)
+            kill(first.processIdentifier, SIGKILL)
+            first.waitUntilExit()
+            #expect(status == 200)
+
+            // check: restarted with a reachable server, the daemon delivers it.
+            try await withSMTPTestServer(folder: folder) { smtp in
+                let second = try await Self.startDaemon(
+                    common + Self.smtpFlags(port: smtp.port, caFile: smtp.caFile, folder: folder), port: port, log: log)
+                defer {
+                    kill(second.processIdentifier, SIGTERM)
+                    second.waitUntilExit()
+                }
+                let mails = try await smtp.waitForMails(1, timeout: .seconds(20))
+                #expect(mails.count == 1, "\((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+                let code = try #require(mails.first?.code)
+                let (verified, _) = try await DaemonProcessTests.http(
+                    .POST, "http://127.0.0.1:\(port)/api/mobile/auth/reset/email/verify",
+                    json: #"{"email":"\#(Self.email)","code":"\#(code)","newPassword":"staple orbit lantern"}"#)
+                #expect(verified == 200)
+            }
+        }
+    }
+
+    @Test func mailTestSendsOneMailAndPrintsTheServersAnswer() async throws {
+        try await Self.withFolder { folder in
+            try await withSMTPTestServer(folder: folder) { smtp in
+                let (status, output) = try FCMCheckCommandTests.run(
+                    ["mail", "test", "--to", Self.email] + Self.smtpFlags(port: smtp.port, caFile: smtp.caFile, folder: folder))
+                #expect(status == 0, "\(output)")
+                #expect(output.contains("accepted: 250"))
+                #expect(!output.contains(SMTPTestServer.password))
+                let mails = try await smtp.waitForMails(1)
+                #expect(mails.count == 1)
+                #expect(mails.first?.rcptTo == [Self.email])
+                #expect(mails.first?.subject == "Countersign test mail")
+
+                let (refused, said) = try FCMCheckCommandTests.run(
+                    ["mail", "test", "--to", "reject-me@example.com"] + Self.smtpFlags(port: smtp.port, caFile: smtp.caFile, folder: folder))
+                #expect(refused != 0)
+                #expect(said.contains("550"))
+            }
+        }
+    }
+
+    @Test func plainTextSMTPToARemoteHostIsRefusedAtStart() async throws {
+        try await Self.withFolder { folder in
+            let (status, output) = try FCMCheckCommandTests.run([
+                "serve", "--database", folder.appendingPathComponent("c.sqlite").path, "--listen", "127.0.0.1:0",
+                "--smtp-url", "smtp://mail.example.com:25", "--smtp-tls", "none", "--smtp-from", "noreply@example.com",
+            ])
+            #expect(status == 78)
+            #expect(output.contains("plain-text SMTP (--smtp-tls none) is refused to mail.example.com"))
+        }
+    }
+}

@@ -1,0 +1,339 @@
+import CountersignCore
+import CountersignMail
+import CountersignRuntime
+import Foundation
+import GRDB
+import MailTestSupport
+import NIOHTTP1
+import Testing
+
+@testable import CountersignHTTP
+
+/// The email reset against a real SMTP server on 127.0.0.1 (STARTTLS, AUTH).
+@Suite struct EmailResetTests {
+    @Test func aKnownEmailGetsOneMailWithACodeAndAWorkingLinkAndAnUnknownOneTheSameAnswerAndNoMail() async throws {
+        try await withMailDaemon { daemon, smtp in
+            // setup
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+
+            // act
+            let known = try await daemon.emailInitiate(Fixture.email)
+            let unknown = try await daemon.emailInitiate("nobody@example.com")
+
+            // check: one answer for both.
+            #expect(known.status == 200)
+            #expect(known.bytes == unknown.bytes)
+            #expect(known["message"] == "If an account exists for this address, a reset code is on its way.")
+            let mails = try await smtp.waitForMails(1)
+            try await Task.sleep(for: .seconds(1))
+            #expect(try smtp.mails().count == 1, "exactly one mail, none for the unknown address")
+            let mail = try #require(mails.first)
+            #expect(mail.rcptTo == [Fixture.email])
+            #expect(mail.to == Fixture.email)
+            #expect(mail.from == MailFixture.from)
+            #expect(mail.subject == "Your password reset code")
+            #expect(mail.contentType == "multipart/alternative")
+            #expect(mail.tls && mail.authenticated)
+            let code = try #require(mail.code)
+            #expect(ResetCode.isWellFormed(code))
+            let token = try #require(mail.token)
+            #expect(mail.link == "https://auth.example.test/reset-password?token=\(token)")
+            for body in [try #require(mail.text), try #require(mail.html)] {
+                #expect(body.contains(code))
+                #expect(body.contains("reset-password?token=\(token)"))
+                #expect(body.contains("15 minutes"))
+                #expect(body.contains("ignore this mail; your password has not changed"))
+            }
+            // The link opens the form, for this account.
+            let page = try await daemon.resetPage(token: token)
+            #expect(page.status == 200)
+            #expect(page.text.contains("<form"))
+            #expect(page.text.contains("a***@example.com"))
+            let requested = try await daemon.waitForAudit(.emailResetRequested)
+            #expect(requested.count == 2)
+            #expect(requested.contains { $0.email == "nobody@example.com" && $0.detail?.contains("unknown") == true })
+            #expect(try await daemon.waitForAudit(.mailSent).count == 1)
+        }
+    }
+
+    @Test func fiftyConcurrentVerifiesWithTheRightCodeSetThePasswordOnce() async throws {
+        try await withMailDaemon(configure: { $0.rateLimits[.emailVerifyFailuresPerIP] = RateLimit(count: 1000, window: 3600) }) {
+            daemon, smtp in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            #expect(try await daemon.emailInitiate(Fixture.email).status == 200)
+            let code = try #require(try await smtp.waitForMails(1).first?.code)
+
+            let statuses = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
+                for index in 0..<50 {
+                    group.addTask {
+                        let answer = try await daemon.emailVerify(Fixture.email, code: code, newPassword: "new password \(index)")
+                        return (answer.status, answer["error"])
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0.0 == 200 }.count == 1)
+            #expect(statuses.filter { $0.0 == 400 && $0.1 == "invalid_code" }.count == 49)
+            #expect(try await !daemon.canLogIn(Fixture.email, password: Fixture.password))
+            // Whichever won, its password is the one in force now.
+            var working = 0
+            for index in 0..<50 where try await daemon.canLogIn(Fixture.email, password: "new password \(index)") { working += 1 }
+            #expect(working == 1)
+        }
+    }
+
+    @Test func fiveWrongCodesUseTheCodeAndItsLinkUp() async throws {
+        try await withMailDaemon { daemon, smtp in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            #expect(try await daemon.emailInitiate(Fixture.email).status == 200)
+            let mail = try #require(try await smtp.waitForMails(1).first)
+            let code = try #require(mail.code)
+            let wrong = code == "000000" ? "000001" : "000000"
+            for _ in 0..<5 {
+                let answer = try await daemon.emailVerify(Fixture.email, code: wrong, newPassword: Fixture.newPassword)
+                #expect(answer.status == 400)
+                #expect(answer["error"] == "invalid_code")
+                #expect(answer["message"] == "That code is not valid. Request a new one.")
+            }
+            let right = try await daemon.emailVerify(Fixture.email, code: code, newPassword: Fixture.newPassword)
+            #expect(right.status == 400)
+            #expect(right["error"] == "invalid_code")
+            #expect(try await daemon.resetPage(token: try #require(mail.token)).status == 410)
+            #expect(try await daemon.canLogIn(Fixture.email, password: Fixture.password))
+            #expect(try await daemon.waitForAudit(.resetCodeUsedUp).count == 1)
+        }
+    }
+
+    @Test func aNewInitiateVoidsTheEarlierCodeAndLink() async throws {
+        try await withMailDaemon { daemon, smtp in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            #expect(try await daemon.emailInitiate(Fixture.email).status == 200)
+            let first = try #require(try await smtp.waitForMails(1).first)
+            #expect(try await daemon.emailInitiate(Fixture.email).status == 200)
+            let second = try #require(try await smtp.waitForMails(2).last)
+            #expect(first.code != nil && first.token != second.token)
+
+            #expect(try await daemon.emailVerify(Fixture.email, code: try #require(first.code), newPassword: Fixture.newPassword).status == 400)
+            #expect(try await daemon.resetPage(token: try #require(first.token)).status == 410)
+            #expect(try await daemon.verifyLink(token: try #require(first.token), newPassword: Fixture.newPassword).status == 400)
+            #expect(try await daemon.emailVerify(Fixture.email, code: try #require(second.code), newPassword: Fixture.newPassword).status == 200)
+            #expect(try await daemon.canLogIn(Fixture.email, password: Fixture.newPassword))
+        }
+    }
+
+    @Test func theCodeAndTheLinkExpireAfterTheTTL() async throws {
+        try await withMailDaemon(configure: { $0.email.codeTTL = 5 }) { daemon, smtp in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            #expect(try await daemon.emailInitiate(Fixture.email).status == 200)
+            // The code was issued before the answer came back: it is dead 5 s after this.
+            let answered = ContinuousClock.now
+            let mail = try #require(try await smtp.waitForMails(1).first)
+            #expect(mail.text?.contains("5 seconds") == true)
+            try await Task.sleep(until: answered + .milliseconds(5300))
+            #expect(try await daemon.emailVerify(Fixture.email, code: try #require(mail.code), newPassword: Fixture.newPassword).status == 400)
+            #expect(try await daemon.resetPage(token: try #require(mail.token)).status == 410)
+            #expect(try await daemon.canLogIn(Fixture.email, password: Fixture.password))
+        }
+    }
+
+    @Test func aWeakPasswordIsRefusedWithoutUsingUpTheCode() async throws {
+        try await withMailDaemon { daemon, smtp in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            #expect(try await daemon.emailInitiate(Fixture.email).status == 200)
+            let code = try #require(try await smtp.waitForMails(1).first?.code)
+            // More weak tries than the code has tries.
+            for _ in 0..<6 {
+                let answer = try await daemon.emailVerify(Fixture.email, code: code, newPassword: "short")
+                #expect(answer.status == 400)
+                #expect(answer["error"] == "weak_password")
+            }
+            #expect(try await daemon.emailVerify(Fixture.email, code: code, newPassword: Fixture.newPassword).status == 200)
+            // Used once: the same code again is refused.
+            #expect(try await daemon.emailVerify(Fixture.email, code: code, newPassword: "another new password").status == 400)
+            #expect(try await daemon.canLogIn(Fixture.email, password: Fixture.newPassword))
+        }
+    }
+
+    @Test func aTemporaryFailureIsRetriedUntilDelivered() async throws {
+        let email = "tempfail-ana@example.com"
+        try await withMailDaemon { daemon, smtp in
+            try await daemon.createUser(email, password: Fixture.password)
+            #expect(try await daemon.emailInitiate(email).status == 200)
+            let mails = try await smtp.waitForMails(1, timeout: .seconds(20))
+            #expect(mails.count == 1)
+            #expect(mails.first?.rcptTo == [email])
+            let retried = try await daemon.waitForAudit(.mailRetried)
+            #expect(retried.count == 1)
+            #expect(retried.first?.detail?.contains("451") == true)
+            #expect(try await daemon.waitForAudit(.mailSent).count == 1)
+            let health = try await daemon.call(.GET, "/healthz")
+            #expect(health["mail"] == "ok")
+        }
+    }
+
+    @Test func aPermanentFailureIsNotRetriedAndIsAudited() async throws {
+        let email = "reject-ana@example.com"
+        try await withMailDaemon { daemon, smtp in
+            try await daemon.createUser(email, password: Fixture.password)
+            #expect(try await daemon.emailInitiate(email).status == 200)
+            let failed = try await daemon.waitForAudit(.mailFailed)
+            #expect(failed.count == 1)
+            #expect(failed.first?.detail?.contains("550") == true)
+            // Given time for retries that must not come.
+            try await Task.sleep(for: .seconds(3))
+            #expect(try smtp.mails().isEmpty)
+            #expect(try await daemon.server.store.auditEvents(since: nil, email: nil, kind: .mailRetried, limit: 10).isEmpty)
+            let attempts = try DatabaseQueue(path: daemon.server.configuration.databasePath).read { db in
+                try Row.fetchAll(db, sql: "SELECT state, attempts, payload FROM outbox")
+            }
+            #expect(attempts.count == 1)
+            #expect(attempts.first?["state"] == "failed")
+            #expect(attempts.first?["attempts"] == 1)
+            #expect((attempts.first?["payload"] as Data?) == nil, "an ended item keeps no payload")
+            let health = try await daemon.call(.GET, "/healthz")
+            #expect(health["mail"] == "degraded")
+            let metrics = try await daemon.call(.GET, "/metrics").text
+            #expect(metrics.contains(#"countersign_outbox_total{kind="mail",outcome="failed"} 1"#))
+        }
+    }
+
+    @Test func theResetPageSetsThePasswordOnceAndCarriesTheSecurityHeaders() async throws {
+        try await withMailDaemon { daemon, smtp in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            #expect(try await daemon.emailInitiate(Fixture.email).status == 200)
+            let mail = try #require(try await smtp.waitForMails(1).first)
+            let token = try #require(mail.token)
+
+            let form = try await daemon.resetPage(token: token)
+            let mismatch = try await daemon.submitResetPage(token: token, password: Fixture.newPassword, confirm: "something else")
+            let weak = try await daemon.submitResetPage(token: token, password: "short", confirm: "short")
+            let done = try await daemon.submitResetPage(token: token, password: Fixture.newPassword, confirm: Fixture.newPassword)
+            let again = try await daemon.resetPage(token: token)
+            let postAgain = try await daemon.submitResetPage(token: token, password: "yet another one", confirm: "yet another one")
+
+            #expect(form.status == 200)
+            #expect(mismatch.status == 400)
+            #expect(mismatch.text.contains("The two passwords do not match."))
+            #expect(weak.status == 400)
+            #expect(weak.text.contains("at least 8 characters"))
+            #expect(done.status == 200)
+            #expect(done.text.contains("Your password was changed"))
+            #expect(again.status == 410)
+            #expect(again.text.contains("expired or was already used"))
+            #expect(postAgain.status == 410)
+            for answer in [form, mismatch, weak, done, again, postAgain] {
+                #expect(answer.headers["Content-Type"].first == "text/html; charset=utf-8")
+                #expect(
+                    answer.headers["Content-Security-Policy"].first
+                        == "default-src 'none'; style-src 'self' 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+                #expect(answer.headers["Referrer-Policy"].first == "no-referrer")
+                #expect(answer.headers["Cache-Control"].first == "no-store")
+                #expect(answer.headers["X-Content-Type-Options"].first == "nosniff")
+                #expect(!answer.text.contains("<script"))
+            }
+            #expect(try await daemon.canLogIn(Fixture.email, password: Fixture.newPassword))
+            // Using the link used the code up too.
+            #expect(try await daemon.emailVerify(Fixture.email, code: try #require(mail.code), newPassword: "other new password").status == 400)
+            let changed = try await daemon.waitForAudit(.passwordChanged)
+            #expect(changed.map(\.detail) == ["email link"])
+        }
+    }
+
+    @Test func anAppThatOpenedTheDeepLinkVerifiesWithTheToken() async throws {
+        try await withMailDaemon(configure: { $0.email.linkTemplate = ResetLinkTemplate("photosync://reset-password?token={token}&email={email}") }) {
+            daemon, smtp in
+            try await daemon.createUser("ana+photos@example.com", password: Fixture.password)
+            #expect(try await daemon.emailInitiate("ana+photos@example.com").status == 200)
+            let mail = try #require(try await smtp.waitForMails(1).first)
+            let token = try #require(mail.token)
+            // Every parameter the app checks is in the link, percent-encoded.
+            #expect(mail.text?.contains("photosync://reset-password?token=\(token)&email=ana%2Bphotos%40example.com") == true)
+            #expect(try await daemon.verifyLink(token: token, newPassword: "short").json["error"] as? String == "weak_password")
+            #expect(try await daemon.verifyLink(token: token, newPassword: Fixture.newPassword).status == 200)
+            let reused = try await daemon.verifyLink(token: token, newPassword: Fixture.newPassword)
+            #expect(reused.status == 400)
+            #expect(reused["error"] == "invalid_code")
+            #expect(try await daemon.canLogIn("ana+photos@example.com", password: Fixture.newPassword))
+        }
+    }
+
+    @Test func unknownAddressesCountAgainstThePerEmailLimitLikeKnownOnes() async throws {
+        try await withMailDaemon(configure: { $0.rateLimits[.emailVerifyFailuresPerIP] = RateLimit(count: 2, window: 3600) }) { daemon, _ in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            var known: [Int] = []
+            var unknown: [Int] = []
+            for _ in 0..<4 {
+                known.append(try await daemon.emailInitiate(Fixture.email).status)
+                unknown.append(try await daemon.emailInitiate("nobody@example.com").status)
+            }
+            #expect(known == [200, 200, 200, 429])
+            #expect(unknown == known)
+            let limited = try await daemon.emailInitiate("nobody@example.com")
+            #expect(Int(try #require(limited.headers["Retry-After"].first)) == limited.json["retryAfter"] as? Int)
+
+            // Wrong codes are limited per client address.
+            var verifies: [Int] = []
+            for _ in 0..<3 {
+                verifies.append(try await daemon.emailVerify("nobody@example.com", code: "123456", newPassword: Fixture.newPassword).status)
+            }
+            #expect(verifies == [400, 400, 429])
+        }
+    }
+
+    @Test func withoutSMTPInitiateAnswersTheSameAndQueuesNothing() async throws {
+        try await withTestDaemon { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let answer = try await daemon.emailInitiate(Fixture.email)
+            #expect(answer.status == 200)
+            #expect(answer["message"] == "If an account exists for this address, a reset code is on its way.")
+            let queued = try await DatabaseQueue(path: daemon.server.configuration.databasePath).read { db in
+                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox")
+            }
+            #expect(queued == 0)
+            #expect(try await daemon.call(.GET, "/healthz")["mail"] == "disabled")
+        }
+    }
+
+    @Test func noCodeOrTokenReachesALogLineTheAuditTrailAMetricOrTheDatabaseInClear() async throws {
+        let logs = LogCapture()
+        try await withMailDaemon(logs: logs) { daemon, smtp in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            #expect(try await daemon.emailInitiate(Fixture.email).status == 200)
+            #expect(try await daemon.emailInitiate(Fixture.email).status == 200)
+            let mails = try await smtp.waitForMails(2)
+            let first = try #require(mails.first)
+            let second = try #require(mails.last)
+            // The first pair is refused, the second used through the page.
+            #expect(try await daemon.emailVerify(Fixture.email, code: try #require(first.code), newPassword: Fixture.newPassword).status == 400)
+            #expect(try await daemon.resetPage(token: try #require(second.token)).status == 200)
+            let token = try #require(second.token)
+            #expect(try await daemon.submitResetPage(token: token, password: Fixture.newPassword, confirm: Fixture.newPassword).status == 200)
+            _ = try await daemon.waitForAudit(.passwordChanged)
+            let metrics = try await daemon.call(.GET, "/metrics").text
+
+            let secrets = try [first.code, first.token, second.code, second.token].map { try #require($0) }
+            let audit = try await daemon.server.store.auditEvents(since: nil, email: nil, kind: nil, limit: 500)
+            let auditText = audit.map { "\($0)" }.joined(separator: "\n")
+            #expect(audit.contains { $0.kind == .mailQueued })
+            var database = Data()
+            for suffix in ["", "-wal"] {
+                database.append(FileManager.default.contents(atPath: daemon.server.configuration.databasePath + suffix) ?? Data())
+            }
+            #expect(!database.isEmpty)
+            for secret in secrets {
+                #expect(!logs.text.contains(secret), "a log line holds a secret")
+                #expect(!auditText.contains(secret), "the audit trail holds a secret")
+                #expect(!metrics.contains(secret), "a metric holds a secret")
+                #expect(database.range(of: Data(secret.utf8)) == nil, "the database holds a secret in clear")
+            }
+            #expect(!logs.text.contains("token="))
+        }
+    }
+
+    @Test func theResetPagesRenderForEveryCase() {
+        let form = ResetPages.form(email: "ana@example.com", token: "tok<en>", problem: "Bad & wrong")
+        #expect(form.contains("a***@example.com"))
+        #expect(form.contains("tok&lt;en&gt;"), "values are HTML-escaped")
+        #expect(form.contains("Bad &amp; wrong"))
+    }
+}

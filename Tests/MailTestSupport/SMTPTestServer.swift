@@ -1,0 +1,143 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real SMTP server on 127.0.0.1 (aiosmtpd, `scripts/smtp-test-server.py`)
+/// with STARTTLS and AUTH required, for the mail tests. Recipients named
+/// `tempfail…` get a 451 once, `reject…` a 550 always.
+public final class SMTPTestServer: @unchecked Sendable {
+    public static let user = "countersign"
+    public static let password = "smtp-test-password-8ac1"
+
+    public let port: Int
+    /// The server's self-signed certificate: what the client must trust.
+    public let caFile: String
+    /// Where accepted mails land.
+    public let mailFolder: URL
+    private let process: Process
+
+    /// One mail as the server received it.
+    public struct Mail: Decodable, Sendable {
+        public var mailFrom: String
+        public var rcptTo: [String]
+        public var tls: Bool
+        public var authenticated: Bool
+        public var from: String
+        public var to: String
+        public var subject: String
+        public var contentType: String
+        public var text: String?
+        public var html: String?
+        public var raw: String
+    }
+
+    /// The repository's `scripts/smtp-test-server.py`.
+    static var script: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("scripts/smtp-test-server.py").path
+    }
+
+    /// Starts a server whose files live in `folder`; waits until it listens.
+    public init(folder: URL, port: Int? = nil) async throws {
+        mailFolder = folder.appendingPathComponent("smtp-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: mailFolder, withIntermediateDirectories: true)
+        let passwordFile = mailFolder.appendingPathComponent("password").path
+        try Data(Self.password.utf8).write(to: URL(fileURLWithPath: passwordFile))
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments =
+            ["python3", Self.script, "--dir", mailFolder.path, "--user", Self.user, "--password-file", passwordFile]
+            + (port.map { ["--port", String($0)] } ?? [])
+        let log = mailFolder.appendingPathComponent("server.log")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let logHandle = try FileHandle(forWritingTo: log)
+        process.standardOutput = logHandle
+        process.standardError = logHandle
+        try process.run()
+        let ready = mailFolder.appendingPathComponent("ready.json")
+        let clock = ContinuousClock()
+        let start = clock.now
+        while !FileManager.default.fileExists(atPath: ready.path) {
+            guard process.isRunning, clock.now - start < .seconds(30) else {
+                process.terminate()
+                let said = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+                throw SMTPTestServerError("the SMTP test server did not start (python3 with aiosmtpd and cryptography is needed): \(said)")
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        struct Ready: Decodable {
+            var port: Int
+            var ca: String
+        }
+        let info = try JSONDecoder().decode(Ready.self, from: Data(contentsOf: ready))
+        self.port = info.port
+        self.caFile = info.ca
+    }
+
+    public var url: String { "smtp://127.0.0.1:\(port)" }
+
+    /// The mails received so far, oldest first.
+    public func mails() throws -> [Mail] {
+        let names = try FileManager.default.contentsOfDirectory(atPath: mailFolder.path).filter { $0.hasSuffix(".json") && $0 != "ready.json" }
+        return try names.sorted().map { try JSONDecoder().decode(Mail.self, from: Data(contentsOf: mailFolder.appendingPathComponent($0))) }
+    }
+
+    /// Waits until at least `count` mails have arrived (or `timeout` passed); returns them all.
+    public func waitForMails(_ count: Int, timeout: Duration = .seconds(15)) async throws -> [Mail] {
+        let clock = ContinuousClock()
+        let start = clock.now
+        while true {
+            let mails = try mails()
+            if mails.count >= count || clock.now - start > timeout { return mails }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    /// SIGTERM, then SIGKILL if it is still there a few seconds later.
+    public func stop() {
+        guard process.isRunning else { return }
+        process.terminate()
+        let deadline = Date().addingTimeInterval(3)
+        while process.isRunning && Date() < deadline { usleep(20_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    deinit { stop() }
+}
+
+/// Runs `body` with an SMTP test server, stopped afterwards whatever happens.
+public func withSMTPTestServer<T>(folder: URL, _ body: (SMTPTestServer) async throws -> T) async throws -> T {
+    let server = try await SMTPTestServer(folder: folder)
+    defer { server.stop() }
+    return try await body(server)
+}
+
+public struct SMTPTestServerError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+extension SMTPTestServer.Mail {
+    /// The 6-digit code in the plain-text body.
+    public var code: String? {
+        guard let text, let range = text.range(of: #"\b[0-9]{6}\b"#, options: .regularExpression) else { return nil }
+        return String(text[range])
+    }
+
+    /// The reset link's token (`token=…`) in the plain-text body.
+    public var token: String? {
+        guard let text, let range = text.range(of: #"token=[A-Za-z0-9_-]+"#, options: .regularExpression) else { return nil }
+        return String(text[range].dropFirst("token=".count))
+    }
+
+    /// The first http(s) link in the plain-text body.
+    public var link: String? {
+        guard let text, let range = text.range(of: #"https?://[^\s]+"#, options: .regularExpression) else { return nil }
+        return String(text[range])
+    }
+}
