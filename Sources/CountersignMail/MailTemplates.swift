@@ -60,11 +60,12 @@ public struct MailTemplates: Sendable {
         return (text.render(context), html.render(context))
     }
 
-    /// "15 minutes", "1 hour", "45 seconds".
+    /// "15 minutes", "1 hour", "45 seconds": whole minutes from two minutes up.
     public static func duration(_ seconds: TimeInterval) -> String {
-        let whole = Int(seconds.rounded())
+        let whole = max(1, Int(seconds.rounded()))
         func unit(_ count: Int, _ name: String) -> String { "\(count) \(name)\(count == 1 ? "" : "s")" }
         if whole >= 3600, whole % 3600 == 0 { return unit(whole / 3600, "hour") }
+        if whole >= 120 { return unit(Int((Double(whole) / 60).rounded()), "minute") }
         if whole >= 60, whole % 60 == 0 { return unit(whole / 60, "minute") }
         return unit(whole, "second")
     }

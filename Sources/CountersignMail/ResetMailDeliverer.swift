@@ -30,7 +30,8 @@ public struct ResetMailDeliverer: OutboxDeliverer {
         }
         let content = MailTemplates.Content(
             email: payload.to, code: payload.code, link: link.link(token: payload.token, email: payload.to),
-            validFor: MailTemplates.duration(codeTTL))
+            // What is left of the code's life when the mail leaves (a retried mail goes late).
+            validFor: MailTemplates.duration(min(codeTTL, payload.expiresAt.timeIntervalSinceNow)))
         let (text, html) = templates.render(content)
         let message = MailMessage(to: payload.to, subject: MailTemplates.subject, text: text, html: html)
         switch await sender.send(message, logger: logger) {

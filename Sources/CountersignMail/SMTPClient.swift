@@ -15,13 +15,17 @@ struct SMTPClient {
 
     func send(_ message: MailMessage) -> MailDelivery {
         _ = Self.globalSetup
+        let replies = ReplyLog()
+        // The log must outlive the handle, whose header callback points at it.
+        return withExtendedLifetime(replies) { perform(message, replies: replies) }
+    }
+
+    private func perform(_ message: MailMessage, replies: ReplyLog) -> MailDelivery {
         guard let from = SMTPSettings.mailbox(in: settings.from) else { return .permanentFailure("invalid sender address") }
         guard let to = SMTPSettings.mailbox(in: message.to) else { return .permanentFailure("invalid recipient address") }
         guard !message.subject.contains(where: { $0 == "\r" || $0 == "\n" }) else { return .permanentFailure("invalid subject") }
-        guard let handle = curl_easy_init() else { return .temporaryFailure("libcurl could not start") }
-        defer { curl_easy_cleanup(handle) }
-
-        let replies = ReplyLog()
+        // Defers run last-declared first: the handle is cleaned up before the
+        // buffers, lists and MIME parts it points at are freed.
         let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
         defer { errorBuffer.deallocate() }
@@ -38,8 +42,10 @@ struct SMTPClient {
         }
         defer { curl_slist_free_all(headers) }
 
+        guard let handle = curl_easy_init() else { return .temporaryFailure("libcurl could not start") }
         let mime = curl_mime_init(handle)
         defer { curl_mime_free(mime) }
+        defer { curl_easy_cleanup(handle) }
         for (body, type) in [(message.text, "text/plain; charset=utf-8"), (message.html, "text/html; charset=utf-8")] {
             let part = curl_mime_addpart(mime)
             let bytes = Array(body.utf8)
@@ -53,6 +59,10 @@ struct SMTPClient {
         countersign_curl_set_string(handle, CURLOPT_URL, settings.url)
         let tls = settings.security == .none ? CURLUSESSL_NONE : CURLUSESSL_ALL
         countersign_curl_set_long(handle, CURLOPT_USE_SSL, Int(tls.rawValue))
+        countersign_curl_set_long(handle, CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_2))
+        // One connection per mail, closed with it: no QUIT left to wait on at cleanup.
+        countersign_curl_set_long(handle, CURLOPT_FORBID_REUSE, 1)
+        countersign_curl_set_long(handle, CURLOPT_SERVER_RESPONSE_TIMEOUT, min(10, settings.timeout))
         if let caFile = settings.caFile { countersign_curl_set_string(handle, CURLOPT_CAINFO, caFile) }
         if let user = settings.user {
             countersign_curl_set_string(handle, CURLOPT_USERNAME, user)
@@ -85,6 +95,9 @@ struct SMTPClient {
         let detail = String(cString: errorBuffer)
         var reason = detail.isEmpty ? String(cString: curl_easy_strerror(result)) : detail
         if let reply = replies.last, code >= 400 { reason += " (server: \(reply))" }
+        // A refused login (535, 530) is the operator's to fix, not the mail's
+        // fault: retried until its deadline rather than failed for good.
+        if result == CURLE_LOGIN_DENIED { return .temporaryFailure(reason) }
         switch code {
         case 400..<500: return .temporaryFailure(reason)
         case 500..<600: return .permanentFailure(reason)
@@ -107,7 +120,8 @@ struct SMTPClient {
 
         func record(_ line: String) {
             let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
-            if !trimmed.isEmpty { last = String(trimmed.prefix(300)) }
+            // 221 answers QUIT, after the reply that matters (the one to the mail's data).
+            if !trimmed.isEmpty, !trimmed.hasPrefix("221") { last = String(trimmed.prefix(300)) }
         }
     }
 }

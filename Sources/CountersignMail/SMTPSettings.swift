@@ -3,7 +3,7 @@ import Foundation
 /// Where and how mail is submitted: an SMTP server reached with STARTTLS
 /// (`smtp://host:587`) or implicit TLS (`smtps://host:465`), with AUTH when a
 /// user is set. Plain text is possible only to a loopback host (a local relay).
-public struct SMTPSettings: Sendable, Equatable {
+public struct SMTPSettings: Sendable, Equatable, CustomStringConvertible, CustomReflectable {
     public enum Security: String, Sendable {
         /// `smtp://`: STARTTLS, refused if the server does not offer it.
         case startTLS
@@ -69,6 +69,10 @@ public struct SMTPSettings: Sendable, Equatable {
         self.maxConcurrentSends = maxConcurrentSends
     }
 
+    /// Never the password, whatever prints these settings.
+    public var description: String { "SMTPSettings(\(summary))" }
+    public var customMirror: Mirror { Mirror(self, children: ["summary": summary]) }
+
     /// What the start-up line may say: no password.
     public var summary: String {
         "\(url) (\(security.rawValue))" + (user.map { ", user \($0)" } ?? "") + ", from \(from)"
@@ -87,7 +91,7 @@ public struct SMTPSettings: Sendable, Equatable {
         return address
     }
 
-    static func isLoopback(_ host: String) -> Bool {
+    public static func isLoopback(_ host: String) -> Bool {
         let host = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")).lowercased()
         if host == "localhost" || host == "::1" { return true }
         let octets = host.split(separator: ".")

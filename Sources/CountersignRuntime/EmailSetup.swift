@@ -29,6 +29,11 @@ struct EmailSetup {
         if let mailer {
             let templates = try MailTemplates(directory: settings.templatesDirectory)
             let (link, usesListenAddress) = settings.link(host: configuration.host, port: configuration.port)
+            if let url = URL(string: link.link(token: "t", email: "e")), url.scheme == "http", let host = url.host, !SMTPSettings.isLoopback(host) {
+                logger.warning(
+                    "reset links use plain http to a host that is not loopback: the token crosses the network in clear; use https in --public-url",
+                    metadata: ["host": "\(host)"])
+            }
             if usesListenAddress {
                 logger.warning(
                     "reset links point at the listen address; set --public-url to the address users reach the daemon at",

@@ -3,14 +3,17 @@ import Foundation
 import GRDB
 
 extension SQLiteStore: EmailResetStore {
-    public func issueEmailReset(_ ticket: EmailResetTicket, mail: OutboxItem?) async throws -> Int {
+    public func issueEmailReset(_ ticket: EmailResetTicket, mail: OutboxItem?) async throws -> (replaced: Int, droppedMails: [String]) {
         try await pool.write { db in
             let now = ticket.createdAt.storedValue
             // Earlier unsent mails of the replaced tickets are useless now: they go with them.
-            try db.execute(
+            let dropped = try String.fetchAll(
+                db,
                 sql: """
-                    UPDATE outbox SET state = 'dropped', payload = NULL, finished_at = ?, last_error = 'replaced by a newer code'
+                    UPDATE outbox SET state = 'dropped', payload = NULL, lease_until = NULL, finished_at = ?,
+                        last_error = 'replaced by a newer code'
                     WHERE state = 'pending' AND reference IN (SELECT id FROM email_resets WHERE email = ? AND state = 'active')
+                    RETURNING id
                     """,
                 arguments: [now, ticket.email])
             try db.execute(
@@ -26,7 +29,7 @@ extension SQLiteStore: EmailResetStore {
                     ticket.id, ticket.userID, ticket.email, ticket.codeHash, ticket.tokenHash, now, ticket.expiresAt.storedValue,
                 ])
             if let mail { try Self.insert(mail, db) }
-            return replaced
+            return (replaced, dropped)
         }
     }
 
@@ -51,7 +54,7 @@ extension SQLiteStore: EmailResetStore {
                 db,
                 sql: """
                     UPDATE email_resets SET tries = tries + 1
-                    WHERE id = ? AND state = 'active' AND tries < ? AND expires_at > ? AND user_id IS NOT NULL
+                    WHERE id = ? AND state = 'active' AND tries < ? AND expires_at > ?
                     RETURNING tries
                     """,
                 arguments: [id, maxTries, now.storedValue])

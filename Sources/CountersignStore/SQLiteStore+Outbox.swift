@@ -3,6 +3,10 @@ import Foundation
 import GRDB
 
 extension SQLiteStore: OutboxStore {
+    /// The kinds this version can deliver, as a JSON array: rows of a kind a
+    /// newer version wrote are left to it instead of blocking the queue.
+    static let knownKinds = "[" + OutboxKind.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ",") + "]"
+
     static func insert(_ item: OutboxItem, _ db: Database) throws {
         try db.execute(
             sql: """
@@ -22,9 +26,10 @@ extension SQLiteStore: OutboxStore {
                 sql: """
                     SELECT * FROM outbox
                     WHERE state = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
+                        AND kind IN (SELECT value FROM json_each(?))
                     ORDER BY next_attempt_at LIMIT ?
                     """,
-                arguments: [now.storedValue, now.storedValue, limit])
+                arguments: [now.storedValue, now.storedValue, Self.knownKinds, limit])
             var items: [OutboxItem] = []
             for row in rows {
                 guard var item = try OutboxItem(row: row) else { continue }
@@ -38,15 +43,16 @@ extension SQLiteStore: OutboxStore {
         }
     }
 
-    public func rescheduleOutbox(id: String, at date: Date, error: String) async throws {
+    public func rescheduleOutbox(id: String, at date: Date, error: String) async throws -> Bool {
         try await pool.write { db in
             try db.execute(
                 sql: "UPDATE outbox SET next_attempt_at = ?, lease_until = NULL, last_error = ? WHERE id = ? AND state = 'pending'",
                 arguments: [date.storedValue, error, id])
+            return db.changesCount == 1
         }
     }
 
-    public func finishOutbox(id: String, as end: OutboxEnd, detail: String, at date: Date) async throws {
+    public func finishOutbox(id: String, as end: OutboxEnd, detail: String, at date: Date) async throws -> Bool {
         try await pool.write { db in
             try db.execute(
                 sql: """
@@ -54,6 +60,7 @@ extension SQLiteStore: OutboxStore {
                     WHERE id = ? AND state = 'pending'
                     """,
                 arguments: [end.rawValue, end == .delivered ? nil : detail, date.storedValue, id])
+            return db.changesCount == 1
         }
     }
 

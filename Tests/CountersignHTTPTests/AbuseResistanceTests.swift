@@ -262,7 +262,7 @@ import Testing
             let store = try SQLiteStore(path: folder.databasePath, logger: LogCapture().logger())
             let events = try await store.auditEvents(since: nil, email: Fixture.email, kind: nil, limit: 100)
             let kinds = events.map(\.kind)
-            #expect(kinds == [.loginSucceeded, .requestCreated, .approved, .completed, .loginFailed, .rateLimited])
+            #expect(kinds == [.loginSucceeded, .requestCreated, .approved, .completed, .passwordChanged, .loginFailed, .rateLimited])
             #expect(events.allSatisfy { $0.ip == "127.0.0.1" })
             #expect(events.first { $0.kind == .approved }?.deviceID != nil)
             try store.close()

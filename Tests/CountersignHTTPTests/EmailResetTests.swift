@@ -104,6 +104,66 @@ import Testing
         }
     }
 
+    @Test func parallelWrongCodesGetNoMoreThanFiveTries() async throws {
+        try await withMailDaemon(configure: { $0.rateLimits[.emailVerifyFailuresPerIP] = RateLimit(count: 1000, window: 3600) }) {
+            daemon, smtp in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            #expect(try await daemon.emailInitiate(Fixture.email).status == 200)
+            let code = try #require(try await smtp.waitForMails(1).first?.code)
+            let wrong = code == "000000" ? "000001" : "000000"
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<20 {
+                    group.addTask { try await daemon.emailVerify(Fixture.email, code: wrong, newPassword: Fixture.newPassword).status }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses == Array(repeating: 400, count: 20))
+            #expect(try await daemon.emailVerify(Fixture.email, code: code, newPassword: Fixture.newPassword).status == 400)
+            let refused = try await daemon.server.store.auditEvents(since: nil, email: Fixture.email, kind: .resetCodeRefused, limit: 100)
+            #expect(refused.filter { $0.detail?.contains("wrong code") == true }.count == 5, "exactly 5 codes were compared")
+        }
+    }
+
+    @Test func initiationsArePerAddressLimited() async throws {
+        try await withMailDaemon(configure: { $0.rateLimits[.emailResetPerIP] = RateLimit(count: 3, window: 3600) }) { daemon, _ in
+            var statuses: [Int] = []
+            for index in 0..<4 { statuses.append(try await daemon.emailInitiate("someone\(index)@example.com").status) }
+            #expect(statuses == [200, 200, 200, 429])
+        }
+    }
+
+    @Test func aNewCodeDropsTheUnsentMailAndAMailStillUnsentAtItsDeadlineIsDropped() async throws {
+        // setup: an SMTP server that never answers (nothing listens on port 1).
+        try await withTestDaemon(configure: {
+            $0.email.smtp = try? SMTPSettings(url: "smtp://127.0.0.1:1", from: MailFixture.from)
+            $0.email.codeTTL = 3
+        }) { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+
+            // act
+            #expect(try await daemon.emailInitiate(Fixture.email).status == 200)
+            #expect(try await daemon.emailInitiate(Fixture.email).status == 200)
+
+            // check: the first mail went with its code, the second at its deadline.
+            let clock = ContinuousClock()
+            let start = clock.now
+            var dropped: [AuditEvent] = []
+            while dropped.count < 2 && clock.now - start < .seconds(20) {
+                dropped = try await daemon.server.store.auditEvents(since: nil, email: nil, kind: .mailDropped, limit: 10)
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(dropped.count == 2)
+            #expect(dropped.first?.detail == "replaced by a newer code")
+            #expect(dropped.last?.detail?.contains("deadline") == true)
+            #expect(try await !daemon.waitForAudit(.mailRetried).isEmpty)
+            let states = try await DatabaseQueue(path: daemon.server.configuration.databasePath).read { db in
+                try String.fetchAll(db, sql: "SELECT state FROM outbox")
+            }
+            #expect(states == ["dropped", "dropped"])
+            #expect(try await daemon.call(.GET, "/healthz")["mail"] == "degraded")
+        }
+    }
+
     @Test func aNewInitiateVoidsTheEarlierCodeAndLink() async throws {
         try await withMailDaemon { daemon, smtp in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
@@ -148,8 +208,9 @@ import Testing
                 #expect(answer["error"] == "weak_password")
             }
             #expect(try await daemon.emailVerify(Fixture.email, code: code, newPassword: Fixture.newPassword).status == 200)
-            // Used once: the same code again is refused.
+            // Used once: the same code again is refused, and so is its link.
             #expect(try await daemon.emailVerify(Fixture.email, code: code, newPassword: "another new password").status == 400)
+            #expect(try await daemon.resetPage(token: try #require(try smtp.mails().first?.token)).status == 410)
             #expect(try await daemon.canLogIn(Fixture.email, password: Fixture.newPassword))
         }
     }

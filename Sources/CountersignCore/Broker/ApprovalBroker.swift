@@ -294,6 +294,13 @@ public actor ApprovalBroker {
                 at: transition.at, kind: transition.cause.auditKind, userID: request.recipient.accountID,
                 requestRef: request.logReference, context: context,
                 detail: transition.cause == .supersededByNewerRequest ? "superseded by a newer request" : nil))
+        if transition.cause == .completedByRequester {
+            // Completing is what sets the password (same transaction); the trail names the path.
+            audit.record(
+                AuditEvent(
+                    at: transition.at, kind: .passwordChanged, userID: request.recipient.accountID, requestRef: request.logReference,
+                    context: context, detail: "phone approval"))
+        }
         logger.info(
             "approval request \(transition.to.rawValue)",
             metadata: ["request": "\(request.logReference)", "from": "\(transition.from.rawValue)", "cause": "\(transition.cause.rawValue)"]

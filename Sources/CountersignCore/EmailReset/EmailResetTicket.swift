@@ -40,9 +40,10 @@ public struct EmailResetTicket: Sendable, Equatable {
         self.state = state
     }
 
-    /// Why it cannot be used at `now`, or `nil` when it can.
+    /// Why it cannot be used at `now`, or `nil` when it can. A ticket of an
+    /// address without an account passes this (and has its tries counted like
+    /// any other, so both cases do the same work); it is refused after that.
     public func refusal(at now: Date, maxTries: Int) -> String? {
-        if userID == nil { return "no account for this address" }
         switch state {
         case .used: return "already used"
         case .replaced: return "replaced by a newer code"

@@ -68,7 +68,11 @@ public struct EmailResets: Sendable {
                 id: SecureToken.recordID(), kind: .mail, reference: id, userID: user.id,
                 payload: try keys.seal(JSONEncoder().encode(payload)), createdAt: now, nextAttemptAt: now, deadline: ticket.expiresAt)
         }
-        let replaced = try await store.issueEmailReset(ticket, mail: mail)
+        let (replaced, dropped) = try await store.issueEmailReset(ticket, mail: mail)
+        for id in dropped {
+            audit.record(
+                AuditEvent(at: now, kind: .mailDropped, userID: user?.id, requestRef: id, context: context, detail: "replaced by a newer code"))
+        }
         var detail = user == nil ? "unknown email: nothing sent" : (mail == nil ? "mail is not configured: nothing sent" : "code and link issued")
         if replaced > 0 { detail += "; \(replaced) earlier code(s) voided" }
         audit.record(AuditEvent(at: now, kind: .emailResetRequested, userID: user?.id, email: email, context: context, detail: detail))
@@ -83,7 +87,7 @@ public struct EmailResets: Sendable {
     public func linkTicket(token: String) async throws -> EmailResetTicket? {
         guard SecureToken.isWellFormed(token),
             let ticket = try await store.emailReset(tokenHash: keys.hash(token, context: "link")),
-            ticket.refusal(at: now(), maxTries: configuration.maxTries) == nil
+            ticket.userID != nil, ticket.refusal(at: now(), maxTries: configuration.maxTries) == nil
         else { return nil }
         return ticket
     }
@@ -113,11 +117,15 @@ public struct EmailResets: Sendable {
         if let reason = ticket.refusal(at: now, maxTries: configuration.maxTries) {
             throw refuse(ticket, proof, reason, context: context, logger: logger)
         }
-        guard let userID = ticket.userID, let attempt = try await store.takeEmailResetTry(id: ticket.id, maxTries: configuration.maxTries, now: now)
-        else {
+        guard let attempt = try await store.takeEmailResetTry(id: ticket.id, maxTries: configuration.maxTries, now: now) else {
             throw refuse(ticket, proof, "no tries left, or expired meanwhile", context: context, logger: logger)
         }
-        if case .code(_, let code) = proof, !keys.matches(code, context: ticket.id, stored: ticket.codeHash) {
+        var matches = true
+        if case .code(_, let code) = proof { matches = keys.matches(code, context: ticket.id, stored: ticket.codeHash) }
+        guard let userID = ticket.userID else {
+            throw refuse(ticket, proof, "no account for this address", context: context, logger: logger)
+        }
+        if !matches {
             let error = refuse(ticket, proof, "wrong code (try \(attempt) of \(configuration.maxTries))", context: context, logger: logger)
             if attempt >= configuration.maxTries {
                 audit.record(

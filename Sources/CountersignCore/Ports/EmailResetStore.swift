@@ -5,9 +5,9 @@ import Foundation
 /// try limit.
 public protocol EmailResetStore: Sendable {
     /// Stores `ticket`, replacing every active ticket of the same address
-    /// (their queued mails are dropped), and queues `mail` when given: one
-    /// transaction. Returns how many tickets were replaced.
-    func issueEmailReset(_ ticket: EmailResetTicket, mail: OutboxItem?) async throws -> Int
+    /// (their unsent mails are dropped), and queues `mail` when given: one
+    /// transaction. Returns how many tickets were replaced and the ids of the mails dropped.
+    func issueEmailReset(_ ticket: EmailResetTicket, mail: OutboxItem?) async throws -> (replaced: Int, droppedMails: [String])
     /// The newest active ticket of an address.
     func activeEmailReset(email: String) async throws -> EmailResetTicket?
     func emailReset(tokenHash: String) async throws -> EmailResetTicket?

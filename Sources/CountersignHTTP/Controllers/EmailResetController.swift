@@ -90,7 +90,7 @@ extension EmailResetController {
         var email: String?
         if case .code(let address, _) = proof { email = address }
         return try await abuse.attempt(
-            against: [(.emailVerifyFailuresPerIP, context.clientKey)], AbuseGuard.Message.codes, context: context, request: request,
+            against: [(.emailVerifyFailuresPerIP, context.clientKey)], AbuseGuard.Message.resets, context: context, request: request,
             email: email
         ) {
             do {

@@ -17,7 +17,6 @@ struct AbuseGuard: Sendable {
         static let refresh = "Too many wrong passwords. Please try again later."
         static let polls = "Too many status requests. Please slow down."
         static let answers = "Too many answers from this device. Please try again later."
-        static let codes = "Too many wrong codes. Please try again later."
     }
 
     /// Counts one event; throws 429 when over the limit.

@@ -42,7 +42,11 @@ struct OutboxService: Service, CustomStringConvertible {
 
     func run() async throws {
         // One node owns every lease at start: whatever a killed process held is due again.
-        try await store.releaseOutboxLeases()
+        do {
+            try await store.releaseOutboxLeases()
+        } catch {
+            logger.error("cannot release outbox leases; they run out by themselves", metadata: ["error": "\(error)"])
+        }
         let bell = bell
         let interval = pollInterval
         await withTaskGroup(of: Void.self) { group in
@@ -103,9 +107,13 @@ struct OutboxService: Service, CustomStringConvertible {
                 return
             }
             do {
-                try await store.rescheduleOutbox(id: item.id, at: next, error: reason)
+                guard try await store.rescheduleOutbox(id: item.id, at: next, error: reason) else {
+                    logger.info("dropped while it was being sent (a newer code replaced it)")
+                    return
+                }
             } catch {
                 logger.error("cannot reschedule an outbox item", metadata: ["error": "\(error)"])
+                return
             }
             metrics.outbox(kind: item.kind, outcome: "retried")
             logger.warning(
@@ -119,7 +127,17 @@ struct OutboxService: Service, CustomStringConvertible {
 
     private func end(_ item: OutboxItem, _ end: OutboxEnd, _ detail: String, logger: Logger) async {
         do {
-            try await store.finishOutbox(id: item.id, as: end, detail: detail, at: Date())
+            guard try await store.finishOutbox(id: item.id, as: end, detail: detail, at: Date()) else {
+                // A newer code dropped it while it was being sent; that drop was audited then.
+                logger.info("ended elsewhere while it was being sent", metadata: ["outcome": "\(end.rawValue)"])
+                if end == .delivered {
+                    audit.record(
+                        AuditEvent(
+                            kind: .mailSent, userID: item.userID, requestRef: item.id,
+                            detail: "attempt \(item.attempts): \(detail); a newer code had replaced it meanwhile"))
+                }
+                return
+            }
         } catch {
             // The lease runs out and the row is tried again: at least once.
             logger.error("cannot record an outbox item's end", metadata: ["error": "\(error)"])
