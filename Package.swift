@@ -78,11 +78,20 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Device keys: ES256 answers and proofs of possession, checked (and, for the reference device, made) with jwt-kit.
+        .target(
+            name: "CountersignDeviceKeys",
+            dependencies: [
+                "CountersignCore",
+                .product(name: "JWTKit", package: "jwt-kit"),
+            ]
+        ),
         // Hummingbird routes, middleware, the background services and buildApplication.
         .target(
             name: "CountersignHTTP",
             dependencies: [
                 "CountersignCore",
+                "CountersignDeviceKeys",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -129,8 +138,10 @@ let package = Package(
                 "CountersignStore",
                 "CountersignRuntime",
                 "CountersignMail",
+                "CountersignDeviceKeys",
                 "ServiceRunner",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -208,7 +219,10 @@ let package = Package(
                 "ServiceRunner",
                 "FakeFCM",
                 "CountersignMail",
+                "CountersignDeviceKeys",
                 "MailTestSupport",
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

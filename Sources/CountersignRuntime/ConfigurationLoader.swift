@@ -57,11 +57,12 @@ public struct ConfigurationLoader {
     public static let emailCodeTTL = Setting(flag: "--email-code-ttl", environment: "COUNTERSIGN_EMAIL_CODE_TTL", fileKey: "emailCodeTTL")
     public static let mailTemplates = Setting(flag: "--mail-templates", environment: "COUNTERSIGN_MAIL_TEMPLATES", fileKey: "mailTemplates")
     public static let secretKeyFile = Setting(flag: "--secret-key-file", environment: "COUNTERSIGN_SECRET_KEY_FILE", fileKey: "secretKeyFile")
+    public static let deviceKeys = Setting(flag: "--device-keys", environment: "COUNTERSIGN_DEVICE_KEYS", fileKey: "deviceKeys")
     static let all = [
         listen, database, requestTTL, completionWindow, numberMatching, bcryptCost, bcryptQueue, logLevel, fraudSilence, retention,
         rateLimits, trustedProxies, idleTimeout, headTimeout, longPollsPerAddress, longPollsTotal, fcmServiceAccount, fcmEndpoint,
         fcmCAFile, smtpURL, smtpUser, smtpPasswordFile, smtpFrom, smtpTLS, smtpCAFile, publicURL, resetLinkTemplate, emailCodeTTL,
-        mailTemplates, secretKeyFile,
+        mailTemplates, secretKeyFile, deviceKeys,
     ]
 
     let flags: [String: String]
@@ -202,6 +203,9 @@ public struct ConfigurationLoader {
         }
         configuration.rateLimits = try rateLimitValues()
         configuration.trustedProxies = try trustedProxyValues()
+        if let policy = try value(Self.deviceKeys, expected: "off, optional or required", parse: { DeviceKeyPolicy(rawValue: $0.lowercased()) }) {
+            configuration.deviceKeys = policy
+        }
         configuration.push = try pushSettings()
         configuration.email = try emailSettings()
         return configuration

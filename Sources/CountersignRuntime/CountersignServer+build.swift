@@ -52,6 +52,7 @@ public func buildServer(
         mail: email.mailer,
         outboxDeliverers: email.deliverers,
         outboxBell: email.bell,
+        deviceKeys: configuration.deviceKeys,
         longPolls: LongPollSlots(perAddress: configuration.longPollsPerAddress, total: configuration.longPollsTotal),
         idleTimeout: configuration.idleTimeout,
         headTimeout: configuration.headTimeout

@@ -31,6 +31,8 @@ public struct ServeConfiguration: Sendable, Equatable {
     public var longPollsTotal = 100_000
     /// FCM: off unless a service account is configured.
     public var push = PushSettings()
+    /// Whether answers must be signed with a device key (default `optional`).
+    public var deviceKeys = DeviceKeyPolicy.optional
     /// The email reset: SMTP (off unless configured), link, templates, code lifetime, secret key.
     public var email = EmailSettings()
 
@@ -52,6 +54,7 @@ public struct ServeConfiguration: Sendable, Equatable {
             "requestTTL": "\(Int(broker.requestTTL))",
             "completionWindow": "\(Int(broker.completionWindow))",
             "numberMatching": "\(broker.numberMatching ? "required" : "off")",
+            "deviceKeys": "\(deviceKeys.rawValue)",
             "push": "\(push.serviceAccountFile.map { "FCM, service account \($0)" } ?? "disabled (no service account)")",
             "trustedProxies": "\(trustedProxies.map(\.description))",
             "mail": "\(email.smtp?.summary ?? "disabled (no SMTP server)")",

@@ -48,7 +48,8 @@ extension SQLiteStore: AccountStore {
         name: String,
         platform: String,
         fcmToken: String?,
-        apiKeyHash: String
+        apiKeyHash: String,
+        publicKey: DeviceKey?
     ) async throws -> Device {
         try await pool.write { db in
             // A token another account's device holds stays with it: whoever presents it
@@ -65,9 +66,10 @@ extension SQLiteStore: AccountStore {
                     device.name = name
                     device.platform = platform
                     device.pushEnabled = true
+                    device.publicKey = publicKey
                     try db.execute(
-                        sql: "UPDATE devices SET name = ?, platform = ?, push_enabled = 1, api_key_hash = ? WHERE id = ?",
-                        arguments: [name, platform, apiKeyHash, device.id]
+                        sql: "UPDATE devices SET name = ?, platform = ?, push_enabled = 1, api_key_hash = ?, public_key = ? WHERE id = ?",
+                        arguments: [name, platform, apiKeyHash, publicKey?.json, device.id]
                     )
                     return device
                 }
@@ -79,15 +81,16 @@ extension SQLiteStore: AccountStore {
                 platform: platform,
                 fcmToken: fcmToken,
                 pushEnabled: fcmToken != nil,
-                createdAt: Date()
+                createdAt: Date(),
+                publicKey: publicKey
             )
             try db.execute(
                 sql: """
-                    INSERT INTO devices (id, user_id, name, platform, fcm_token, push_enabled, api_key_hash, created_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO devices (id, user_id, name, platform, fcm_token, push_enabled, api_key_hash, created_at, public_key)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
-                    device.id, userID, name, platform, fcmToken, device.pushEnabled, apiKeyHash, device.createdAt.storedValue,
+                    device.id, userID, name, platform, fcmToken, device.pushEnabled, apiKeyHash, device.createdAt.storedValue, publicKey?.json,
                 ]
             )
             return device
@@ -105,6 +108,12 @@ extension SQLiteStore: AccountStore {
         try await pool.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM devices WHERE user_id = ? ORDER BY created_at", arguments: [userID])
                 .map(Device.init(row:))
+        }
+    }
+
+    public func setDeviceKey(deviceID: String, key: DeviceKey) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE devices SET public_key = ? WHERE id = ?", arguments: [key.json, deviceID])
         }
     }
 
@@ -186,7 +195,8 @@ extension Device {
             platform: row["platform"],
             fcmToken: row["fcm_token"],
             pushEnabled: row["push_enabled"],
-            createdAt: Date(stored: row["created_at"])
+            createdAt: Date(stored: row["created_at"]),
+            publicKey: try (row["public_key"] as String?).map { stored throws(DeviceKey.Invalid) in try DeviceKey(stored: stored) }
         )
     }
 }

@@ -9,12 +9,12 @@ extension SQLiteStore: AuditStore {
             for event in events {
                 try db.execute(
                     sql: """
-                        INSERT INTO audit_events (at, kind, user_id, email, device_id, request_ref, ip, user_agent, detail)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        INSERT INTO audit_events (at, kind, user_id, email, device_id, request_ref, ip, user_agent, detail, proof, proof_key)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
                         event.at.storedValue, event.kind.rawValue, event.userID, event.email, event.deviceID,
-                        event.requestRef, event.ip, event.userAgent, event.detail,
+                        event.requestRef, event.ip, event.userAgent, event.detail, event.proof, event.proofKey,
                     ]
                 )
             }
@@ -50,15 +50,20 @@ extension SQLiteStore: AuditStore {
                     """,
                 arguments: arguments + [limit]
             )
-            return rows.compactMap { row in
-                guard let kind = AuditKind(rawValue: row["kind"]) else { return nil }
-                var event = AuditEvent(
-                    at: Date(stored: row["at"]), kind: kind, userID: row["user_id"], email: row["email"] ?? row["user_email"],
-                    deviceID: row["device_id"], requestRef: row["request_ref"], detail: row["detail"])
-                event.ip = row["ip"]
-                event.userAgent = row["user_agent"]
-                return event
-            }
+            return rows.compactMap(AuditEvent.init(row:))
+        }
+    }
+
+    public func auditEvents(requestRef: String) async throws -> [AuditEvent] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT a.*, u.email AS user_email FROM audit_events a LEFT JOIN users u ON u.id = a.user_id
+                    WHERE a.request_ref = ? ORDER BY a.id LIMIT 1000
+                    """,
+                arguments: [requestRef]
+            ).compactMap(AuditEvent.init(row:))
         }
     }
 
@@ -78,5 +83,18 @@ extension SQLiteStore: AuditStore {
             )
             return db.changesCount
         }
+    }
+}
+
+extension AuditEvent {
+    /// `nil` for a kind this version does not know (written by a newer one).
+    init?(row: Row) {
+        guard let kind = AuditKind(rawValue: row["kind"]) else { return nil }
+        self.init(
+            at: Date(stored: row["at"]), kind: kind, userID: row["user_id"], email: row["email"] ?? row["user_email"],
+            deviceID: row["device_id"], requestRef: row["request_ref"], detail: row["detail"], proof: row["proof"],
+            proofKey: row["proof_key"])
+        ip = row["ip"]
+        userAgent = row["user_agent"]
     }
 }

@@ -108,6 +108,15 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v5-device-keys") { db in
+            // A device's P-256 key (JWK), and the signed answer kept with the audit event it proves.
+            try db.execute(
+                sql: """
+                    ALTER TABLE devices ADD COLUMN public_key TEXT;
+                    ALTER TABLE audit_events ADD COLUMN proof TEXT;
+                    ALTER TABLE audit_events ADD COLUMN proof_key TEXT;
+                    """)
+        }
         return migrator
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CountersignCore
+import CountersignDeviceKeys
 import CountersignStore
 import Foundation
 
@@ -14,6 +15,9 @@ struct AuditCommand: AsyncParsableCommand {
     @Option(help: "Only events of this kind (\(AuditKind.allCases.map(\.rawValue).joined(separator: ", "))).") var kind: String?
     @Option(help: "At most this many events (the newest).") var limit: Int = 1000
     @Flag(help: "One JSON object per line.") var json = false
+    @Option(help: "Only the events of this request (its reference, as the trail shows it).") var request: String?
+    @Flag(help: "With --request: print each signed answer (JWS) and whether it still verifies with the key that made it.")
+    var proof = false
     @OptionGroup var database: DatabaseOptions
 
     func run() async throws {
@@ -28,7 +32,15 @@ struct AuditCommand: AsyncParsableCommand {
             sinceDate = Date().addingTimeInterval(-seconds)
         }
         guard limit > 0 else { throw ValidationError("--limit must be positive") }
+        if proof && request == nil { throw ValidationError("--proof goes with --request REF") }
         let store = try await database.open()
+        if let request {
+            let events = try await store.auditEvents(requestRef: request)
+            if proof { return try await printProofs(events, request: request) }
+            for event in events { print(json ? Self.jsonLine(event) : Self.textLine(event)) }
+            if events.isEmpty { FileHandle.standardError.write(Data("no audit events for request \(request)\n".utf8)) }
+            return
+        }
         let events = try await store.auditEvents(since: sinceDate, email: email, kind: kindFilter, limit: limit)
         for event in events {
             print(json ? Self.jsonLine(event) : Self.textLine(event))
@@ -36,6 +48,42 @@ struct AuditCommand: AsyncParsableCommand {
         if events.isEmpty && !json {
             FileHandle.standardError.write(Data("no audit events match\n".utf8))
         }
+    }
+
+    /// Each signed answer of the request, re-verified: the signature with the
+    /// key kept beside it, the claims against the event. Exit 1 if any fails.
+    func printProofs(_ events: [AuditEvent], request: String) async throws {
+        let signed = events.filter { $0.proof != nil }
+        guard !signed.isEmpty else {
+            FileHandle.standardError.write(Data("no signed answer for request \(request)\n".utf8))
+            throw ExitCode.failure
+        }
+        var allValid = true
+        for event in signed {
+            guard let jws = event.proof else { continue }
+            print(Self.textLine(event))
+            print("  jws: \(jws)")
+            guard let stored = event.proofKey, let key = try? DeviceKey(stored: stored) else {
+                print("  ✗ no usable key kept with this answer")
+                allValid = false
+                continue
+            }
+            print("  key: \(key.json) (thumbprint \(key.thumbprint))")
+            guard let claims = await AnswerSignature.signedClaims(jws, key: key) else {
+                print("  ✗ the signature does not verify with this key")
+                allValid = false
+                continue
+            }
+            let matches =
+                ApprovalRequest.logReference(of: claims.requestId) == request && claims.deviceId == event.deviceID
+                && (event.kind == .approved || event.kind == .numberMismatch ? claims.decision == "approve" : claims.decision == "deny")
+            let signedAt = Date(timeIntervalSince1970: TimeInterval(claims.iat)).formatted(.iso8601)
+            print(
+                "  \(matches ? "✓" : "✗") ES256 signature valid; \(claims.decision) by device \(claims.deviceId), signed at \(signedAt)"
+                    + (matches ? "" : "; the claims do not match this event"))
+            allValid = allValid && matches
+        }
+        if !allValid { throw ExitCode.failure }
     }
 
     static func duration(_ text: String) -> TimeInterval? {

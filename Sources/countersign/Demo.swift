@@ -60,7 +60,6 @@ struct Walkthrough {
     let base: String
     let store: any UserAdministration
     let hasher: BcryptPasswordHasher
-    let client = HTTPClient.shared
 
     func run() async throws {
         let email = "ana@example.com"
@@ -71,11 +70,9 @@ struct Walkthrough {
         _ = try await store.createUser(email: email, passwordHash: try await hasher.hash(oldPassword))
         print("    created \(email)\n")
 
-        step("Ana's phone signs in and becomes a trusted device")
-        let login = try await call(
-            "POST", "/api/mobile/auth/login",
-            ["email": email, "password": oldPassword, "deviceName": "Ana's iPhone", "platform": "iOS", "fcmToken": "unknown"])
-        guard let apiKey = login["apiKey"] as? String else { throw ValidationError("login gave no API key") }
+        step("Ana's phone signs in with a device key of its own (P-256; countersign device simulate does the same)")
+        let phone = try await SimulatedDevice.signIn(email: email, password: oldPassword, name: "Ana's iPhone", transport: transport)
+        print("    trusted device \(phone.deviceID), key-bound: \(phone.keyBound)\n")
 
         step("On her laptop, Ana forgot her password and asks for a phone-approved reset")
         let initiate = try await call("POST", "/api/mobile/auth/reset/phone/initiate", ["email": email, "newPassword": newPassword])
@@ -83,17 +80,17 @@ struct Walkthrough {
         let code = initiate["numberCode"] as? String
 
         step("The phone asks which approvals are waiting (pull mode: push is off in this demo)")
-        _ = try await call("GET", "/api/mobile/approvals/pending", apiKey: apiKey)
+        _ = try await phone.pending()
 
-        step("The laptop long-polls the status while the phone approves with the number it shows (\(code ?? "none"))")
+        step("The laptop long-polls the status while the phone approves with the number it shows (\(code ?? "none")), signed with its key")
         let started = ContinuousClock.now
         async let poll = call("GET", "/api/mobile/auth/reset/phone/status/\(requestID)?wait=10", quiet: true)
         try await Task.sleep(for: .milliseconds(300))
-        var answer: [String: Any] = ["decision": "approve"]
-        if let code { answer["numberCode"] = code }
-        _ = try await call("POST", "/api/mobile/approvals/\(requestID)/respond", answer, apiKey: apiKey)
+        _ = try await phone.answer(requestID, decision: .approve, numberCode: code)
         let status = try await poll
-        print("    long poll answered after \((ContinuousClock.now - started).formatted(.units(allowed: [.milliseconds]))): \(json(status))\n")
+        print(
+            "    long poll answered after \((ContinuousClock.now - started).formatted(.units(allowed: [.milliseconds]))): \(Walkthrough.json(status))\n"
+        )
 
         step("The laptop completes the reset: the new password takes effect, exactly once")
         _ = try await call("POST", "/api/mobile/auth/reset/phone/complete/\(requestID)")
@@ -149,6 +146,18 @@ struct Walkthrough {
         print("Done. The link in the mail opens the same reset as a web page (GET /reset-password?token=…).")
     }
 
+    /// The simulated phone's calls, printed like the demo's own.
+    var transport: SimulatedDevice.Transport {
+        let base = base
+        return { method, path, body, apiKey in
+            print(
+                "    \(method) \(path)\(body.map { " " + Walkthrough.json(Walkthrough.redacted($0)) } ?? "")\(apiKey == nil ? "" : "  [X-API-Key]")")
+            let answer = try await jsonCall(base: base, method, path, body, apiKey: apiKey)
+            print("    <- \(answer.status) \(Walkthrough.json(Walkthrough.redacted(answer.body)))\n")
+            return answer
+        }
+    }
+
     private func step(_ text: String) {
         print("==> \(text)")
     }
@@ -156,39 +165,26 @@ struct Walkthrough {
     private func call(
         _ method: String,
         _ path: String,
-        _ body: [String: Any]? = nil,
+        _ body: [String: any Sendable]? = nil,
         apiKey: String? = nil,
         quiet: Bool = false
-    ) async throws -> [String: Any] {
-        var request = HTTPClientRequest(url: base + path)
-        request.method = .RAW(value: method)
-        if let apiKey { request.headers.add(name: "X-API-Key", value: apiKey) }
-        if let body {
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: body)))
-        }
-        if !quiet {
-            print("    \(method) \(path)\(body.map { " " + json(redacted($0)) } ?? "")\(apiKey == nil ? "" : "  [X-API-Key]")")
-        }
-        let response = try await client.execute(request, timeout: .seconds(30))
-        let bytes = try await response.body.collect(upTo: 1 << 20)
-        let object = (try? JSONSerialization.jsonObject(with: Data(bytes.readableBytesView)) as? [String: Any]) ?? [:]
-        if !quiet { print("    <- \(response.status.code) \(json(redacted(object)))\n") }
-        return object
+    ) async throws -> [String: any Sendable] {
+        if quiet { return try await jsonCall(base: base, method, path, body, apiKey: apiKey).body }
+        return try await transport(method, path, body, apiKey).1
     }
 
-    /// Passwords and keys are shortened in what the demo prints.
-    private func redacted(_ object: [String: Any]) -> [String: Any] {
+    /// Passwords, keys and signatures are shortened in what the demo prints.
+    static func redacted(_ object: [String: any Sendable]) -> [String: any Sendable] {
         object.reduce(into: [:]) { result, pair in
             switch pair.key {
             case "password", "newPassword": result[pair.key] = "••••••"
-            case "apiKey": result[pair.key] = ((pair.value as? String)?.prefix(6)).map { "\($0)…" } ?? pair.value
+            case "apiKey", "signature": result[pair.key] = ((pair.value as? String)?.prefix(12)).map { "\($0)…" } ?? pair.value
             default: result[pair.key] = pair.value
             }
         }
     }
 
-    private func json(_ object: [String: Any]) -> String {
+    static func json(_ object: [String: any Sendable]) -> String {
         guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return "\(object)" }
         return String(decoding: data, as: UTF8.self)
     }

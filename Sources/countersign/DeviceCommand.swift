@@ -7,7 +7,7 @@ struct DeviceCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "device",
         abstract: "Manage trusted devices.",
-        subcommands: [List.self, Revoke.self]
+        subcommands: [List.self, Revoke.self, DeviceSimulateCommand.self]
     )
 
     struct List: AsyncParsableCommand {
@@ -24,7 +24,8 @@ struct DeviceCommand: AsyncParsableCommand {
                 let push =
                     device.fcmToken == nil
                     ? "pull only" : device.pushEnabled ? "push \(Device.tokenSuffix(device.fcmToken!))" : "push off (token rejected)"
-                print("\(device.id)  \(device.name)  \(device.platform)  \(push)  since \(device.createdAt.formatted(.iso8601))")
+                let key = device.publicKey.map { "key \($0.thumbprint)" } ?? "no key"
+                print("\(device.id)  \(device.name)  \(device.platform)  \(push)  \(key)  since \(device.createdAt.formatted(.iso8601))")
             }
         }
     }

@@ -52,6 +52,10 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong(Setting.longPollsTotal.longName), help: "Long polls held at once on this node (default 100000).")
     var longPollsMax: String?
     @OptionGroup var push: PushOptions
+    @Option(
+        name: .customLong(Setting.deviceKeys.longName),
+        help: "Signed answers: off, optional (a device with a key must sign; default) or required (every answer signed).")
+    var deviceKeys: String?
     @OptionGroup var mail: MailOptions
     @Option(
         name: .customLong(Setting.publicURL.longName),
@@ -81,7 +85,7 @@ struct Serve: AsyncParsableCommand {
             Setting.retention.flag: auditRetentionDays, Setting.idleTimeout.flag: idleTimeout, Setting.headTimeout.flag: headerTimeout,
             Setting.longPollsPerAddress.flag: longPollsPerAddress, Setting.longPollsTotal.flag: longPollsMax,
             Setting.publicURL.flag: publicURL, Setting.resetLinkTemplate.flag: resetLinkTemplate, Setting.emailCodeTTL.flag: emailCodeTTL,
-            Setting.mailTemplates.flag: mailTemplates, Setting.secretKeyFile.flag: secretKeyFile,
+            Setting.mailTemplates.flag: mailTemplates, Setting.secretKeyFile.flag: secretKeyFile, Setting.deviceKeys.flag: deviceKeys,
         ].merging(push.flags) { $1 }.merging(mail.flags) { $1 }
         let configuration = try await loadOrExit {
             try ConfigurationLoader(

@@ -122,7 +122,7 @@ import Testing
         do {
             let store = try open()
             user = try await store.createUser(email: "Ana@Example.com", passwordHash: "h")
-            _ = try await store.registerDevice(userID: user.id, name: "Phone", platform: "iOS", fcmToken: "tok", apiKeyHash: "kh")
+            _ = try await store.registerDevice(userID: user.id, name: "Phone", platform: "iOS", fcmToken: "tok", apiKeyHash: "kh", publicKey: nil)
             _ = try await store.insert(pending("r1", user: user))
             try store.close()
         }
@@ -139,9 +139,10 @@ import Testing
         let store = try open()
         let ana = try await store.createUser(email: "ana@example.com", passwordHash: "h")
         let bob = try await store.createUser(email: "bob@example.com", passwordHash: "h")
-        _ = try await store.registerDevice(userID: ana.id, name: "Phone", platform: "iOS", fcmToken: "shared", apiKeyHash: "k1")
+        _ = try await store.registerDevice(userID: ana.id, name: "Phone", platform: "iOS", fcmToken: "shared", apiKeyHash: "k1", publicKey: nil)
         // Bob presents Ana's token: Ana keeps it (her prompts go on), Bob's device is pull only.
-        let bobs = try await store.registerDevice(userID: bob.id, name: "Phone", platform: "iOS", fcmToken: "shared", apiKeyHash: "k2")
+        let bobs = try await store.registerDevice(
+            userID: bob.id, name: "Phone", platform: "iOS", fcmToken: "shared", apiKeyHash: "k2", publicKey: nil)
         #expect(bobs.fcmToken == nil)
         #expect(bobs.pushEnabled == false)
         let anas = try await store.devices(userID: ana.id)

@@ -11,6 +11,8 @@ public struct Device: Sendable, Equatable {
     /// False once FCM said the token is dead; a new token revives it.
     public var pushEnabled: Bool
     public var createdAt: Date
+    /// The P-256 key its answers are signed with; `nil` for a device that answers with its API key alone.
+    public var publicKey: DeviceKey?
 
     public init(
         id: String,
@@ -19,7 +21,8 @@ public struct Device: Sendable, Equatable {
         platform: String,
         fcmToken: String?,
         pushEnabled: Bool,
-        createdAt: Date
+        createdAt: Date,
+        publicKey: DeviceKey? = nil
     ) {
         self.id = id
         self.userID = userID
@@ -28,6 +31,7 @@ public struct Device: Sendable, Equatable {
         self.fcmToken = fcmToken
         self.pushEnabled = pushEnabled
         self.createdAt = createdAt
+        self.publicKey = publicKey
     }
 
     /// A token is usable for push when present and not a placeholder the apps send.

@@ -12,6 +12,10 @@ public struct AuditEvent: Sendable, Equatable {
     public var ip: String?
     public var userAgent: String?
     public var detail: String?
+    /// A device's signed answer (compact JWS), kept with the answer it proves.
+    public var proof: String?
+    /// The key that signed `proof`, as a JWK: the device's key may change later.
+    public var proofKey: String?
 
     public init(
         at: Date = Date(),
@@ -21,7 +25,9 @@ public struct AuditEvent: Sendable, Equatable {
         deviceID: String? = nil,
         requestRef: String? = nil,
         context: AuditContext = .system,
-        detail: String? = nil
+        detail: String? = nil,
+        proof: String? = nil,
+        proofKey: String? = nil
     ) {
         self.at = at
         self.kind = kind
@@ -32,5 +38,7 @@ public struct AuditEvent: Sendable, Equatable {
         self.ip = context.ip
         self.userAgent = context.userAgent
         self.detail = detail
+        self.proof = proof ?? context.proof
+        self.proofKey = proofKey ?? context.proofKey
     }
 }

@@ -28,4 +28,6 @@ public enum AuditKind: String, Sendable, CaseIterable, Codable {
     case mailRetried = "mail_retried"
     case mailDropped = "mail_dropped"
     case mailFailed = "mail_failed"
+    case deviceKeySet = "device_key_set"
+    case signatureRefused = "signature_refused"
 }

@@ -23,13 +23,17 @@ public protocol DeviceAccountStore: DeviceDirectory {
     /// Registers a device. A push token equal to one of the user's devices
     /// replaces that device (its old key stops working); a push token that a
     /// device of another user holds is not taken: the new device is pull only.
+    /// The device gets `publicKey` (or none), also when it replaces one of the same push token.
     func registerDevice(
         userID: String,
         name: String,
         platform: String,
         fcmToken: String?,
-        apiKeyHash: String
+        apiKeyHash: String,
+        publicKey: DeviceKey?
     ) async throws -> Device
+    /// Sets or replaces the key a device signs its answers with.
+    func setDeviceKey(deviceID: String, key: DeviceKey) async throws
     func replaceAPIKey(deviceID: String, apiKeyHash: String) async throws
     /// Sets a new push token; a device whose token died gets push back. A token
     /// that a device of another user holds stays there: this device is left pull only.

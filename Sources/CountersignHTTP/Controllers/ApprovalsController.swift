@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignDeviceKeys
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -9,6 +10,8 @@ struct ApprovalsController: Sendable {
     let broker: ApprovalBroker
     let authenticator: DeviceAuthenticator
     let abuse: AbuseGuard
+    let audit: AuditLog
+    let deviceKeys: DeviceKeyPolicy
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.get("approvals/pending", use: pending)
@@ -64,6 +67,8 @@ struct ApprovalsController: Sendable {
         var decision: ApprovalDecision
         var numberCode: String?
         var reportFraud: Bool?
+        /// ES256 JWS over the answer, from a key-bound device.
+        var signature: String?
     }
 
     struct RespondAnswer: ResponseEncodable {
@@ -81,6 +86,25 @@ struct ApprovalsController: Sendable {
         if reportFraud && body.decision != .deny {
             throw APIError.invalidRequest("The field `reportFraud` goes with the decision `deny` only.")
         }
+        let signature = try body.signature.map { try Field.text($0, "signature", maxBytes: 4096) }
+        var auditContext = request.auditContext(context, deviceID: device.id)
+        if deviceKeys != .off, let key = device.publicKey {
+            // Checked before the broker sees the answer: a forged one changes nothing, not even to deny.
+            let expected = AnswerSignature.Payload(
+                requestId: id, decision: body.decision.rawValue, numberCode: code, iat: 0, deviceId: device.id)
+            guard let signature, await AnswerSignature.verify(signature, key: key, expected: expected, now: Date()) else {
+                context.logger.notice("answer refused: signature missing or not valid", metadata: ["device": "\(device.id)"])
+                audit.record(
+                    AuditEvent(
+                        kind: .signatureRefused, userID: device.userID, requestRef: ApprovalRequest.logReference(of: id), context: auditContext,
+                        detail: signature == nil ? "answer without a signature" : "answer signature not valid for this answer and key"))
+                throw APIError.invalidSignature
+            }
+            auditContext.proof = signature
+            auditContext.proofKey = key.json
+        } else if deviceKeys == .required {
+            throw APIError.keyRequired
+        }
         let (approval, answer) = try await broker.respond(
             to: id,
             userID: device.userID,
@@ -88,7 +112,7 @@ struct ApprovalsController: Sendable {
             decision: body.decision,
             numberCode: code,
             reportFraud: reportFraud,
-            context: request.auditContext(context, deviceID: device.id),
+            context: auditContext,
             logger: context.logger
         )
         context.logger.info(

@@ -13,6 +13,7 @@ struct MobileAuthController: Sendable {
     /// A hash of nothing anyone knows, verified for unknown emails so that they
     /// cost the same bcrypt time as a wrong password.
     let decoyHash: String
+    let deviceKeys: DeviceKeyPolicy
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.post("auth/login", use: login)
@@ -27,6 +28,8 @@ struct MobileAuthController: Sendable {
         var deviceName: String
         var platform: String
         var fcmToken: String?
+        /// A P-256 public key (JWK) the device's answers will be signed with.
+        var publicKey: [String: String]?
     }
 
     struct LoginAnswer: ResponseEncodable {
@@ -39,6 +42,8 @@ struct MobileAuthController: Sendable {
             var name: String
             var platform: String
             var pushEnabled: Bool
+            /// Whether the device's answers must be signed with its key.
+            var keyBound: Bool
         }
         var success = true
         var user: UserOut
@@ -53,6 +58,7 @@ struct MobileAuthController: Sendable {
         let deviceName = try Field.text(body.deviceName, "deviceName", maxBytes: 100)
         let platform = try Field.text(body.platform, "platform", maxBytes: 32)
         let token = try body.fcmToken.map { try Field.text($0, "fcmToken", maxBytes: 4096, allowEmpty: true) }
+        let key = try body.publicKey.map { try Field.deviceKey($0, "publicKey") }
         let normalized = User.normalize(email: email)
         var user: User?
         let passwordMatches = try await abuse.attempt(
@@ -77,16 +83,21 @@ struct MobileAuthController: Sendable {
             name: deviceName,
             platform: platform,
             fcmToken: Device.pushToken(from: token),
-            apiKeyHash: SecureToken.sha256Hex(apiKey)
+            apiKeyHash: SecureToken.sha256Hex(apiKey),
+            // With keys off, a key sent is ignored: the device answers with its API key.
+            publicKey: deviceKeys == .off ? nil : key
         )
         context.logger.info("device signed in", metadata: ["user": "\(user.id)", "device": "\(device.id)", "push": "\(device.pushEnabled)"])
         audit.record(
             AuditEvent(
                 kind: .loginSucceeded, userID: user.id, context: request.auditContext(context, deviceID: device.id),
-                detail: device.fcmToken.map { "push token \(Device.tokenSuffix($0))" } ?? "pull only"))
+                detail: (device.fcmToken.map { "push token \(Device.tokenSuffix($0))" } ?? "pull only")
+                    + (device.publicKey.map { "; key \($0.thumbprint)" } ?? "")))
         return LoginAnswer(
             user: .init(id: user.id, email: user.email),
-            device: .init(id: device.id, name: device.name, platform: device.platform, pushEnabled: device.pushEnabled),
+            device: .init(
+                id: device.id, name: device.name, platform: device.platform, pushEnabled: device.pushEnabled,
+                keyBound: device.publicKey != nil),
             apiKey: apiKey
         )
     }

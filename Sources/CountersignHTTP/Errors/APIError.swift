@@ -48,6 +48,10 @@ extension APIError {
     }
     /// Every refusal of an email reset code or link alike, so the endpoint does not tell which.
     static let invalidCode = APIError(.badRequest, "invalid_code", "That code is not valid. Request a new one.")
+    static let invalidSignature = APIError(
+        .unauthorized, "invalid_signature", "The answer must be signed with this device's key, and this signature is not valid.")
+    static let keyRequired = APIError(
+        .forbidden, "key_required", "This server accepts only answers signed with a device key. Update the app, then sign in again.")
     static let unauthorized = APIError(.unauthorized, "unauthorized", "A valid API key is required.")
     static let invalidCredentials = APIError(.unauthorized, "invalid_credentials", "Incorrect email or password.")
     static let wrongPassword = APIError(.unauthorized, "invalid_credentials", "Incorrect password.")

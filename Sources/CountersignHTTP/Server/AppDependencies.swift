@@ -34,6 +34,8 @@ public struct AppDependencies: Sendable {
     public var outboxDeliverers: [OutboxKind: any OutboxDeliverer]
     /// Rung when something was queued in the outbox.
     public var outboxBell: OutboxBell
+    /// Whether answers must be signed with a device key.
+    public var deviceKeys: DeviceKeyPolicy
 
     public init(
         store: any CountersignStorage,
@@ -51,6 +53,7 @@ public struct AppDependencies: Sendable {
         mail: (any MailSender)?,
         outboxDeliverers: [OutboxKind: any OutboxDeliverer],
         outboxBell: OutboxBell,
+        deviceKeys: DeviceKeyPolicy = .optional,
         longPolls: LongPollSlots = LongPollSlots(),
         idleTimeout: Duration = .seconds(75),
         headTimeout: Duration = .seconds(30)
@@ -73,5 +76,6 @@ public struct AppDependencies: Sendable {
         self.mail = mail
         self.outboxDeliverers = outboxDeliverers
         self.outboxBell = outboxBell
+        self.deviceKeys = deviceKeys
     }
 }

@@ -72,11 +72,15 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
     let mobile = router.group("api/mobile")
     MobileAuthController(
         accounts: dependencies.store, hasher: dependencies.hasher, authenticator: authenticator, abuse: abuse, audit: dependencies.audit,
-        decoyHash: dependencies.decoyHash
+        decoyHash: dependencies.decoyHash, deviceKeys: dependencies.deviceKeys
     ).addRoutes(to: mobile)
     PhoneResetController(broker: dependencies.broker, hasher: dependencies.hasher, abuse: abuse, longPolls: dependencies.longPolls).addRoutes(
         to: mobile)
-    ApprovalsController(broker: dependencies.broker, authenticator: authenticator, abuse: abuse).addRoutes(to: mobile)
+    ApprovalsController(
+        broker: dependencies.broker, authenticator: authenticator, abuse: abuse, audit: dependencies.audit, deviceKeys: dependencies.deviceKeys
+    ).addRoutes(to: mobile)
+    DeviceKeyController(accounts: dependencies.store, authenticator: authenticator, audit: dependencies.audit, deviceKeys: dependencies.deviceKeys)
+        .addRoutes(to: mobile)
     EmailResetController(resets: dependencies.emailResets, abuse: abuse).addRoutes(to: mobile)
     ResetPageController(resets: dependencies.emailResets, abuse: abuse).addRoutes(to: router)
     HealthController(store: dependencies.store, push: dependencies.pushSender, mail: dependencies.mail).addRoutes(to: router)

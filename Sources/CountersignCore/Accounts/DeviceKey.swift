@@ -1,0 +1,80 @@
+import Crypto
+import Foundation
+
+/// A device's P-256 public key (the curve of the Secure Enclave and
+/// StrongBox), as the JWK `{"kty": "EC", "crv": "P-256", "x": …, "y": …}` it
+/// arrives in. Only a point on the curve is accepted.
+public struct DeviceKey: Sendable, Equatable {
+    /// Base64url (no padding) of the 32-byte coordinates.
+    public let x: String
+    public let y: String
+
+    public enum Invalid: Error, Equatable {
+        /// Not an EC P-256 JWK with two 32-byte base64url coordinates.
+        case malformed
+        /// The coordinates are not a point on P-256.
+        case notOnCurve
+    }
+
+    public init(x: String, y: String) throws(Invalid) {
+        guard let xBytes = Self.decode(x), let yBytes = Self.decode(y), xBytes.count == 32, yBytes.count == 32 else {
+            throw .malformed
+        }
+        do {
+            _ = try P256.Signing.PublicKey(x963Representation: [0x04] + xBytes + yBytes)
+        } catch {
+            throw .notOnCurve
+        }
+        // Canonical form: the same point always has the same text (and thumbprint).
+        self.x = Self.encode(xBytes)
+        self.y = Self.encode(yBytes)
+    }
+
+    /// A JWK object as decoded from JSON; anything but `kty: EC`, `crv: P-256` is refused.
+    public init(jwk: [String: String]) throws(Invalid) {
+        guard jwk["kty"] == "EC", jwk["crv"] == "P-256", let x = jwk["x"], let y = jwk["y"], jwk["d"] == nil else { throw .malformed }
+        try self.init(x: x, y: y)
+    }
+
+    public init(publicKey: P256.Signing.PublicKey) {
+        let point = publicKey.x963Representation.dropFirst()
+        x = Self.encode(Data(point.prefix(32)))
+        y = Self.encode(Data(point.suffix(32)))
+    }
+
+    public var publicKey: P256.Signing.PublicKey {
+        // Checked on the way in.
+        // swift-format-ignore: NeverUseForceTry
+        try! P256.Signing.PublicKey(x963Representation: [0x04] + Self.decode(x)! + Self.decode(y)!)
+    }
+
+    /// The JWK members, as sent and stored.
+    public var jwk: [String: String] { ["kty": "EC", "crv": "P-256", "x": x, "y": y] }
+
+    /// The JWK as stored: its members in the RFC 7638 order.
+    public var json: String { #"{"crv":"P-256","kty":"EC","x":"\#(x)","y":"\#(y)"}"# }
+
+    /// RFC 7638 JWK thumbprint: SHA-256 of the required members in
+    /// lexicographic order, no white space, base64url. What logs and listings show.
+    public var thumbprint: String { Self.encode(Data(SHA256.hash(data: Data(json.utf8)))) }
+
+    /// Reads what ``json`` wrote.
+    public init(stored: String) throws(Invalid) {
+        guard let data = stored.data(using: .utf8), let object = try? JSONSerialization.jsonObject(with: data) as? [String: String] else {
+            throw .malformed
+        }
+        try self.init(jwk: object)
+    }
+
+    static func decode(_ text: String) -> Data? {
+        guard !text.isEmpty, text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else { return nil }
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        return Data(base64Encoded: base64)
+    }
+
+    static func encode(_ data: Data) -> String {
+        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+}

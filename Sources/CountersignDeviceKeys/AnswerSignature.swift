@@ -1,0 +1,71 @@
+import CountersignCore
+import Foundation
+import JWTKit
+
+/// The signed answer of a key-bound device: a compact JWS, header
+/// `{"alg": "ES256", "typ": "countersign-answer+jwt"}`, over what the device
+/// answered. Verified with jwt-kit against the device's stored key only.
+public enum AnswerSignature {
+    public static let type = "countersign-answer+jwt"
+    /// How far `iat` may be from the server's clock, either way.
+    public static let maxSkew: TimeInterval = 120
+
+    /// What the device signs.
+    public struct Payload: JWTPayload, Equatable {
+        public var requestId: String
+        public var decision: String
+        public var numberCode: String?
+        public var iat: Int
+        public var deviceId: String
+
+        public init(requestId: String, decision: String, numberCode: String?, iat: Int, deviceId: String) {
+            self.requestId = requestId
+            self.decision = decision
+            self.numberCode = numberCode
+            self.iat = iat
+            self.deviceId = deviceId
+        }
+
+        // The claims are checked against the answer by ``verify(_:key:expected:now:)``.
+        public func verify(using algorithm: some JWTAlgorithm) throws {}
+    }
+
+    /// Signs an answer (the reference device, `countersign device simulate`).
+    public static func sign(_ payload: Payload, with key: ES256PrivateKey) async throws -> String {
+        let keys = JWTKeyCollection()
+        await keys.add(ecdsa: key)
+        return try await keys.sign(payload, header: ["typ": .string(type)])
+    }
+
+    /// Checks `jws` strictly: ES256 only (the header must say so; `none`, HMAC
+    /// and a key in the header are refused), signed by `key`, every claim equal
+    /// to `expected` (but `iat`), and `iat` within ``maxSkew`` of `now`.
+    public static func verify(_ jws: String, key: DeviceKey, expected: Payload, now: Date) async -> Bool {
+        guard let payload = await verifiedPayload(jws, key: key, as: Payload.self) else { return false }
+        var claims = payload
+        claims.iat = expected.iat
+        return claims == expected && abs(TimeInterval(payload.iat) - now.timeIntervalSince1970) <= maxSkew
+    }
+
+    /// The payload of `jws` if it is ES256, of the expected `typ` (when given), and signed by `key`.
+    static func verifiedPayload<P: JWTPayload>(_ jws: String, key: DeviceKey, as: P.Type, type: String? = AnswerSignature.type) async -> P? {
+        guard jws.utf8.count <= 4096, let header = try? DefaultJWTParser().parse(Array(jws.utf8), as: P.self).header,
+            header.alg == "ES256", type.map({ header.typ == $0 }) ?? true, header.jwk == nil, header.x5c == nil
+        else { return nil }
+        do {
+            let keys = JWTKeyCollection()
+            await keys.add(ecdsa: try ES256PublicKey(parameters: (x: key.x, y: key.y)))
+            return try await keys.verify(jws, as: P.self)
+        } catch {
+            return nil
+        }
+    }
+}
+
+extension AnswerSignature {
+    /// The claims of `jws` if its signature is `key`'s (ES256), whatever its
+    /// age: what the audit trail re-checks long after the answer.
+    public static func signedClaims(_ jws: String, key: DeviceKey) async -> Payload? {
+        await verifiedPayload(jws, key: key, as: Payload.self)
+    }
+}

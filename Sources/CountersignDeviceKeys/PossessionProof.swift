@@ -1,0 +1,41 @@
+import CountersignCore
+import Foundation
+import JWTKit
+
+/// Proof that a device holds a key: a JWS (ES256) made with that key over
+/// `{"deviceId": "…", "iat": …}`, `iat` within 5 minutes of the server clock.
+public enum PossessionProof {
+    public static let maxSkew: TimeInterval = 300
+
+    public struct Payload: JWTPayload, Equatable {
+        public var deviceId: String
+        public var iat: Int
+
+        public init(deviceId: String, iat: Int) {
+            self.deviceId = deviceId
+            self.iat = iat
+        }
+
+        public func verify(using algorithm: some JWTAlgorithm) throws {}
+    }
+
+    public static func sign(deviceID: String, at date: Date, with key: ES256PrivateKey) async throws -> String {
+        let keys = JWTKeyCollection()
+        await keys.add(ecdsa: key)
+        return try await keys.sign(Payload(deviceId: deviceID, iat: Int(date.timeIntervalSince1970)))
+    }
+
+    /// Whether `jws` is ES256, signed by `key`, for `deviceID`, and fresh.
+    public static func verify(_ jws: String, key: DeviceKey, deviceID: String, now: Date) async -> Bool {
+        guard let payload = await AnswerSignature.verifiedPayload(jws, key: key, as: Payload.self, type: nil) else { return false }
+        return payload.deviceId == deviceID && abs(TimeInterval(payload.iat) - now.timeIntervalSince1970) <= maxSkew
+    }
+}
+
+extension DeviceKey {
+    /// The public half of a signing key (the reference device's own).
+    public init(signingKey: ES256PrivateKey) throws {
+        guard let parameters = signingKey.publicKey.parameters else { throw DeviceKey.Invalid.malformed }
+        try self.init(x: parameters.x, y: parameters.y)
+    }
+}

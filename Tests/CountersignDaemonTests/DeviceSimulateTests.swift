@@ -1,0 +1,82 @@
+import Foundation
+import NIOHTTP1
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `countersign device simulate` (the reference device) and `audit --proof`,
+/// with the real binary against a real daemon.
+@Suite struct DeviceSimulateTests {
+    static func run(_ arguments: [String], input: String) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = DaemonProcessTests.binary
+        process.arguments = arguments
+        let stdin = Pipe()
+        let output = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        stdin.fileHandleForWriting.write(Data(input.utf8))
+        try stdin.fileHandleForWriting.close()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    @Test func theSimulatedDeviceApprovesWithItsKeyAndTheAuditTrailProvesIt() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            // setup: a user, and a daemon that requires signed answers.
+            let database = folder.appendingPathComponent("countersign.sqlite").path
+            let email = "ana@example.com"
+            #expect(try Self.run(["user", "add", email, "--database", database, "--bcrypt-cost", "4"], input: "correct horse\n").status == 0)
+            let port = try DaemonProcessTests.freePort()
+            let base = "http://127.0.0.1:\(port)"
+            let daemon = try await MailDeliveryProcessTests.startDaemon(
+                ["--database", database, "--device-keys", "required"], port: port, log: folder.appendingPathComponent("daemon.log"))
+            defer {
+                kill(daemon.processIdentifier, SIGTERM)
+                daemon.waitUntilExit()
+            }
+            let (_, initiated) = try await DaemonProcessTests.http(
+                .POST, "\(base)/api/mobile/auth/reset/phone/initiate", json: #"{"email":"\#(email)","newPassword":"staple orbit lantern"}"#)
+            let id = try #require(initiated["requestId"] as? String)
+            let code = try #require(initiated["numberCode"] as? String)
+
+            // act: without a code it leaves the request alone; with the code it approves.
+            let (skipped, skippedOutput) = try Self.run(
+                ["device", "simulate", "--url", base, "--email", email, "--approve-all", "--seconds", "2"], input: "correct horse\n")
+            let (status, output) = try Self.run(
+                ["device", "simulate", "--url", base, "--email", email, "--approve-all", "--number-code", code, "--count", "1", "--seconds", "20"],
+                input: "correct horse\n")
+
+            // check
+            #expect(skipped == 0, "\(skippedOutput)")
+            #expect(skippedOutput.contains("left alone"))
+            #expect(status == 0, "\(output)")
+            #expect(output.contains("key-bound: true"))
+            #expect(output.contains("approve → approved"))
+            #expect(!output.contains(id), "the request id is a credential: the simulator shows its reference only")
+            let (_, state) = try await DaemonProcessTests.http(.GET, "\(base)/api/mobile/auth/reset/phone/status/\(id)")
+            #expect(state["status"] as? String == "approved")
+
+            // The trail keeps the signed answer; audit --proof re-verifies it.
+            var reference: String?
+            for _ in 0..<50 where reference == nil {
+                let (_, lines) = try Self.run(["audit", "--database", database, "--kind", "approved", "--json"], input: "")
+                reference =
+                    lines.split(separator: "\n").compactMap { line in
+                        (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String])?["request"]
+                    }.first
+                if reference == nil { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            let ref = try #require(reference)
+            let (proofStatus, proof) = try Self.run(["audit", "--database", database, "--request", ref, "--proof"], input: "")
+            #expect(proofStatus == 0, "\(proof)")
+            #expect(proof.contains("jws: eyJ"))
+            #expect(proof.contains("✓ ES256 signature valid; approve by device"))
+        }
+    }
+}

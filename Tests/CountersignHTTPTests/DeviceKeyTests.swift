@@ -1,0 +1,254 @@
+import CountersignCore
+import CountersignDeviceKeys
+import CountersignRuntime
+import Crypto
+import Foundation
+import JWTKit
+import NIOHTTP1
+import Testing
+
+/// Answers bound to a P-256 key that never leaves the phone.
+@Suite struct DeviceKeyTests {
+    /// A phone with a key of its own, signed in.
+    struct KeyedPhone {
+        let key: ES256PrivateKey
+        let apiKey: String
+        let deviceID: String
+        let keyBound: Bool
+
+        var publicKey: DeviceKey { get throws { try DeviceKey(signingKey: key) } }
+
+        func payload(
+            _ requestID: String, decision: String = "approve", code: String?, iat: Date = Date(), deviceID: String? = nil
+        )
+            -> AnswerSignature.Payload
+        {
+            .init(
+                requestId: requestID, decision: decision, numberCode: code, iat: Int(iat.timeIntervalSince1970), deviceId: deviceID ?? self.deviceID)
+        }
+    }
+
+    static func signIn(_ daemon: TestDaemon, key: ES256PrivateKey = ES256PrivateKey(), device: String = "Phone") async throws -> KeyedPhone {
+        let answer = try await daemon.call(
+            .POST, "/api/mobile/auth/login",
+            json: [
+                "email": Fixture.email, "password": Fixture.password, "deviceName": device, "platform": "iOS",
+                "publicKey": try DeviceKey(signingKey: key).jwk,
+            ])
+        let body = answer.json
+        let deviceOut = try #require(body["device"] as? [String: any Sendable], "\(answer.text)")
+        return KeyedPhone(
+            key: key, apiKey: try #require(answer["apiKey"]), deviceID: try #require(deviceOut["id"] as? String),
+            keyBound: deviceOut["keyBound"] as? Bool ?? false)
+    }
+
+    static func respond(
+        _ daemon: TestDaemon, _ id: String, apiKey: String, code: String?, decision: String = "approve", signature: String?
+    )
+        async throws -> TestDaemon.Answer
+    {
+        var body: [String: any Sendable] = ["decision": decision]
+        if let code { body["numberCode"] = code }
+        if let signature { body["signature"] = signature }
+        return try await daemon.call(.POST, "/api/mobile/approvals/\(id)/respond", json: body, apiKey: apiKey)
+    }
+
+    static func base64url(_ data: Data) -> String {
+        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    @Test func aKeyBoundDeviceApprovesWithASignatureKeptInTheAuditTrail() async throws {
+        try await withTestDaemon { daemon in
+            // setup
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let phone = try await Self.signIn(daemon)
+            let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+
+            // act
+            let signature = try await AnswerSignature.sign(phone.payload(id, code: code), with: phone.key)
+            let answer = try await Self.respond(daemon, id, apiKey: phone.apiKey, code: code, signature: signature)
+
+            // check
+            #expect(phone.keyBound)
+            #expect(answer.status == 200)
+            #expect(answer["status"] == "approved")
+            let keyless = try await daemon.login(Fixture.email, password: Fixture.password, device: "Old phone")
+            _ = keyless
+            var approved: [AuditEvent] = []
+            for _ in 0..<100 where approved.isEmpty {
+                approved = try await daemon.server.store.auditEvents(since: nil, email: nil, kind: .approved, limit: 10)
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(approved.first?.proof == signature)
+            #expect(approved.first?.proofKey == (try phone.publicKey).json)
+        }
+    }
+
+    @Test func everyForgedOrMismatchedSignatureIsRefusedAndTheRequestStaysPending() async throws {
+        try await withTestDaemon(configure: { $0.rateLimits[.respondPerDevice] = RateLimit(count: 100, window: 60) }) { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let phone = try await Self.signIn(daemon)
+            let (earlier, earlierCode) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            // A valid signature for the earlier request, replayed on the next one.
+            let replayed = try await AnswerSignature.sign(phone.payload(earlier, code: earlierCode), with: phone.key)
+            let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            let good = phone.payload(id, code: code)
+            let other = ES256PrivateKey()
+            let wrongCode = code == "00" ? "01" : "00"
+
+            // alg none: the payload with no signature at all.
+            let header = Self.base64url(Data(#"{"alg":"none","typ":"countersign-answer+jwt"}"#.utf8))
+            let claims = Self.base64url(try JSONEncoder().encode(good))
+            let none = "\(header).\(claims)."
+            // HS256 keyed with the device's public key (the classic confusion).
+            let hmac = JWTKeyCollection()
+            await hmac.add(hmac: HMACKey(from: try phone.publicKey.json), digestAlgorithm: .sha256)
+            let hs256 = try await hmac.sign(good, header: ["typ": .string(AnswerSignature.type)])
+            // Signed by another key that the header offers as its own.
+            let attacker = JWTKeyCollection()
+            await attacker.add(ecdsa: other)
+            let otherJWK = try DeviceKey(signingKey: other).jwk.mapValues { JWTHeaderField.string($0) }
+            let keyInHeader = try await attacker.sign(good, header: ["typ": .string(AnswerSignature.type), "jwk": .object(otherJWK)])
+
+            let forged: [(String, String?, String?, String)] = [
+                ("no signature", nil, code, "approve"),
+                ("another key", try await AnswerSignature.sign(good, with: other), code, "approve"),
+                ("alg none", none, code, "approve"),
+                ("HS256 with the public key", hs256, code, "approve"),
+                ("a key in the header", keyInHeader, code, "approve"),
+                ("another request", try await AnswerSignature.sign(phone.payload(earlier, code: code), with: phone.key), code, "approve"),
+                (
+                    "another decision", try await AnswerSignature.sign(phone.payload(id, decision: "deny", code: code), with: phone.key), code,
+                    "approve"
+                ),
+                ("a denial signed as an approval", try await AnswerSignature.sign(good, with: phone.key), code, "deny"),
+                ("another number code", try await AnswerSignature.sign(phone.payload(id, code: wrongCode), with: phone.key), code, "approve"),
+                (
+                    "another device", try await AnswerSignature.sign(phone.payload(id, code: code, deviceID: "someone-else"), with: phone.key), code,
+                    "approve"
+                ),
+                (
+                    "iat 3 minutes old",
+                    try await AnswerSignature.sign(phone.payload(id, code: code, iat: Date().addingTimeInterval(-180)), with: phone.key), code,
+                    "approve"
+                ),
+                ("a replay from another request", replayed, code, "approve"),
+                ("garbage", "not.a.jws", code, "approve"),
+            ]
+            for (name, signature, numberCode, decision) in forged {
+                let answer = try await Self.respond(daemon, id, apiKey: phone.apiKey, code: numberCode, decision: decision, signature: signature)
+                #expect(answer.status == 401, "\(name)")
+                #expect(answer["error"] == "invalid_signature", "\(name)")
+            }
+            #expect(try await daemon.status(id)["status"] == "pending", "no forged answer changed the request, not even to deny it")
+
+            let signed = try await AnswerSignature.sign(good, with: phone.key)
+            #expect(try await Self.respond(daemon, id, apiKey: phone.apiKey, code: code, signature: signed).status == 200)
+            let refused = try await daemon.server.store.auditEvents(since: nil, email: nil, kind: .signatureRefused, limit: 100)
+            #expect(refused.count == forged.count)
+        }
+    }
+
+    @Test func theRequiredPolicyRefusesAnswersFromKeylessDevices() async throws {
+        try await withTestDaemon(configure: { $0.deviceKeys = .required }) { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let login = try await daemon.call(
+                .POST, "/api/mobile/auth/login",
+                json: ["email": Fixture.email, "password": Fixture.password, "deviceName": "Old app", "platform": "iOS"])
+            #expect((login.json["device"] as? [String: any Sendable])?["keyBound"] as? Bool == false)
+            let keyless = try #require(login["apiKey"])
+            let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            #expect(try await daemon.call(.GET, "/api/mobile/approvals/pending", apiKey: keyless).status == 200)
+            let refused = try await daemon.respond(id, apiKey: keyless, code: code)
+            #expect(refused.status == 403)
+            #expect(refused["error"] == "key_required")
+            #expect(try await daemon.status(id)["status"] == "pending")
+
+            let phone = try await Self.signIn(daemon)
+            let signature = try await AnswerSignature.sign(phone.payload(id, code: code), with: phone.key)
+            #expect(try await Self.respond(daemon, id, apiKey: phone.apiKey, code: code, signature: signature).status == 200)
+        }
+    }
+
+    @Test func withKeysOffAKeyIsIgnoredAndAnswersNeedNoSignature() async throws {
+        try await withTestDaemon(configure: { $0.deviceKeys = .off }) { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let phone = try await Self.signIn(daemon)
+            #expect(!phone.keyBound)
+            let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            #expect(try await daemon.respond(id, apiKey: phone.apiKey, code: code).status == 200)
+        }
+    }
+
+    @Test func settingOrReplacingAKeyNeedsProofOfPossession() async throws {
+        try await withTestDaemon(configure: { $0.rateLimits[.respondPerDevice] = RateLimit(count: 100, window: 60) }) { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (apiKey, deviceID) = try await daemon.login(Fixture.email, password: Fixture.password)
+            func put(_ key: ES256PrivateKey, proof: String, previousProof: String? = nil) async throws -> TestDaemon.Answer {
+                var body: [String: any Sendable] = ["publicKey": try DeviceKey(signingKey: key).jwk, "proof": proof]
+                if let previousProof { body["previousProof"] = previousProof }
+                return try await daemon.call(.PUT, "/api/mobile/device/public-key", json: body, apiKey: apiKey)
+            }
+            let first = ES256PrivateKey()
+            let second = ES256PrivateKey()
+
+            // A keyless device sets its first key with a proof by that key.
+            #expect(try await put(first, proof: PossessionProof.sign(deviceID: "someone-else", at: Date(), with: first)).status == 401)
+            #expect(
+                try await put(first, proof: PossessionProof.sign(deviceID: deviceID, at: Date().addingTimeInterval(-360), with: first)).status == 401)
+            #expect(try await put(first, proof: PossessionProof.sign(deviceID: deviceID, at: Date(), with: second)).status == 401)
+            let set = try await put(first, proof: PossessionProof.sign(deviceID: deviceID, at: Date(), with: first))
+            #expect(set.status == 200)
+            #expect(set.json["keyBound"] as? Bool == true)
+
+            // Replacing it needs the old key's proof as well.
+            let newProof = try await PossessionProof.sign(deviceID: deviceID, at: Date(), with: second)
+            let withoutPrevious = try await put(second, proof: newProof)
+            #expect(withoutPrevious.status == 400)
+            #expect(withoutPrevious["message"]?.contains("previousProof") == true)
+            #expect(try await put(second, proof: newProof, previousProof: newProof).status == 401)
+            let previous = try await PossessionProof.sign(deviceID: deviceID, at: Date(), with: first)
+            #expect(try await put(second, proof: newProof, previousProof: previous).status == 200)
+
+            // From now on only the new key's signatures count.
+            let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            let payload = AnswerSignature.Payload(
+                requestId: id, decision: "approve", numberCode: code, iat: Int(Date().timeIntervalSince1970), deviceId: deviceID)
+            #expect(
+                try await Self.respond(daemon, id, apiKey: apiKey, code: code, signature: AnswerSignature.sign(payload, with: first)).status == 401)
+            #expect(
+                try await Self.respond(daemon, id, apiKey: apiKey, code: code, signature: AnswerSignature.sign(payload, with: second)).status == 200)
+        }
+    }
+
+    @Test func aMalformedOrOffCurveKeyIsRefusedNamingTheField() async throws {
+        try await withTestDaemon { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let valid = try DeviceKey(signingKey: ES256PrivateKey())
+            let thirtyOne = Self.base64url(Data(repeating: 7, count: 31))
+            let offCurve = Self.base64url(Data(repeating: 0, count: 31) + [1])
+            let bad: [[String: String]] = [
+                ["kty": "EC", "crv": "P-384", "x": valid.x, "y": valid.y],
+                ["kty": "RSA", "n": "AQAB", "e": "AQAB"],
+                ["kty": "EC", "crv": "P-256", "x": "not base64url!", "y": valid.y],
+                ["kty": "EC", "crv": "P-256", "x": thirtyOne, "y": valid.y],
+                ["kty": "EC", "crv": "P-256", "x": offCurve, "y": offCurve],
+                ["kty": "EC", "crv": "P-256", "x": valid.x],
+            ]
+            for jwk in bad {
+                let answer = try await daemon.call(
+                    .POST, "/api/mobile/auth/login",
+                    json: ["email": Fixture.email, "password": Fixture.password, "deviceName": "Phone", "platform": "iOS", "publicKey": jwk])
+                #expect(answer.status == 400, "\(jwk)")
+                #expect(answer["message"]?.contains("`publicKey`") == true, "\(jwk)")
+            }
+            let (apiKey, _) = try await daemon.login(Fixture.email, password: Fixture.password)
+            let put = try await daemon.call(
+                .PUT, "/api/mobile/device/public-key",
+                json: ["publicKey": ["kty": "EC", "crv": "P-256", "x": offCurve, "y": offCurve], "proof": "x.y.z"], apiKey: apiKey)
+            #expect(put.status == 400)
+            #expect(put["message"] == "The field `publicKey` is not a point on the P-256 curve.")
+        }
+    }
+}
