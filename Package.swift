@@ -84,6 +84,7 @@ let package = Package(
             dependencies: [
                 "CountersignCore",
                 .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         // Hummingbird routes, middleware, the background services and buildApplication.

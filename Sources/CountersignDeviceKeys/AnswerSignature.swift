@@ -47,10 +47,13 @@ public enum AnswerSignature {
         return claims == expected && abs(TimeInterval(payload.iat) - now.timeIntervalSince1970) <= maxSkew
     }
 
-    /// The payload of `jws` if it is ES256, of the expected `typ` (when given), and signed by `key`.
+    /// The payload of `jws` if it is ES256, of the expected `typ` (`nil`: any
+    /// but an answer's), and signed by `key`. The header may name nothing else
+    /// that picks or widens the check: no key or key URL, no `crit` extension.
     static func verifiedPayload<P: JWTPayload>(_ jws: String, key: DeviceKey, as: P.Type, type: String? = AnswerSignature.type) async -> P? {
         guard jws.utf8.count <= 4096, let header = try? DefaultJWTParser().parse(Array(jws.utf8), as: P.self).header,
-            header.alg == "ES256", type.map({ header.typ == $0 }) ?? true, header.jwk == nil, header.x5c == nil
+            header.alg == "ES256", type.map({ header.typ == $0 }) ?? (header.typ != AnswerSignature.type),
+            header.jwk == nil, header.x5c == nil, header.jku == nil, header.x5u == nil, header.crit == nil
         else { return nil }
         do {
             let keys = JWTKeyCollection()

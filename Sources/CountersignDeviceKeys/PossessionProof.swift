@@ -25,9 +25,13 @@ public enum PossessionProof {
         return try await keys.sign(Payload(deviceId: deviceID, iat: Int(date.timeIntervalSince1970)))
     }
 
-    /// Whether `jws` is ES256, signed by `key`, for `deviceID`, and fresh.
+    /// Whether `jws` is ES256, signed by `key`, for `deviceID`, and fresh. A
+    /// signed answer is not a proof (its `typ` and its claims say what it is):
+    /// otherwise one captured answer could stand in as `previousProof`.
     public static func verify(_ jws: String, key: DeviceKey, deviceID: String, now: Date) async -> Bool {
-        guard let payload = await AnswerSignature.verifiedPayload(jws, key: key, as: Payload.self, type: nil) else { return false }
+        guard let payload = await AnswerSignature.verifiedPayload(jws, key: key, as: Payload.self, type: nil),
+            (try? DefaultJWTParser().parse(Array(jws.utf8), as: AnswerSignature.Payload.self)) == nil
+        else { return false }
         return payload.deviceId == deviceID && abs(TimeInterval(payload.iat) - now.timeIntervalSince1970) <= maxSkew
     }
 }

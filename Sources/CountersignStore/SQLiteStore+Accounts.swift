@@ -111,9 +111,11 @@ extension SQLiteStore: AccountStore {
         }
     }
 
-    public func setDeviceKey(deviceID: String, key: DeviceKey) async throws {
+    public func setDeviceKey(deviceID: String, key: DeviceKey, replacing current: DeviceKey?) async throws -> Bool {
         try await pool.write { db in
-            try db.execute(sql: "UPDATE devices SET public_key = ? WHERE id = ?", arguments: [key.json, deviceID])
+            try db.execute(
+                sql: "UPDATE devices SET public_key = ? WHERE id = ? AND public_key IS ?", arguments: [key.json, deviceID, current?.json])
+            return db.changesCount == 1
         }
     }
 

@@ -11,8 +11,9 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
         abstract: "Act as a trusted phone with its own P-256 key: answer pending requests, signed.",
         discussion: """
             The password is read from standard input. Without --approve-all or --deny-all, each request is shown \
-            and the number code asked for. With number matching on, --approve-all answers with --number-code \
-            and leaves alone a request it has no code for.
+            and the number code asked for (end of input stops the simulator, answering nothing). With number \
+            matching on, --approve-all answers one request with --number-code (a code belongs to one request) \
+            and leaves alone every request it has no code for.
             """
     )
 
@@ -46,12 +47,23 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
         let deadline = seconds.map { ContinuousClock.now + .seconds($0) }
         var seen: Set<String> = []
         var answered = 0
+        var code = numberCode
         while count.map({ answered < $0 }) ?? true, deadline.map({ ContinuousClock.now < $0 }) ?? true {
             for item in try await device.pending() {
                 guard let id = item["requestId"] as? String, !seen.contains(id) else { continue }
                 seen.insert(id)
-                guard let (decision, code) = decide(item) else { continue }
-                let (status, body) = try await device.answer(id, decision: decision, numberCode: code)
+                let decision: ApprovalDecision
+                let answerCode: String?
+                switch decide(item, code: code) {
+                case .answer(let chosen, let chosenCode):
+                    (decision, answerCode) = (chosen, chosenCode)
+                case .leave:
+                    continue
+                case .stop:
+                    return
+                }
+                if answerCode != nil && answerCode == code { code = nil }
+                let (status, body) = try await device.answer(id, decision: decision, numberCode: answerCode)
                 let outcome = status == 200 ? (body["status"] as? String ?? "?") : "\(status) \(body["error"] as? String ?? "")"
                 print("answered \(Self.reference(id)): \(decision.rawValue) → \(outcome)")
                 answered += 1
@@ -61,17 +73,25 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
         }
     }
 
-    /// What to answer, or `nil` to leave the request alone.
-    func decide(_ item: [String: any Sendable]) -> (ApprovalDecision, String?)? {
+    enum Choice {
+        case answer(ApprovalDecision, String?)
+        /// Not this one.
+        case leave
+        /// Standard input ended: answer nothing more.
+        case stop
+    }
+
+    /// What to do with a pending request; `code` is the number code still unused.
+    func decide(_ item: [String: any Sendable], code: String?) -> Choice {
         let matching = item["numberMatching"] as? Bool ?? false
         let id = item["requestId"] as? String ?? "?"
-        if denyAll { return (.deny, nil) }
+        if denyAll { return .answer(.deny, nil) }
         if approveAll {
-            guard !matching || numberCode != nil else {
-                print("left alone \(Self.reference(id)): number matching is on and no --number-code was given")
-                return nil
+            guard !matching || code != nil else {
+                print("left alone \(Self.reference(id)): number matching is on and there is no (unused) --number-code for it")
+                return .leave
             }
-            return (.approve, matching ? numberCode : nil)
+            return .answer(.approve, matching ? code : nil)
         }
         print("")
         print("request \(Self.reference(id))")
@@ -86,13 +106,13 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
         }
         if matching {
             print("Type the number shown on the requesting screen to approve, or press Enter to deny: ", terminator: "")
-            guard let typed = readLine(strippingNewline: true)?.trimmingCharacters(in: .whitespaces), !typed.isEmpty else {
-                return (.deny, nil)
-            }
-            return (.approve, typed)
+            guard let line = readLine(strippingNewline: true) else { return .stop }
+            let typed = line.trimmingCharacters(in: .whitespaces)
+            return typed.isEmpty ? .answer(.deny, nil) : .answer(.approve, typed)
         }
         print("Approve? [y/N] ", terminator: "")
-        return readLine(strippingNewline: true)?.lowercased().hasPrefix("y") == true ? (.approve, nil) : (.deny, nil)
+        guard let line = readLine(strippingNewline: true) else { return .stop }
+        return line.lowercased().hasPrefix("y") ? .answer(.approve, nil) : .answer(.deny, nil)
     }
 
     /// Requests are named by their log reference on screen: the id is the requester's credential.

@@ -150,6 +150,41 @@ import Testing
         }
     }
 
+    /// A JWS put together by hand, so that its header can say anything, signed with `key`.
+    static func handSigned(header: String, payload: AnswerSignature.Payload, key: P256.Signing.PrivateKey) throws -> String {
+        let input = base64url(Data(header.utf8)) + "." + base64url(try JSONEncoder().encode(payload))
+        return input + "." + base64url(try key.signature(for: Data(input.utf8)).rawRepresentation)
+    }
+
+    @Test func aGenuineSignatureUnderAHeaderThatWidensTheCheckIsRefused() async throws {
+        try await withTestDaemon(configure: { $0.rateLimits[.respondPerDevice] = RateLimit(count: 100, window: 60) }) { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let p256 = P256.Signing.PrivateKey()
+            let phone = try await Self.signIn(daemon, key: ES256PrivateKey(backing: p256))
+            let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            let payload = phone.payload(id, code: code)
+            let jwk = try phone.publicKey
+            let headers = [
+                #"{"alg":"HS256","typ":"countersign-answer+jwt"}"#,
+                #"{"alg":"ES256"}"#,
+                #"{"alg":"ES256","typ":"JWT"}"#,
+                #"{"alg":"ES256","typ":"countersign-answer+jwt","jwk":{"kty":"EC","crv":"P-256","x":"\#(jwk.x)","y":"\#(jwk.y)"}}"#,
+                #"{"alg":"ES256","typ":"countersign-answer+jwt","crit":["exp"],"exp":1}"#,
+                #"{"alg":"ES256","typ":"countersign-answer+jwt","jku":"https://attacker.example/keys"}"#,
+            ]
+            for header in headers {
+                let answer = try await Self.respond(
+                    daemon, id, apiKey: phone.apiKey, code: code, signature: try Self.handSigned(header: header, payload: payload, key: p256))
+                #expect(answer.status == 401, "\(header)")
+                #expect(answer["error"] == "invalid_signature", "\(header)")
+            }
+            #expect(try await daemon.status(id)["status"] == "pending")
+            // The same hand-made signature under the contract's header is accepted: the refusals were the headers'.
+            let good = try Self.handSigned(header: #"{"alg":"ES256","typ":"countersign-answer+jwt"}"#, payload: payload, key: p256)
+            #expect(try await Self.respond(daemon, id, apiKey: phone.apiKey, code: code, signature: good).status == 200)
+        }
+    }
+
     @Test func theRequiredPolicyRefusesAnswersFromKeylessDevices() async throws {
         try await withTestDaemon(configure: { $0.deviceKeys = .required }) { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
@@ -198,9 +233,12 @@ import Testing
             #expect(
                 try await put(first, proof: PossessionProof.sign(deviceID: deviceID, at: Date().addingTimeInterval(-360), with: first)).status == 401)
             #expect(try await put(first, proof: PossessionProof.sign(deviceID: deviceID, at: Date(), with: second)).status == 401)
-            let set = try await put(first, proof: PossessionProof.sign(deviceID: deviceID, at: Date(), with: first))
+            let firstProof = try await PossessionProof.sign(deviceID: deviceID, at: Date(), with: first)
+            let set = try await put(first, proof: firstProof)
             #expect(set.status == 200)
             #expect(set.json["keyBound"] as? Bool == true)
+            // A proof works once.
+            #expect(try await put(first, proof: firstProof).status == 401)
 
             // Replacing it needs the old key's proof as well.
             let newProof = try await PossessionProof.sign(deviceID: deviceID, at: Date(), with: second)
@@ -208,6 +246,12 @@ import Testing
             #expect(withoutPrevious.status == 400)
             #expect(withoutPrevious["message"]?.contains("previousProof") == true)
             #expect(try await put(second, proof: newProof, previousProof: newProof).status == 401)
+            // A signed answer of the current key is not a proof of possession.
+            let (earlier, earlierCode) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            let answerByFirst = try await AnswerSignature.sign(
+                .init(requestId: earlier, decision: "approve", numberCode: earlierCode, iat: Int(Date().timeIntervalSince1970), deviceId: deviceID),
+                with: first)
+            #expect(try await put(second, proof: newProof, previousProof: answerByFirst).status == 401)
             let previous = try await PossessionProof.sign(deviceID: deviceID, at: Date(), with: first)
             #expect(try await put(second, proof: newProof, previousProof: previous).status == 200)
 

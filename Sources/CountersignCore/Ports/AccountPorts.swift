@@ -32,8 +32,9 @@ public protocol DeviceAccountStore: DeviceDirectory {
         apiKeyHash: String,
         publicKey: DeviceKey?
     ) async throws -> Device
-    /// Sets or replaces the key a device signs its answers with.
-    func setDeviceKey(deviceID: String, key: DeviceKey) async throws
+    /// Sets or replaces the key a device signs its answers with, if its key is
+    /// still `current` (what the proofs were checked against): `false` when it changed meanwhile.
+    func setDeviceKey(deviceID: String, key: DeviceKey, replacing current: DeviceKey?) async throws -> Bool
     func replaceAPIKey(deviceID: String, apiKeyHash: String) async throws
     /// Sets a new push token; a device whose token died gets push back. A token
     /// that a device of another user holds stays there: this device is left pull only.

@@ -11,6 +11,7 @@ struct DeviceKeyController: Sendable {
     let authenticator: DeviceAuthenticator
     let audit: AuditLog
     let deviceKeys: DeviceKeyPolicy
+    let seenProofs = SeenProofs()
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.put("device/public-key", use: setKey)
@@ -47,7 +48,12 @@ struct DeviceKeyController: Sendable {
         guard await PossessionProof.verify(proof, key: key, deviceID: device.id, now: now) else {
             throw refuse("new key's proof not valid", device: device, context: auditContext, logger: context.logger)
         }
-        try await accounts.setDeviceKey(deviceID: device.id, key: key)
+        guard seenProofs.firstUse([proof] + (body.previousProof.map { [$0] } ?? []), now: now) else {
+            throw refuse("a proof used before", device: device, context: auditContext, logger: context.logger)
+        }
+        guard try await accounts.setDeviceKey(deviceID: device.id, key: key, replacing: device.publicKey) else {
+            throw APIError(.conflict, "conflict", "This device's key changed meanwhile. Read it again, then retry.")
+        }
         let replaced = device.publicKey.map { $0 == key ? " (unchanged)" : " (replaces \($0.thumbprint))" } ?? ""
         context.logger.info("device key set", metadata: ["device": "\(device.id)", "key": "\(key.thumbprint)"])
         audit.record(AuditEvent(kind: .deviceKeySet, userID: device.userID, context: auditContext, detail: "key \(key.thumbprint)\(replaced)"))
