@@ -300,6 +300,25 @@ import Testing
         }
     }
 
+    @Test func theResetPageAnswersALimitAsAPageWithItsHeaders() async throws {
+        try await withMailDaemon(configure: { $0.rateLimits[.emailVerifyFailuresPerIP] = RateLimit(count: 1, window: 3600) }) { daemon, smtp in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            #expect(try await daemon.emailInitiate(Fixture.email).status == 200)
+            let mail = try #require(try await smtp.waitForMails(1).first)
+            let wrong = mail.code == "000000" ? "000001" : "000000"
+            #expect(try await daemon.emailVerify(Fixture.email, code: wrong, newPassword: Fixture.newPassword).status == 400)
+
+            let limited = try await daemon.submitResetPage(
+                token: try #require(mail.token), password: Fixture.newPassword, confirm: Fixture.newPassword)
+
+            #expect(limited.status == 429)
+            #expect(limited.headers["Content-Type"].first == "text/html; charset=utf-8")
+            #expect(Int(try #require(limited.headers["Retry-After"].first)) ?? 0 > 0)
+            #expect(limited.headers["Content-Security-Policy"].first?.hasPrefix("default-src 'none'") == true)
+            #expect(limited.text.contains("Too many reset attempts"))
+        }
+    }
+
     @Test func anAppThatOpenedTheDeepLinkVerifiesWithTheToken() async throws {
         try await withMailDaemon(configure: { $0.email.linkTemplate = ResetLinkTemplate("photosync://reset-password?token={token}&email={email}") }) {
             daemon, smtp in

@@ -20,11 +20,29 @@ struct ResetPageController: Sendable {
     }
 
     @Sendable func show(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let token = request.uri.queryParameters["token"].map(String.init) ?? ""
-        guard let ticket = try await resets.linkTicket(token: token) else {
-            return Self.html(ResetPages.expired(), status: .gone)
+        await Self.asPage(context) {
+            let token = request.uri.queryParameters["token"].map(String.init) ?? ""
+            guard let ticket = try await resets.linkTicket(token: token) else {
+                return Self.html(ResetPages.expired(), status: .gone)
+            }
+            return Self.html(ResetPages.form(email: ticket.email, token: token))
         }
-        return Self.html(ResetPages.form(email: ticket.email, token: token))
+    }
+
+    /// Every answer of the page is a page with its headers, faults included (logged, never shown).
+    static func asPage(_ context: AppRequestContext, _ body: () async throws -> Response) async -> Response {
+        do {
+            return try await body()
+        } catch let error as APIError {
+            return page(for: error)
+        } catch is HashingQueueFull {
+            context.logger.warning("password hashing queue full: answered 503")
+            return page(for: .unavailable)
+        } catch {
+            context.logger.error("reset page failed", metadata: ["error": "\(String(reflecting: type(of: error)))", "detail": "\(error)"])
+            return html(
+                ResetPages.problem(title: "Something went wrong", message: "Please try again in a moment."), status: .internalServerError)
+        }
     }
 
     struct Form: Decodable {
@@ -34,12 +52,11 @@ struct ResetPageController: Sendable {
     }
 
     @Sendable func submit(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let buffer: ByteBuffer
-        do {
-            buffer = try await request.readBody(context: context)
-        } catch let error as APIError {
-            return Self.page(for: error)
-        }
+        await Self.asPage(context) { try await submitForm(request, context: context) }
+    }
+
+    func submitForm(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let buffer = try await request.readBody(context: context)
         let mediaType = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
         guard mediaType == "application/x-www-form-urlencoded",
             let form = try? URLEncodedFormDecoder().decode(Form.self, from: String(decoding: buffer.readableBytesView, as: UTF8.self))
@@ -60,16 +77,9 @@ struct ResetPageController: Sendable {
         if let violation = Self.violation(of: password) {
             return Self.html(ResetPages.form(email: ticket.email, token: token, problem: violation), status: .badRequest)
         }
-        do {
-            let accepted = try await EmailResetController.redeem(
-                .link(token: token), newPassword: password, resets: resets, abuse: abuse, request: request, context: context)
-            return accepted ? Self.html(ResetPages.success()) : Self.html(ResetPages.expired(), status: .gone)
-        } catch let error as APIError {
-            return Self.page(for: error)
-        } catch is HashingQueueFull {
-            context.logger.warning("password hashing queue full: answered 503")
-            return Self.page(for: .unavailable)
-        }
+        let accepted = try await EmailResetController.redeem(
+            .link(token: token), newPassword: password, resets: resets, abuse: abuse, request: request, context: context)
+        return accepted ? Self.html(ResetPages.success()) : Self.html(ResetPages.expired(), status: .gone)
     }
 
     static func violation(of password: String) -> String? {
