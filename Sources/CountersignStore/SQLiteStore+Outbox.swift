@@ -5,6 +5,10 @@ import GRDB
 extension SQLiteStore: OutboxStore {
     /// The kinds this version can deliver, as a JSON array: rows of a kind a
     /// newer version wrote are left to it instead of blocking the queue.
+    static let dueCondition = """
+        WHERE state = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
+            AND kind IN (SELECT value FROM json_each(?))
+        """
     static let knownKinds = "[" + OutboxKind.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ",") + "]"
 
     static func insert(_ item: OutboxItem, _ db: Database) throws {
@@ -20,15 +24,16 @@ extension SQLiteStore: OutboxStore {
     }
 
     public func claimOutbox(now: Date, lease: TimeInterval, limit: Int) async throws -> [OutboxItem] {
-        try await pool.write { db in
+        // Most rounds find nothing due: look first without taking the write lock.
+        let due = try await pool.read { db in
+            try Bool.fetchOne(
+                db, sql: "SELECT 1 FROM outbox \(Self.dueCondition) LIMIT 1", arguments: [now.storedValue, now.storedValue, Self.knownKinds])
+                ?? false
+        }
+        guard due else { return [] }
+        return try await pool.write { db in
             let rows = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT * FROM outbox
-                    WHERE state = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
-                        AND kind IN (SELECT value FROM json_each(?))
-                    ORDER BY next_attempt_at LIMIT ?
-                    """,
+                db, sql: "SELECT * FROM outbox \(Self.dueCondition) ORDER BY next_attempt_at LIMIT ?",
                 arguments: [now.storedValue, now.storedValue, Self.knownKinds, limit])
             var items: [OutboxItem] = []
             for row in rows {

@@ -26,8 +26,8 @@ public struct DeviceKey: Sendable, Equatable {
             throw .notOnCurve
         }
         // Canonical form: the same point always has the same text (and thumbprint).
-        self.x = Self.encode(xBytes)
-        self.y = Self.encode(yBytes)
+        self.x = SecureToken.base64URL(xBytes)
+        self.y = SecureToken.base64URL(yBytes)
     }
 
     /// A JWK object as decoded from JSON; anything but `kty: EC`, `crv: P-256` is refused.
@@ -38,8 +38,8 @@ public struct DeviceKey: Sendable, Equatable {
 
     public init(publicKey: P256.Signing.PublicKey) {
         let point = publicKey.x963Representation.dropFirst()
-        x = Self.encode(Data(point.prefix(32)))
-        y = Self.encode(Data(point.suffix(32)))
+        x = SecureToken.base64URL(Data(point.prefix(32)))
+        y = SecureToken.base64URL(Data(point.suffix(32)))
     }
 
     public var publicKey: P256.Signing.PublicKey {
@@ -56,7 +56,7 @@ public struct DeviceKey: Sendable, Equatable {
 
     /// RFC 7638 JWK thumbprint: SHA-256 of the required members in
     /// lexicographic order, no white space, base64url. What logs and listings show.
-    public var thumbprint: String { Self.encode(Data(SHA256.hash(data: Data(json.utf8)))) }
+    public var thumbprint: String { SecureToken.base64URL(Data(SHA256.hash(data: Data(json.utf8)))) }
 
     /// Reads what ``json`` wrote.
     public init(stored: String) throws(Invalid) {
@@ -71,10 +71,5 @@ public struct DeviceKey: Sendable, Equatable {
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.count % 4 != 0 { base64 += "=" }
         return Data(base64Encoded: base64)
-    }
-
-    static func encode(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
     }
 }

@@ -34,7 +34,8 @@ public enum SecureToken {
             }
     }
 
-    static func base64URL(_ bytes: [UInt8]) -> String {
+    /// Base64url without padding (RFC 4648 §5), as tokens and JWK members are written.
+    public static func base64URL(_ bytes: some DataProtocol) -> String {
         Data(bytes).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_")

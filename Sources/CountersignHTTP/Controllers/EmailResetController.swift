@@ -48,7 +48,10 @@ struct EmailResetController: Sendable {
         let email = User.normalize(email: try Field.email(body.email))
         let newPassword = try Self.newPassword(body.newPassword)
         let code = body.code.trimmingCharacters(in: .whitespaces)
-        guard try await redeem(.code(email: email, code: code), newPassword: newPassword, request: request, context: context) else {
+        guard
+            try await Self.redeem(
+                .code(email: email, code: code), newPassword: newPassword, resets: resets, abuse: abuse, request: request, context: context)
+        else {
             throw APIError.invalidCode
         }
         return Success()
@@ -62,7 +65,10 @@ struct EmailResetController: Sendable {
     @Sendable func verifyLink(_ request: Request, context: AppRequestContext) async throws -> Success {
         let body = try await request.decodeJSON(as: VerifyLinkBody.self, context: context)
         let newPassword = try Self.newPassword(body.newPassword)
-        guard try await redeem(.link(token: body.token), newPassword: newPassword, request: request, context: context) else {
+        guard
+            try await Self.redeem(
+                .link(token: body.token), newPassword: newPassword, resets: resets, abuse: abuse, request: request, context: context)
+        else {
             throw APIError.invalidCode
         }
         return Success()
@@ -74,16 +80,12 @@ struct EmailResetController: Sendable {
         if let violation = PasswordPolicy.violation(of: password) { throw APIError.weakPassword(violation) }
         return password
     }
-
-    /// Redeems `proof` as an attempt counted beforehand against the per-address
-    /// failure limit (refunded when it succeeds): `false` for every kind of
-    /// refusal alike.
-    func redeem(_ proof: EmailResets.Proof, newPassword: String, request: Request, context: AppRequestContext) async throws -> Bool {
-        try await Self.redeem(proof, newPassword: newPassword, resets: resets, abuse: abuse, request: request, context: context)
-    }
 }
 
 extension EmailResetController {
+    /// Redeems `proof` as an attempt counted beforehand against the per-address
+    /// failure limit (refunded when it succeeds): `false` for every kind of
+    /// refusal alike. The JSON routes and the page share it.
     static func redeem(
         _ proof: EmailResets.Proof, newPassword: String, resets: EmailResets, abuse: AbuseGuard, request: Request, context: AppRequestContext
     ) async throws -> Bool {

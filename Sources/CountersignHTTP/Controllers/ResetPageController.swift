@@ -74,17 +74,12 @@ struct ResetPageController: Sendable {
         if password != (form.confirm ?? "") {
             return Self.html(ResetPages.form(email: ticket.email, token: token, problem: "The two passwords do not match."), status: .badRequest)
         }
-        if let violation = Self.violation(of: password) {
+        if let violation = PasswordPolicy.violation(of: password) {
             return Self.html(ResetPages.form(email: ticket.email, token: token, problem: violation), status: .badRequest)
         }
         let accepted = try await EmailResetController.redeem(
             .link(token: token), newPassword: password, resets: resets, abuse: abuse, request: request, context: context)
         return accepted ? Self.html(ResetPages.success()) : Self.html(ResetPages.expired(), status: .gone)
-    }
-
-    static func violation(of password: String) -> String? {
-        if password.utf8.count > 1024 { return "The new password must be at most \(PasswordPolicy.maximumBytes) bytes long." }
-        return PasswordPolicy.violation(of: password)
     }
 
     /// An API refusal (429, 413, 503) as a page, with its `Retry-After`.

@@ -10,17 +10,16 @@ enum ResetPages {
             "title": "Choose a new password", "email": maskedEmail(email), "token": token, "rule": rule,
         ]
         if let problem { context["problem"] = problem }
-        return page(formBody, context)
+        return formLibrary.render(context, withTemplate: "layout") ?? ""
     }
 
     static func success() -> String {
-        page(messageBody, ["title": "Your password was changed", "message": "You can now sign in with your new password."])
+        messagePage(["title": "Your password was changed", "message": "You can now sign in with your new password."])
     }
 
     /// The link is unknown, used, replaced, out of tries or out of time.
     static func expired() -> String {
-        page(
-            messageBody,
+        messagePage(
             [
                 "title": "This link has expired or was already used",
                 "message": "Reset links work once, for a short time. Ask for a new one from the app's sign-in screen.",
@@ -28,7 +27,7 @@ enum ResetPages {
     }
 
     static func problem(title: String, message: String) -> String {
-        page(messageBody, ["title": title, "message": message])
+        messagePage(["title": title, "message": message])
     }
 
     static var rule: String {
@@ -41,10 +40,13 @@ enum ResetPages {
         return String(email[email.startIndex]) + "***" + email[at...]
     }
 
-    private static func page(_ body: MustacheTemplate, _ context: [String: Any]) -> String {
-        let library = MustacheLibrary(templates: ["body": body])
-        return layout.render(context, library: library)
+    private static func messagePage(_ context: [String: Any]) -> String {
+        messageLibrary.render(context, withTemplate: "layout") ?? ""
     }
+
+    /// The layout with its `body` partial: one library per kind of page, made once.
+    private static let formLibrary = MustacheLibrary(templates: ["layout": layout, "body": formBody])
+    private static let messageLibrary = MustacheLibrary(templates: ["layout": layout, "body": messageBody])
 
     // The templates are constants of this file: a test renders each of them.
     // swift-format-ignore: NeverUseForceTry
