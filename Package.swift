@@ -60,6 +60,19 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Webhooks of the approvals API: signed posts from the outbox.
+        .target(
+            name: "CountersignWebhooks",
+            dependencies: [
+                "CountersignCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // libcurl, for its SMTP client (Debian: libcurl4-openssl-dev).
         .systemLibrary(
             name: "CCurl",
@@ -114,6 +127,7 @@ let package = Package(
                 "CountersignPush",
                 "CountersignHTTP",
                 "CountersignMail",
+                "CountersignWebhooks",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
@@ -140,6 +154,7 @@ let package = Package(
                 "CountersignRuntime",
                 "CountersignMail",
                 "CountersignDeviceKeys",
+                "CountersignWebhooks",
                 "ServiceRunner",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -221,7 +236,9 @@ let package = Package(
                 "FakeFCM",
                 "CountersignMail",
                 "CountersignDeviceKeys",
+                "CountersignWebhooks",
                 "MailTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

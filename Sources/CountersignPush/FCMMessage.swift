@@ -73,19 +73,29 @@ public enum FCMMessageBuilder {
     /// The message for `job` to `token` at `now`; `nil` when a prompt can no longer arrive before its request expires.
     public static func message(for job: PushJob, token: String, now: Date) -> FCMMessage? {
         switch job {
-        case .prompt(let requestID, _, let action, let expiresAt, let requester):
+        case .prompt(let requestID, _, let action, let expiresAt, let requester, let prompt):
             let secondsLeft = Int(expiresAt.timeIntervalSince(now).rounded(.down))
             guard secondsLeft >= 1 else { return nil }
             let collapseID = "approval-" + String(requestID.prefix(40))
+            var data = [
+                "type": "approval_request",
+                "requestId": requestID,
+                "action": action.rawValue,
+                "expiresAt": timestamp(expiresAt),
+            ]
+            if let prompt {
+                // The integration's words: its backend is trusted, and the contract shows them.
+                data["title"] = prompt.title
+                data["body"] = prompt.body
+                data["integration"] = prompt.integrationName
+                if let context = contextJSON(prompt.context) { data["context"] = context }
+            }
             return FCMMessage(
                 token: token,
-                notification: .init(title: title(for: action), body: body(for: action, requester: requester)),
-                data: [
-                    "type": "approval_request",
-                    "requestId": requestID,
-                    "action": action.rawValue,
-                    "expiresAt": timestamp(expiresAt),
-                ],
+                notification: .init(
+                    title: prompt.map { $0.title } ?? title(for: action),
+                    body: prompt.map { notificationBody($0) } ?? body(for: action, requester: requester)),
+                data: data,
                 android: .init(priority: "high", ttl: "\(secondsLeft)s", collapseKey: collapseID, notification: .init(tag: requestID)),
                 apns: .init(
                     headers: [
@@ -117,20 +127,33 @@ public enum FCMMessageBuilder {
     }
 
     static func title(for action: ApprovalAction) -> String {
-        switch action {
-        case .passwordReset: "Approve password reset?"
-        }
+        action == .passwordReset ? "Approve password reset?" : "Approve \(action.rawValue)?"
     }
+
+    /// An integration's body, or its name when the body is empty.
+    static func notificationBody(_ prompt: ApprovalPrompt) -> String {
+        prompt.body.isEmpty ? "\(prompt.integrationName) asks for your approval. Open to approve or deny." : prompt.body
+    }
+
+    /// The context as a JSON object in one data value, when it leaves room in
+    /// the message for the rest; the app reads it in full from the request otherwise.
+    static func contextJSON(_ context: [String: String]) -> String? {
+        guard !context.isEmpty else { return nil }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        guard let data = try? encoder.encode(context), data.count <= maximumContextBytes else { return nil }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// The most of a message the context may take.
+    static let maximumContextBytes = 1200
 
     /// Names the action and the address it came from. Never the user agent: the
     /// requester writes it, and the system shows this text on the lock screen,
     /// where "Approve to stop the attack" would be an attacker's words. The app
     /// shows the user agent, marked as the requester's, in its own screen.
     static func body(for action: ApprovalAction, requester: RequesterInfo) -> String {
-        let what =
-            switch action {
-            case .passwordReset: "A password reset"
-            }
+        let what = action == .passwordReset ? "A password reset" : "An approval (\(action.rawValue))"
         return "\(what) was requested from \(requester.ip). Open to approve or deny."
     }
 

@@ -79,7 +79,7 @@ public final class FCMSender: PushSender {
         logger[metadataKey: "token"] = "\(Device.tokenSuffix(token))"
         let deadline: Date =
             switch job {
-            case .prompt(_, _, _, let expiresAt, _): expiresAt
+            case .prompt(_, _, _, let expiresAt, _, _): expiresAt
             case .resolved: Date().addingTimeInterval(FCMMessageBuilder.resolutionTTL)
             }
         let outcome = await deliver(job, token: token, deadline: deadline, logger: logger)

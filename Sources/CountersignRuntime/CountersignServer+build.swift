@@ -3,6 +3,7 @@ import CountersignHTTP
 import CountersignMail
 import CountersignPush
 import CountersignStore
+import CountersignWebhooks
 import Hummingbird
 import Logging
 
@@ -29,13 +30,19 @@ public func buildServer(
     let pushQueue = PushQueue()
     let audit = AuditLog()
     let metrics = AppMetrics()
+    let bell = OutboxBell()
     let broker = ApprovalBroker(
         store: store, approvers: store, configuration: configuration.broker, pushQueue: pushQueue, audit: audit, logger: logger,
-        observer: { metrics.transition($0) })
+        outboxBell: bell, observer: { metrics.transition($0) })
     let push = pushSender == nil ? try await PushSetup.make(settings: configuration.push, deadTokens: store, logger: logger) : nil
     let sender: any PushSender = pushSender ?? push?.sender ?? LoggingPushSender()
     let email = try EmailSetup.make(
-        configuration: configuration, store: store, hasher: hasher, audit: audit, mailSender: mailSender, environment: environment, logger: logger)
+        configuration: configuration, store: store, hasher: hasher, audit: audit, bell: bell, mailSender: mailSender, environment: environment,
+        logger: logger)
+    // Webhooks of the approvals API: always on (an integration without a webhook queues nothing).
+    let webhookClient = WebhookClient()
+    var deliverers = email.deliverers
+    deliverers[.webhook] = WebhookDeliverer(client: webhookClient, approvals: store, integrations: store)
     let dependencies = AppDependencies(
         store: store,
         broker: broker,
@@ -50,8 +57,10 @@ public func buildServer(
         decoyHash: try await hasher.hash(SecureToken.apiKey()),
         emailResets: email.resets,
         mail: email.mailer,
-        outboxDeliverers: email.deliverers,
-        outboxBell: email.bell,
+        outboxDeliverers: deliverers,
+        outboxBell: bell,
+        secretKeys: email.keys,
+        publicURL: configuration.email.publicURL,
         deviceKeys: configuration.deviceKeys,
         longPolls: LongPollSlots(perAddress: configuration.longPollsPerAddress, total: configuration.longPollsTotal),
         idleTimeout: configuration.idleTimeout,
@@ -76,7 +85,8 @@ public func buildServer(
         address: .hostname(configuration.host, port: configuration.port),
         // Started before the application's services, stopped after them: the
         // push client outlives the dispatcher, the mail threads the outbox sender.
-        services: (push.map { [$0.clientService] } ?? []) + (email.mailService.map { [$0] } ?? []),
+        services: (push.map { [$0.clientService] } ?? []) + (email.mailService.map { [$0] } ?? [])
+            + [webhookClient],
         logger: logger,
         onServerRunning: { port in
             readyContinuation.yield(port)

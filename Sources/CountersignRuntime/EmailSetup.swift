@@ -13,16 +13,17 @@ struct EmailSetup {
     /// The SMTP mailer's thread pool, stopped after the outbox sender.
     let mailService: SMTPMailer?
     let deliverers: [OutboxKind: any OutboxDeliverer]
+    /// The daemon's secret keys (also for enrollment codes and idempotent answers).
+    let keys: SecretKeys
 
     static func make(
-        configuration: ServeConfiguration, store: any CountersignStorage, hasher: any PasswordHasher, audit: AuditLog,
+        configuration: ServeConfiguration, store: any CountersignStorage, hasher: any PasswordHasher, audit: AuditLog, bell: OutboxBell,
         mailSender: (any MailSender)?, environment: [String: String], logger: Logger
     ) throws -> EmailSetup {
         let settings = configuration.email
         let keyPath = settings.secretKeyPath(databasePath: configuration.databasePath, environment: environment)
         // Only the default place is created; a named file must exist.
         let keys = try SecretKeyFile.load(path: keyPath, create: settings.secretKeyFile == nil, logger: logger)
-        let bell = OutboxBell()
         let smtp = mailSender == nil ? settings.smtp.map(SMTPMailer.init(settings:)) : nil
         let mailer: (any MailSender)? = mailSender ?? smtp
         var deliverers: [OutboxKind: any OutboxDeliverer] = [:]
@@ -47,6 +48,6 @@ struct EmailSetup {
         let resets = EmailResets(
             store: store, accounts: store, keys: keys, hasher: hasher, audit: audit, bell: bell,
             configuration: EmailResetConfiguration(codeTTL: settings.codeTTL, mailEnabled: mailer != nil))
-        return EmailSetup(resets: resets, bell: bell, mailer: mailer, mailService: smtp, deliverers: deliverers)
+        return EmailSetup(resets: resets, bell: bell, mailer: mailer, mailService: smtp, deliverers: deliverers, keys: keys)
     }
 }

@@ -98,10 +98,18 @@ extension SQLiteStore: AccountStore {
     }
 
     public func device(apiKeyHash: String) async throws -> Device? {
-        try await pool.read { db in
+        let device = try await pool.read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM devices WHERE api_key_hash = ?", arguments: [apiKeyHash])
                 .map(Device.init(row:))
         }
+        // Seen now: written at most once a minute, so that most requests stay reads.
+        let now = Date()
+        if let device, (device.lastSeenAt.map { now.timeIntervalSince($0) } ?? .infinity) >= Device.lastSeenResolution {
+            try await pool.write { db in
+                try db.execute(sql: "UPDATE devices SET last_seen_at = ? WHERE id = ?", arguments: [now.storedValue, device.id])
+            }
+        }
+        return device
     }
 
     public func devices(userID: String) async throws -> [Device] {
@@ -198,7 +206,8 @@ extension Device {
             fcmToken: row["fcm_token"],
             pushEnabled: row["push_enabled"],
             createdAt: Date(stored: row["created_at"]),
-            publicKey: try (row["public_key"] as String?).map { stored throws(DeviceKey.Invalid) in try DeviceKey(stored: stored) }
+            publicKey: try (row["public_key"] as String?).map { stored throws(DeviceKey.Invalid) in try DeviceKey(stored: stored) },
+            lastSeenAt: (row["last_seen_at"] as Double?).map(Date.init(stored:))
         )
     }
 }

@@ -3,18 +3,44 @@ import Foundation
 import GRDB
 
 extension SQLiteStore: ApprovalStore {
-    public func insert(_ request: ApprovalRequest) async throws -> [ApprovalRequest] {
-        try await pool.write { db in
+    public func insert(
+        _ request: ApprovalRequest, idempotency: IdempotencyRecord?, supersededEvent: @escaping @Sendable (ApprovalRequest) -> OutboxItem?
+    ) async throws -> [ApprovalRequest] {
+        let prompt = try request.prompt.map { String(decoding: try Self.promptEncoder.encode($0), as: UTF8.self) }
+        return try await pool.write { db in
             let now = request.createdAt.storedValue
+            if let idempotency {
+                // A key older than its window is free again.
+                try db.execute(
+                    sql: "DELETE FROM idempotency_keys WHERE integration_id = ? AND key = ? AND created_at <= ?",
+                    arguments: [
+                        idempotency.integrationID, idempotency.key, idempotency.createdAt.addingTimeInterval(-IdempotencyRecord.window).storedValue,
+                    ])
+                if try Bool.fetchOne(
+                    db, sql: "SELECT 1 FROM idempotency_keys WHERE integration_id = ? AND key = ?",
+                    arguments: [idempotency.integrationID, idempotency.key]) != nil
+                {
+                    throw IdempotencyKeyTaken()
+                }
+                try db.execute(
+                    sql: """
+                        INSERT INTO idempotency_keys (integration_id, key, request_hash, approval_id, answer, created_at)
+                        VALUES (?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        idempotency.integrationID, idempotency.key, idempotency.requestHash, idempotency.approvalID, idempotency.answer, now,
+                    ])
+            }
             let superseded = try Row.fetchAll(
                 db,
                 sql: """
                     SELECT * FROM approval_requests
-                    WHERE subject = ? AND action = ? AND state = 'pending' AND expires_at > ?
+                    WHERE subject = ? AND action = ? AND integration_id IS ? AND state = 'pending' AND expires_at > ?
                     """,
-                arguments: [request.subject, request.action.rawValue, now]
+                arguments: [request.subject, request.action.rawValue, request.integrationID, now]
             ).map(ApprovalRequest.init(row:))
             for old in superseded {
+                if let event = supersededEvent(old) { try Self.queueWebhook(event, integrationID: old.integrationID, db) }
                 // The same change as ApprovalStateMachine.supersede(at:).
                 try db.execute(
                     sql: """
@@ -29,15 +55,15 @@ extension SQLiteStore: ApprovalStore {
                     INSERT INTO approval_requests (
                         id, user_id, subject, action, state, created_at, expires_at, completion_window,
                         complete_by, updated_at, number_code_salt, number_code_hash, new_password_hash,
-                        requester_ip, requester_user_agent, responding_device_id)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        requester_ip, requester_user_agent, responding_device_id, integration_id, prompt)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     request.id, request.userID, request.subject, request.action.rawValue, request.state.rawValue,
                     now, request.expiresAt.storedValue, request.completionWindow,
                     request.completeBy?.storedValue, request.updatedAt.storedValue,
                     request.numberCode?.salt, request.numberCode?.hash, request.newPasswordHash,
-                    request.requester.ip, request.requester.userAgent, request.respondingDeviceID,
+                    request.requester.ip, request.requester.userAgent, request.respondingDeviceID, request.integrationID, prompt,
                 ]
             )
             return superseded
@@ -58,7 +84,31 @@ extension SQLiteStore: ApprovalStore {
         }
     }
 
-    public func apply(_ transition: Transition, to request: ApprovalRequest, writeTime: @escaping @Sendable () -> Date) async throws -> Bool {
+    /// Queues a webhook event of an integration's approval, only if the
+    /// integration has a webhook now (an `INSERT … SELECT`, in the caller's transaction).
+    static func queueWebhook(_ event: OutboxItem, integrationID: String?, _ db: Database) throws {
+        guard let integrationID else { return }
+        try db.execute(
+            sql: """
+                INSERT INTO outbox (id, kind, reference, user_id, payload, state, created_at, next_attempt_at, deadline, attempts)
+                SELECT ?, ?, ?, ?, ?, 'pending', ?, ?, ?, 0
+                WHERE EXISTS (SELECT 1 FROM integrations WHERE id = ? AND webhook_url IS NOT NULL)
+                """,
+            arguments: [
+                event.id, event.kind.rawValue, event.reference, event.userID, event.payload, event.createdAt.storedValue,
+                event.nextAttemptAt.storedValue, event.deadline.storedValue, integrationID,
+            ])
+    }
+
+    static let promptEncoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }()
+
+    public func apply(
+        _ transition: Transition, to request: ApprovalRequest, event: OutboxItem?, writeTime: @escaping @Sendable () -> Date
+    ) async throws -> Bool {
         let deadlineColumn: String
         switch transition.from {
         case .pending: deadlineColumn = "expires_at"
@@ -67,10 +117,11 @@ extension SQLiteStore: ApprovalStore {
         }
         // A time-out applies only once the deadline has passed; anything else only before it.
         let deadlineGuard = transition.cause == .timedOut ? "\(deadlineColumn) <= ?" : "\(deadlineColumn) > ?"
+        let setsPassword = transition.to == .completed && request.action == .passwordReset
         return try await pool.write { db in
-            // Completing needs the held hash, which the update below clears: read it first.
+            // Completing a reset needs the held hash, which the update below clears: read it first.
             let held =
-                transition.to == .completed
+                setsPassword
                 ? try Row.fetchOne(
                     db, sql: "SELECT user_id, new_password_hash FROM approval_requests WHERE id = ?", arguments: [request.id])
                 : nil
@@ -78,17 +129,18 @@ extension SQLiteStore: ApprovalStore {
                 sql: """
                     UPDATE approval_requests
                     SET state = ?, updated_at = ?, complete_by = ?, new_password_hash = ?, responding_device_id = ?,
-                        version = version + 1
+                        device_key_bound = ?, version = version + 1
                     WHERE id = ? AND state = ? AND \(deadlineGuard)
                     """,
                 arguments: [
                     transition.to.rawValue, transition.at.storedValue, request.completeBy?.storedValue,
-                    request.newPasswordHash, request.respondingDeviceID,
+                    request.newPasswordHash, request.respondingDeviceID, request.deviceKeyBound,
                     request.id, transition.from.rawValue, writeTime().storedValue,
                 ]
             )
             guard db.changesCount == 1 else { return false }
-            if transition.to == .completed {
+            if let event { try Self.queueWebhook(event, integrationID: request.integrationID, db) }
+            if setsPassword {
                 // The held hash becomes the password in the same transaction as the completion.
                 guard let userID: String = held?["user_id"], let hash: String = held?["new_password_hash"] else {
                     throw DatabaseError(message: "approved request \(request.logReference) holds no password hash")
@@ -124,6 +176,8 @@ extension ApprovalRequest {
             newPasswordHash: row["new_password_hash"],
             requester: RequesterInfo(ip: row["requester_ip"], userAgent: row["requester_user_agent"]),
             respondingDeviceID: row["responding_device_id"],
+            deviceKeyBound: row["device_key_bound"],
+            prompt: try (row["prompt"] as String?).map { try JSONDecoder().decode(ApprovalPrompt.self, from: Data($0.utf8)) },
             version: row["version"]
         )
     }

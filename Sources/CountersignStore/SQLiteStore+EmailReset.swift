@@ -91,7 +91,8 @@ extension SQLiteStore: EmailResetStore {
                 arguments: [date.storedValue, date.storedValue])
             let resets = db.changesCount
             try db.execute(sql: "DELETE FROM outbox WHERE state != 'pending' AND finished_at < ?", arguments: [date.storedValue])
-            return resets + db.changesCount
+            let outbox = db.changesCount
+            return resets + outbox + (try Self.pruneIntegrationRecords(now: Date(), db))
         }
     }
 }

@@ -117,6 +117,46 @@ extension SQLiteStore {
                     ALTER TABLE audit_events ADD COLUMN proof_key TEXT;
                     """)
         }
+        migrator.registerMigration("v6-integrations") { db in
+            // Relying services, the approvals they make (what the phone shows is the
+            // `prompt` JSON), device enrollment codes and idempotent creates.
+            try db.execute(
+                sql: """
+                    CREATE TABLE integrations (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        name TEXT NOT NULL UNIQUE,
+                        api_key_hash TEXT NOT NULL UNIQUE,
+                        webhook_url TEXT,
+                        webhook_secret TEXT,
+                        enabled INTEGER NOT NULL DEFAULT 1,
+                        created_at REAL NOT NULL
+                    );
+                    ALTER TABLE approval_requests ADD COLUMN integration_id TEXT;
+                    ALTER TABLE approval_requests ADD COLUMN prompt TEXT;
+                    ALTER TABLE approval_requests ADD COLUMN device_key_bound INTEGER;
+                    CREATE INDEX approvals_by_integration ON approval_requests(integration_id) WHERE integration_id IS NOT NULL;
+                    CREATE TABLE enrollments (
+                        code_hash TEXT PRIMARY KEY NOT NULL,
+                        user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                        integration_id TEXT NOT NULL,
+                        created_at REAL NOT NULL,
+                        expires_at REAL NOT NULL,
+                        used_at REAL
+                    );
+                    CREATE TABLE idempotency_keys (
+                        integration_id TEXT NOT NULL,
+                        key TEXT NOT NULL,
+                        request_hash TEXT NOT NULL,
+                        approval_id TEXT NOT NULL,
+                        answer BLOB NOT NULL,
+                        created_at REAL NOT NULL,
+                        PRIMARY KEY (integration_id, key)
+                    );
+                    CREATE INDEX idempotency_by_time ON idempotency_keys(created_at);
+                    CREATE INDEX outbox_by_time ON outbox(created_at);
+                    ALTER TABLE devices ADD COLUMN last_seen_at REAL;
+                    """)
+        }
         return migrator
     }
 }

@@ -3,11 +3,15 @@ import Foundation
 import GRDB
 
 extension SQLiteStore: OutboxStore {
-    /// The kinds this version can deliver, as a JSON array: rows of a kind a
-    /// newer version wrote are left to it instead of blocking the queue.
+    /// Due rows of the kinds this version can deliver (a JSON array: rows of a
+    /// kind a newer version wrote are left to it instead of blocking the queue).
+    /// A webhook event waits for the earlier events of its approval: in order per approval.
     static let dueCondition = """
         WHERE state = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
             AND kind IN (SELECT value FROM json_each(?))
+            AND (kind <> 'webhook' OR NOT EXISTS (
+                SELECT 1 FROM outbox AS earlier
+                WHERE earlier.reference = outbox.reference AND earlier.state = 'pending' AND earlier.rowid < outbox.rowid))
         """
     static let knownKinds = "[" + OutboxKind.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ",") + "]"
 
@@ -61,7 +65,8 @@ extension SQLiteStore: OutboxStore {
         try await pool.write { db in
             try db.execute(
                 sql: """
-                    UPDATE outbox SET state = ?, payload = NULL, lease_until = NULL, last_error = ?, finished_at = ?
+                    UPDATE outbox SET state = ?, payload = CASE WHEN kind = 'mail' THEN NULL ELSE payload END,
+                        lease_until = NULL, last_error = ?, finished_at = ?
                     WHERE id = ? AND state = 'pending'
                     """,
                 arguments: [end.rawValue, end == .delivered ? nil : detail, date.storedValue, id])

@@ -296,8 +296,10 @@ final class GatedStore: ApprovalStore {
 
     init(_ base: SQLiteStore) { self.base = base }
 
-    func insert(_ request: ApprovalRequest) async throws -> [ApprovalRequest] {
-        let superseded = try await base.insert(request)
+    func insert(
+        _ request: ApprovalRequest, idempotency: IdempotencyRecord?, supersededEvent: @escaping @Sendable (ApprovalRequest) -> OutboxItem?
+    ) async throws -> [ApprovalRequest] {
+        let superseded = try await base.insert(request, idempotency: idempotency, supersededEvent: supersededEvent)
         await insertReturn.pass()
         return superseded
     }
@@ -310,9 +312,11 @@ final class GatedStore: ApprovalStore {
 
     func liveRequests() async throws -> [ApprovalRequest] { try await base.liveRequests() }
 
-    func apply(_ transition: Transition, to request: ApprovalRequest, writeTime: @escaping @Sendable () -> Date) async throws -> Bool {
+    func apply(
+        _ transition: Transition, to request: ApprovalRequest, event: OutboxItem?, writeTime: @escaping @Sendable () -> Date
+    ) async throws -> Bool {
         await applyStart.pass()
-        return try await base.apply(transition, to: request, writeTime: writeTime)
+        return try await base.apply(transition, to: request, event: event, writeTime: writeTime)
     }
 }
 

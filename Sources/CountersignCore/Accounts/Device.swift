@@ -13,6 +13,8 @@ public struct Device: Sendable, Equatable {
     public var createdAt: Date
     /// The P-256 key its answers are signed with; `nil` for a device that answers with its API key alone.
     public var publicKey: DeviceKey?
+    /// When it last used its API key (to within a minute).
+    public var lastSeenAt: Date?
 
     public init(
         id: String,
@@ -22,7 +24,8 @@ public struct Device: Sendable, Equatable {
         fcmToken: String?,
         pushEnabled: Bool,
         createdAt: Date,
-        publicKey: DeviceKey? = nil
+        publicKey: DeviceKey? = nil,
+        lastSeenAt: Date? = nil
     ) {
         self.id = id
         self.userID = userID
@@ -32,7 +35,11 @@ public struct Device: Sendable, Equatable {
         self.pushEnabled = pushEnabled
         self.createdAt = createdAt
         self.publicKey = publicKey
+        self.lastSeenAt = lastSeenAt
     }
+
+    /// How stale `lastSeenAt` may get before a request writes it again.
+    public static let lastSeenResolution: TimeInterval = 60
 
     /// A token is usable for push when present and not a placeholder the apps send.
     public static func pushToken(from raw: String?) -> String? {

@@ -18,6 +18,10 @@ public struct User: Sendable, Equatable {
         self.silencedUntil = silencedUntil
     }
 
+    /// The bcrypt hash to check a password against: `nil` for a user an
+    /// integration created, who has none (stored empty) and signs in by enrollment only.
+    public var passwordHashIfAny: String? { passwordHash.isEmpty ? nil : passwordHash }
+
     public func isSilenced(at now: Date) -> Bool {
         silencedUntil.map { $0 > now } ?? false
     }

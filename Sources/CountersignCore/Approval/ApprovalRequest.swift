@@ -28,6 +28,10 @@ public struct ApprovalRequest: Sendable, Equatable {
     public var requester: RequesterInfo
     /// The device that approved or denied.
     public var respondingDeviceID: String?
+    /// Whether that device's answer was signed with its device key.
+    public var deviceKeyBound: Bool?
+    /// What an integration asked to show; `nil` for the phone reset.
+    public var prompt: ApprovalPrompt?
     /// How many transitions the request has been through: a row with a higher
     /// version is newer than one with a lower.
     public var version: Int
@@ -47,6 +51,8 @@ public struct ApprovalRequest: Sendable, Equatable {
         newPasswordHash: String?,
         requester: RequesterInfo,
         respondingDeviceID: String? = nil,
+        deviceKeyBound: Bool? = nil,
+        prompt: ApprovalPrompt? = nil,
         version: Int = 0
     ) {
         self.id = id
@@ -63,6 +69,8 @@ public struct ApprovalRequest: Sendable, Equatable {
         self.newPasswordHash = newPasswordHash
         self.requester = requester
         self.respondingDeviceID = respondingDeviceID
+        self.deviceKeyBound = deviceKeyBound
+        self.prompt = prompt
         self.version = version
     }
 
@@ -76,6 +84,9 @@ public struct ApprovalRequest: Sendable, Equatable {
     }
 
     public var numberMatching: Bool { numberCode != nil }
+
+    /// The integration that owns the request; `nil` for the phone reset.
+    public var integrationID: String? { prompt?.integrationID }
 }
 
 extension ApprovalRequest {

@@ -37,6 +37,7 @@ public struct ApprovalStateMachine: Sendable {
         _ decision: ApprovalDecision,
         numberCode: String?,
         deviceID: String,
+        keyBound: Bool = false,
         at now: Date
     ) -> MachineAction {
         if let refusal = refusal(unless: .pending, at: now) { return refusal }
@@ -57,6 +58,7 @@ public struct ApprovalStateMachine: Sendable {
             }
         }
         request.respondingDeviceID = deviceID
+        request.deviceKeyBound = keyBound
         return .persist(apply(transition))
     }
 

@@ -8,8 +8,9 @@ extension ApprovalBroker {
     /// Returns at once unless the request is pending; otherwise when it
     /// changes, when `timeout` passes, when the caller is cancelled, or when
     /// the server drains. Answers with the state as a reader sees it then.
-    public func waitForChange(of id: String, timeout: Duration) async throws -> ApprovalRequest? {
-        guard let request = try await status(of: id) else { return nil }
+    /// Reads only a request of the requester `integrationID` (`nil`: the phone reset), as ``status(of:integrationID:)``.
+    public func waitForChange(of id: String, integrationID: String? = nil, timeout: Duration) async throws -> ApprovalRequest? {
+        guard let request = try await status(of: id, integrationID: integrationID) else { return nil }
         guard request.state == .pending, timeout > .zero, !draining else { return request }
         let number = nextWaiter
         nextWaiter += 1
@@ -38,7 +39,7 @@ extension ApprovalBroker {
             Task { await self.wake(id, waiter: number) }
         }
         timer.cancel()
-        return try await status(of: id)
+        return try await status(of: id, integrationID: integrationID)
     }
 
     /// Answers every long poll now and every later one at once: the server is shutting down.

@@ -17,6 +17,8 @@ public actor ApprovalBroker {
     private let pushQueue: PushQueue
     private let audit: AuditLog
     private let logger: Logger
+    /// Rung after a transition queued a webhook event.
+    private let outboxBell: OutboxBell?
     let now: @Sendable () -> Date
     private let observer: @Sendable (Transition) -> Void
 
@@ -37,6 +39,7 @@ public actor ApprovalBroker {
         pushQueue: PushQueue,
         audit: AuditLog,
         logger: Logger,
+        outboxBell: OutboxBell? = nil,
         now: @escaping @Sendable () -> Date = { Date() },
         observer: @escaping @Sendable (Transition) -> Void = { _ in }
     ) {
@@ -46,6 +49,7 @@ public actor ApprovalBroker {
         self.pushQueue = pushQueue
         self.audit = audit
         self.logger = logger
+        self.outboxBell = outboxBell
         self.now = now
         self.observer = observer
     }
@@ -103,6 +107,12 @@ public actor ApprovalBroker {
         guard let user = try await approvers.user(email: email) else {
             return .unknownEmail(emailHash: SecureToken.sha256Hex(email))
         }
+        return recipient(for: user, context: context, logger: logger)
+    }
+
+    /// Whom a request for a known user is for: the user, or, while a fraud
+    /// report silences their prompts, a recipient no device hears (audited).
+    public func recipient(for user: User, context: AuditContext, logger: Logger) -> Recipient {
         guard user.isSilenced(at: now()) else { return .user(id: user.id) }
         logger.notice("prompts silenced after a fraud report", metadata: ["user": "\(user.id)"])
         audit.record(
@@ -112,18 +122,31 @@ public actor ApprovalBroker {
         return .silenced(userID: user.id)
     }
 
-    /// Starts a request for `recipient`, replacing (cancelling) its pending one.
+    /// Starts a request for `recipient`, replacing (cancelling) its pending one
+    /// of the same action (and integration).
+    ///
+    /// - Parameters:
+    ///   - newPasswordHash: for a password reset, what completing it sets.
+    ///   - prompt: what an integration asks to show; `nil` for the phone reset.
+    ///   - ttl: how long it stays pending; by default the configured request TTL.
+    ///   - numberMatching: by default the configured setting.
+    ///   - idempotency: stores the first answer under an integration's key, in
+    ///     the insert's transaction; a key already taken throws ``IdempotencyKeyTaken``.
     public func initiate(
         for recipient: Recipient,
         action: ApprovalAction = .passwordReset,
-        newPasswordHash: String,
+        newPasswordHash: String?,
         requester: RequesterInfo,
+        prompt: ApprovalPrompt? = nil,
+        ttl: TimeInterval? = nil,
+        numberMatching: Bool? = nil,
+        idempotency: IdempotencyClaim? = nil,
         context: AuditContext = .system,
         logger requestLogger: Logger? = nil
     ) async throws -> (request: ApprovalRequest, numberCode: String?) {
         let logger = requestLogger ?? self.logger
         let now = now()
-        let code = configuration.numberMatching ? NumberCode.generate() : nil
+        let code = (numberMatching ?? configuration.numberMatching) ? NumberCode.generate() : nil
         let request = ApprovalRequest(
             id: SecureToken.requestID(),
             userID: recipient.approverID,
@@ -131,17 +154,27 @@ public actor ApprovalBroker {
             action: action,
             state: .pending,
             createdAt: now,
-            expiresAt: now.addingTimeInterval(configuration.requestTTL),
+            expiresAt: now.addingTimeInterval(ttl ?? configuration.requestTTL),
             completionWindow: configuration.completionWindow,
             updatedAt: now,
             numberCode: code.map(NumberCode.seal),
             newPasswordHash: newPasswordHash,
-            requester: requester
+            requester: requester,
+            prompt: prompt
         )
+        let record = try idempotency.map { claim in
+            IdempotencyRecord(
+                integrationID: claim.integrationID, key: claim.key, requestHash: claim.requestHash, approvalID: request.id,
+                answer: try claim.answer(request, code), createdAt: now)
+        }
         // The insert cancelled the subject's pending request in its transaction: its
         // side effects are owed here, even if a racing answer on it already lost
         // and dropped it from the index.
-        let superseded = try await store.insert(request)
+        let superseded = try await store.insert(request, idempotency: record) { old in
+            var machine = ApprovalStateMachine(old)
+            guard let transition = machine.supersede(at: now) else { return nil }
+            return WebhookEvent.outboxItem(for: machine.request, after: transition)
+        }
         live[request.id] = request
         for old in superseded {
             var machine = ApprovalStateMachine(old)
@@ -150,37 +183,56 @@ public actor ApprovalBroker {
             }
         }
         logger.info("approval request created", metadata: ["request": "\(request.logReference)", "prompt": "\(recipient.approverID != nil)"])
-        let detail: String? =
-            switch recipient {
-            case .user: nil
-            case .silenced: "prompts silenced"
-            case .unknownEmail: "unknown email"
-            }
+        var details: [String] = []
+        if let prompt { details.append("integration \(prompt.integrationName), action \(action.rawValue)") }
+        switch recipient {
+        case .user: break
+        case .silenced: details.append("prompts silenced")
+        case .unknownEmail: details.append("unknown email")
+        }
         audit.record(
             AuditEvent(
                 at: now, kind: .requestCreated, userID: recipient.accountID, requestRef: request.logReference, context: context,
-                detail: detail))
+                detail: details.isEmpty ? nil : details.joined(separator: "; ")))
         if let userID = recipient.approverID {
-            push(.prompt(requestID: request.id, userID: userID, action: action, expiresAt: request.expiresAt, requester: requester), logger: logger)
+            push(
+                .prompt(requestID: request.id, userID: userID, action: action, expiresAt: request.expiresAt, requester: requester, prompt: prompt),
+                logger: logger)
         }
         return (request, code)
     }
 
-    /// The request as a reader must see it now (a live request past its deadline reads `expired`).
-    public func status(of id: String) async throws -> ApprovalRequest? {
+    /// A requester's request as a reader must see it now (a live request past
+    /// its deadline reads `expired`): an integration's own (`integrationID`),
+    /// or with `nil` a phone reset's. Anyone else's is `nil`.
+    public func status(of id: String, integrationID: String? = nil) async throws -> ApprovalRequest? {
+        guard let request = try await current(id), request.integrationID == integrationID else { return nil }
+        return request
+    }
+
+    /// The request as a reader must see it now, whoever made it.
+    func current(_ id: String) async throws -> ApprovalRequest? {
         guard var request = try await load(id) else { return nil }
         request.state = ApprovalStateMachine(request).state(at: now())
         return request
     }
 
-    public func complete(_ id: String, context: AuditContext = .system, logger: Logger? = nil) async throws -> ApprovalRequest {
-        try await perform(on: id, ownedBy: nil, context: context, logger: logger ?? self.logger) { machine, now in machine.complete(at: now) }
-            .request
+    public func complete(
+        _ id: String, integrationID: String? = nil, context: AuditContext = .system, logger: Logger? = nil
+    ) async throws -> ApprovalRequest {
+        try await perform(on: id, requester: integrationID, context: context, logger: logger ?? self.logger) { machine, now in
+            machine.complete(at: now)
+        }
+        .request
     }
 
-    public func cancel(_ id: String, context: AuditContext = .system, logger: Logger? = nil) async throws -> ApprovalRequest {
-        try await perform(on: id, ownedBy: nil, context: context, logger: logger ?? self.logger) { machine, now in machine.cancel(at: now) }
-            .request
+    public func cancel(
+        _ id: String, integrationID: String? = nil, context: AuditContext = .system, logger: Logger? = nil
+    ) async throws -> ApprovalRequest {
+        try await perform(on: id, requester: integrationID, context: context, logger: logger ?? self.logger) { machine, now in
+            machine.cancel(at: now)
+        }
+        .request
     }
 
     // MARK: Approver side
@@ -195,7 +247,7 @@ public actor ApprovalBroker {
 
     /// One request of a user; another user's (or an unknown) request is `nil`.
     public func request(_ id: String, ofUser userID: String) async throws -> ApprovalRequest? {
-        guard let request = try await status(of: id), request.userID == userID else { return nil }
+        guard let request = try await current(id), request.userID == userID else { return nil }
         return request
     }
 
@@ -210,13 +262,14 @@ public actor ApprovalBroker {
         deviceID: String,
         decision: ApprovalDecision,
         numberCode: String?,
+        keyBound: Bool = false,
         reportFraud: Bool = false,
         context: AuditContext = .system,
         logger: Logger? = nil
     ) async throws -> (request: ApprovalRequest, answer: ApprovalAnswer) {
         let logger = logger ?? self.logger
-        let (request, transition) = try await perform(on: id, ownedBy: userID, context: context, logger: logger) { machine, now in
-            machine.respond(decision, numberCode: numberCode, deviceID: deviceID, at: now)
+        let (request, transition) = try await perform(on: id, approver: userID, context: context, logger: logger) { machine, now in
+            machine.respond(decision, numberCode: numberCode, deviceID: deviceID, keyBound: keyBound, at: now)
         }
         if reportFraud {
             let until = transition.at.addingTimeInterval(configuration.fraudSilence)
@@ -232,15 +285,22 @@ public actor ApprovalBroker {
 
     // MARK: Applying decisions
 
+    /// Applies `event` to the request, if it is the approver's (a device's
+    /// user) or, without an approver, the requester's (an integration, or with
+    /// `nil` the phone reset); anyone else's is not found.
     private func perform(
         on id: String,
-        ownedBy userID: String?,
+        approver userID: String? = nil,
+        requester integrationID: String? = nil,
         context: AuditContext,
         logger: Logger,
         _ event: (inout ApprovalStateMachine, Date) -> MachineAction
     ) async throws -> (request: ApprovalRequest, transition: Transition) {
-        guard let request = try await load(id), userID == nil || request.userID == userID else {
-            throw BrokerError.notFound
+        guard let request = try await load(id) else { throw BrokerError.notFound }
+        if let userID {
+            guard request.userID == userID else { throw BrokerError.notFound }
+        } else {
+            guard request.integrationID == integrationID else { throw BrokerError.notFound }
         }
         var machine = ApprovalStateMachine(request)
         switch event(&machine, now()) {
@@ -255,7 +315,7 @@ public actor ApprovalBroker {
                 return (machine.request, transition)
             }
             // Another caller changed the row first: answer with what it holds now.
-            guard let current = try await status(of: id) else { throw BrokerError.notFound }
+            guard let current = try await current(id) else { throw BrokerError.notFound }
             throw BrokerError.refused(current.state == .expired ? .expired : .conflict(current.state))
         }
     }
@@ -265,7 +325,8 @@ public actor ApprovalBroker {
     /// the winner's state) and refreshes the index from the database.
     @discardableResult
     private func commit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext, logger: Logger) async throws -> Bool {
-        if try await store.apply(transition, to: request, writeTime: now) {
+        let event = WebhookEvent.outboxItem(for: request, after: transition)
+        if try await store.apply(transition, to: request, event: event, writeTime: now) {
             didCommit(transition, request, context: context, logger: logger)
             return true
         }
@@ -289,12 +350,15 @@ public actor ApprovalBroker {
     private func didCommit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext, logger: Logger) {
         mirror(request)
         observer(transition)
+        var details: [String] = []
+        if let prompt = request.prompt { details.append("integration \(prompt.integrationName)") }
+        if transition.cause == .supersededByNewerRequest { details.append("superseded by a newer request") }
         audit.record(
             AuditEvent(
                 at: transition.at, kind: transition.cause.auditKind, userID: request.recipient.accountID,
-                requestRef: request.logReference, context: context,
-                detail: transition.cause == .supersededByNewerRequest ? "superseded by a newer request" : nil))
-        if transition.cause == .completedByRequester {
+                requestRef: request.logReference, context: context, detail: details.isEmpty ? nil : details.joined(separator: "; ")))
+        if request.prompt != nil { outboxBell?.ring() }
+        if transition.cause == .completedByRequester && request.action == .passwordReset {
             // Completing is what sets the password (same transaction); the trail names the path.
             audit.record(
                 AuditEvent(

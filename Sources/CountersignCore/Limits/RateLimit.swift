@@ -23,6 +23,9 @@ public enum RateLimitName: String, Sendable, CaseIterable {
     case emailResetPerEmail
     case emailResetPerIP
     case emailVerifyFailuresPerIP
+    case approvalsPerUser
+    case approvalsPerIntegration
+    case enrollFailuresPerIP
 
     public var defaultLimit: RateLimit {
         switch self {
@@ -36,6 +39,9 @@ public enum RateLimitName: String, Sendable, CaseIterable {
         case .emailResetPerEmail: RateLimit(count: 3, window: 3600)
         case .emailResetPerIP: RateLimit(count: 10, window: 3600)
         case .emailVerifyFailuresPerIP: RateLimit(count: 20, window: 3600)
+        case .approvalsPerUser: RateLimit(count: 10, window: 60)
+        case .approvalsPerIntegration: RateLimit(count: 100, window: 1)
+        case .enrollFailuresPerIP: RateLimit(count: 10, window: 900)
         }
     }
 }

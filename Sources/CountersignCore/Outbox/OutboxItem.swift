@@ -4,6 +4,9 @@ import Foundation
 public enum OutboxKind: String, Sendable, CaseIterable {
     /// A mail (email reset); its payload is a sealed ``ResetMailPayload``.
     case mail
+    /// An integration's webhook event; its payload is the event's JSON body
+    /// (no secret in it), kept after delivery so that it can be sent again.
+    case webhook
 }
 
 /// One row of the outbox: written in the same transaction as the change that
@@ -11,11 +14,12 @@ public enum OutboxKind: String, Sendable, CaseIterable {
 public struct OutboxItem: Sendable, Equatable {
     public var id: String
     public var kind: OutboxKind
-    /// What it belongs to (an email reset's id): replacing that drops this.
+    /// What it belongs to (an email reset's id, an approval's id): replacing
+    /// an email reset drops its mail; a webhook waits for the earlier events of its approval.
     public var reference: String?
     /// For the audit trail.
     public var userID: String?
-    /// Sealed with ``SecretKeys/seal(_:)``: the database never holds it in clear.
+    /// A mail's is sealed with ``SecretKeys/seal(_:)``: the database never holds it in clear.
     public var payload: Data
     public var createdAt: Date
     public var nextAttemptAt: Date
@@ -44,7 +48,7 @@ public struct OutboxItem: Sendable, Equatable {
 public enum OutboxEnd: String, Sendable {
     /// The receiver accepted it.
     case delivered
-    /// The receiver refused it for good (SMTP 5xx): not retried.
+    /// The receiver refused it for good (SMTP 5xx), or it cannot be sent (no webhook URL any more): not retried.
     case failed
     /// Given up: its deadline passed, or what it belonged to was replaced.
     case dropped

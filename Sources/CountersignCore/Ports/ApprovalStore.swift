@@ -9,7 +9,13 @@ public protocol ApprovalStore: Sendable {
     /// true however many initiations race. Returns the requests it cancelled,
     /// as they were before: the caller owes each its side effects (audit,
     /// waking its long polls, the resolution push), whatever its own index holds.
-    func insert(_ request: ApprovalRequest) async throws -> [ApprovalRequest]
+    ///
+    /// Also in that transaction: `supersededEvent` of each cancelled request,
+    /// queued in the outbox if its integration has a webhook, and `idempotency`
+    /// stored; a key already stored throws ``IdempotencyKeyTaken`` and writes nothing.
+    func insert(
+        _ request: ApprovalRequest, idempotency: IdempotencyRecord?, supersededEvent: @escaping @Sendable (ApprovalRequest) -> OutboxItem?
+    ) async throws -> [ApprovalRequest]
     func request(id: String) async throws -> ApprovalRequest?
     /// Requests in a live state (pending or approved), for the broker's index.
     func liveRequests() async throws -> [ApprovalRequest]
@@ -18,7 +24,10 @@ public protocol ApprovalStore: Sendable {
     /// time-out: has passed) at `writeTime()`, read inside the transaction: the
     /// moment of the write, not of the decision, which may have waited for the
     /// writer. Counts the transition in the row's version.
-    /// Completing also sets the user's password from the held hash, in the same
-    /// transaction. Returns whether this call won.
-    func apply(_ transition: Transition, to request: ApprovalRequest, writeTime: @escaping @Sendable () -> Date) async throws -> Bool
+    /// Completing a password reset also sets the user's password from the held
+    /// hash, and `event` is queued in the outbox if the request's integration
+    /// has a webhook, both in the same transaction. Returns whether this call won.
+    func apply(
+        _ transition: Transition, to request: ApprovalRequest, event: OutboxItem?, writeTime: @escaping @Sendable () -> Date
+    ) async throws -> Bool
 }

@@ -2,15 +2,17 @@ import Foundation
 
 /// One push to carry out; the dispatcher finds the devices.
 public enum PushJob: Sendable, Equatable {
-    /// A new request: prompt every push-enabled device of the user.
-    case prompt(requestID: String, userID: String, action: ApprovalAction, expiresAt: Date, requester: RequesterInfo)
+    /// A new request: prompt every push-enabled device of the user. `prompt`
+    /// is what an integration asked to show (title, body, context, its name).
+    case prompt(
+        requestID: String, userID: String, action: ApprovalAction, expiresAt: Date, requester: RequesterInfo, prompt: ApprovalPrompt? = nil)
     /// The request left pending: tell the devices to drop the prompt.
     case resolved(requestID: String, userID: String, status: ApprovalState)
 
     /// The request, named as logs and the audit trail name it.
     public var requestRef: String {
         switch self {
-        case .prompt(let id, _, _, _, _), .resolved(let id, _, _): ApprovalRequest.logReference(of: id)
+        case .prompt(let id, _, _, _, _, _), .resolved(let id, _, _): ApprovalRequest.logReference(of: id)
         }
     }
 
@@ -25,7 +27,7 @@ public enum PushJob: Sendable, Equatable {
     /// Whose devices get the message.
     public var userID: String {
         switch self {
-        case .prompt(_, let userID, _, _, _), .resolved(_, let userID, _): userID
+        case .prompt(_, let userID, _, _, _, _), .resolved(_, let userID, _): userID
         }
     }
 }

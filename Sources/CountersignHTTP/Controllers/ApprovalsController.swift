@@ -31,6 +31,13 @@ struct ApprovalsController: Sendable {
         var numberMatching: Bool
         var requester: Requester
         var status: ApprovalState?
+        /// What an integration asked to show; absent for a phone reset.
+        var title: String?
+        var body: String?
+        var context: [String: String]?
+        var integration: IntegrationName?
+
+        struct IntegrationName: Encodable { var name: String }
 
         init(_ request: ApprovalRequest, withStatus: Bool) {
             requestId = request.id
@@ -40,6 +47,12 @@ struct ApprovalsController: Sendable {
             numberMatching = request.numberMatching
             requester = Requester(ip: request.requester.ip, userAgent: request.requester.userAgent)
             status = withStatus ? request.state : nil
+            if let prompt = request.prompt {
+                title = prompt.title
+                body = prompt.body
+                context = prompt.context
+                integration = IntegrationName(name: prompt.integrationName)
+            }
         }
     }
 
@@ -88,6 +101,7 @@ struct ApprovalsController: Sendable {
         }
         let signature = try body.signature.map { try Field.text($0, "signature", maxBytes: 4096) }
         var auditContext = request.auditContext(context, deviceID: device.id)
+        var keyBound = false
         if deviceKeys != .off, let key = device.publicKey {
             // Checked before the broker sees the answer: a forged one changes nothing, not even to deny.
             let expected = AnswerSignature.Payload(
@@ -102,6 +116,7 @@ struct ApprovalsController: Sendable {
             }
             auditContext.proof = signature
             auditContext.proofKey = key.json
+            keyBound = true
         } else if deviceKeys == .required {
             throw APIError.keyRequired
         }
@@ -111,6 +126,7 @@ struct ApprovalsController: Sendable {
             deviceID: device.id,
             decision: body.decision,
             numberCode: code,
+            keyBound: keyBound,
             reportFraud: reportFraud,
             context: auditContext,
             logger: context.logger

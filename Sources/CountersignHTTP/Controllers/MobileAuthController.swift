@@ -66,8 +66,12 @@ struct MobileAuthController: Sendable {
             context: context, request: request, email: normalized
         ) {
             user = try await accounts.user(email: normalized)
-            // An unknown email costs the same bcrypt work as a wrong password.
-            return try await hasher.verify(password, hash: user?.passwordHash ?? decoyHash)
+            // An unknown email, or a user without a password, costs the same bcrypt work as a wrong password.
+            guard let hash = user?.passwordHashIfAny else {
+                _ = try await hasher.verify(password, hash: decoyHash)
+                return false
+            }
+            return try await hasher.verify(password, hash: hash)
         }
         guard let user, passwordMatches else {
             context.logger.notice("login failed", metadata: ["ip": "\(context.clientIP)"])
@@ -114,7 +118,11 @@ struct MobileAuthController: Sendable {
             against: [(.refreshKeyFailuresPerDevice, device.id)], AbuseGuard.Message.refresh, context: context, request: request,
             userID: device.userID
         ) {
-            try await hasher.verify(password, hash: user.passwordHash)
+            guard let hash = user.passwordHashIfAny else {
+                _ = try await hasher.verify(password, hash: decoyHash)
+                return false
+            }
+            return try await hasher.verify(password, hash: hash)
         }
         guard passwordMatches else {
             context.logger.notice("key refresh refused: wrong password", metadata: ["device": "\(device.id)"])

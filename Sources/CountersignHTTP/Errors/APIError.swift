@@ -56,6 +56,16 @@ extension APIError {
     static let invalidCredentials = APIError(.unauthorized, "invalid_credentials", "Incorrect email or password.")
     static let wrongPassword = APIError(.unauthorized, "invalid_credentials", "Incorrect password.")
     static let notFound = APIError(.notFound, "not_found", "No such request.")
+    static let approvalNotFound = APIError(.notFound, "not_found", "No such approval.")
+    static let deviceNotFound = APIError(.notFound, "not_found", "No such device for this user.")
+    static let userNotFound = APIError(.notFound, "user_not_found", "No user has this email.")
+    static let notEnrolled = APIError(
+        .unprocessableContent, "not_enrolled", "This user has no trusted device. Enroll one first (POST /v1/users/{email}/enrollments).")
+    static let idempotencyMismatch = APIError(
+        .conflict, "idempotency_mismatch", "This Idempotency-Key was already used with a different request.")
+    static let integrationUnauthorized = APIError(
+        .unauthorized, "unauthorized", "A valid integration API key is required (Authorization: Bearer csk_…).")
+    static let invalidEnrollmentCode = APIError(.badRequest, "invalid_code", "That enrollment code is not valid. Ask for a new one.")
     static let routeNotFound = APIError(.notFound, "not_found", "There is nothing at this address.")
     static let methodNotAllowed = APIError(.methodNotAllowed, "invalid_request", "This method is not allowed here.")
     static let payloadTooLarge = APIError(

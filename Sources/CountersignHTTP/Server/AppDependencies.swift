@@ -36,6 +36,10 @@ public struct AppDependencies: Sendable {
     public var outboxBell: OutboxBell
     /// Whether answers must be signed with a device key.
     public var deviceKeys: DeviceKeyPolicy
+    /// The daemon's secret keys: hashes of codes, sealed outbox and idempotency answers.
+    public var secretKeys: SecretKeys
+    /// Where users and devices reach the daemon (`--public-url`), for enrollment URIs.
+    public var publicURL: String?
 
     public init(
         store: any CountersignStorage,
@@ -53,6 +57,8 @@ public struct AppDependencies: Sendable {
         mail: (any MailSender)?,
         outboxDeliverers: [OutboxKind: any OutboxDeliverer],
         outboxBell: OutboxBell,
+        secretKeys: SecretKeys,
+        publicURL: String? = nil,
         deviceKeys: DeviceKeyPolicy = .optional,
         longPolls: LongPollSlots = LongPollSlots(),
         idleTimeout: Duration = .seconds(75),
@@ -77,5 +83,7 @@ public struct AppDependencies: Sendable {
         self.outboxDeliverers = outboxDeliverers
         self.outboxBell = outboxBell
         self.deviceKeys = deviceKeys
+        self.secretKeys = secretKeys
+        self.publicURL = publicURL
     }
 }

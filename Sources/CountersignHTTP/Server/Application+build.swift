@@ -82,6 +82,20 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
     DeviceKeyController(accounts: dependencies.store, authenticator: authenticator, audit: dependencies.audit, deviceKeys: dependencies.deviceKeys)
         .addRoutes(to: mobile)
     EmailResetController(resets: dependencies.emailResets, abuse: abuse).addRoutes(to: mobile)
+    EnrollmentController(
+        store: dependencies.store, keys: dependencies.secretKeys, abuse: abuse, audit: dependencies.audit, deviceKeys: dependencies.deviceKeys
+    ).addRoutes(to: mobile)
+    // The approvals API of relying services, behind their own API keys.
+    let integrations = IntegrationAuthenticator(integrations: dependencies.store)
+    let v1 = router.group("v1")
+    IntegrationUsersController(
+        store: dependencies.store, authenticator: integrations, keys: dependencies.secretKeys, audit: dependencies.audit,
+        publicURL: dependencies.publicURL
+    ).addRoutes(to: v1)
+    IntegrationApprovalsController(
+        broker: dependencies.broker, store: dependencies.store, authenticator: integrations, abuse: abuse, longPolls: dependencies.longPolls,
+        keys: dependencies.secretKeys
+    ).addRoutes(to: v1)
     ResetPageController(resets: dependencies.emailResets, abuse: abuse).addRoutes(to: router)
     HealthController(store: dependencies.store, push: dependencies.pushSender, mail: dependencies.mail).addRoutes(to: router)
     MetricsController(

@@ -108,7 +108,7 @@ struct OutboxService: Service, CustomStringConvertible {
             }
             do {
                 guard try await store.rescheduleOutbox(id: item.id, at: next, error: reason) else {
-                    logger.info("dropped while it was being sent (a newer code replaced it)")
+                    logger.info("ended elsewhere while it was being sent (a newer code replaced it)")
                     return
                 }
             } catch {
@@ -119,9 +119,7 @@ struct OutboxService: Service, CustomStringConvertible {
             logger.warning(
                 "delivery failed; will retry",
                 metadata: ["attempt": "\(item.attempts)", "in": "\(Int(next.timeIntervalSinceNow.rounded()))s", "reason": "\(reason)"])
-            audit.record(
-                AuditEvent(
-                    kind: .mailRetried, userID: item.userID, requestRef: item.id, detail: "attempt \(item.attempts): \(reason)"))
+            audit.record(Self.auditEvent(.retried, item, "attempt \(item.attempts): \(reason)"))
         }
     }
 
@@ -132,9 +130,7 @@ struct OutboxService: Service, CustomStringConvertible {
                 logger.info("ended elsewhere while it was being sent", metadata: ["outcome": "\(end.rawValue)"])
                 if end == .delivered {
                     audit.record(
-                        AuditEvent(
-                            kind: .mailSent, userID: item.userID, requestRef: item.id,
-                            detail: "attempt \(item.attempts): \(detail); a newer code had replaced it meanwhile"))
+                        Self.auditEvent(.delivered, item, "attempt \(item.attempts): \(detail); a newer code had replaced it meanwhile"))
                 }
                 return
             }
@@ -144,18 +140,53 @@ struct OutboxService: Service, CustomStringConvertible {
             return
         }
         metrics.outbox(kind: item.kind, outcome: end.rawValue)
-        let kind: AuditKind
         switch end {
         case .delivered:
-            kind = .mailSent
             logger.info("delivered", metadata: ["attempt": "\(item.attempts)"])
         case .failed:
-            kind = .mailFailed
             logger.error("delivery refused for good; not retried", metadata: ["reason": "\(detail)"])
         case .dropped:
-            kind = .mailDropped
             logger.warning("dropped", metadata: ["reason": "\(detail)"])
         }
-        audit.record(AuditEvent(kind: kind, userID: item.userID, requestRef: item.id, detail: "attempt \(item.attempts): \(detail)"))
+        audit.record(Self.auditEvent(Outcome(end), item, "attempt \(item.attempts): \(detail)"))
+    }
+
+    /// What happened to an attempt, for the audit trail.
+    enum Outcome {
+        case delivered, retried, failed, dropped
+
+        init(_ end: OutboxEnd) {
+            switch end {
+            case .delivered: self = .delivered
+            case .failed: self = .failed
+            case .dropped: self = .dropped
+            }
+        }
+    }
+
+    /// A mail is named by its outbox id; a webhook event by its approval's log reference, with the event id in the detail.
+    static func auditEvent(_ outcome: Outcome, _ item: OutboxItem, _ detail: String) -> AuditEvent {
+        switch item.kind {
+        case .mail:
+            let kind: AuditKind =
+                switch outcome {
+                case .delivered: .mailSent
+                case .retried: .mailRetried
+                case .failed: .mailFailed
+                case .dropped: .mailDropped
+                }
+            return AuditEvent(kind: kind, userID: item.userID, requestRef: item.id, detail: detail)
+        case .webhook:
+            let kind: AuditKind =
+                switch outcome {
+                case .delivered: .webhookDelivered
+                case .retried: .webhookRetried
+                case .failed: .webhookFailed
+                case .dropped: .webhookDropped
+                }
+            return AuditEvent(
+                kind: kind, userID: item.userID, requestRef: item.reference.map(ApprovalRequest.logReference(of:)),
+                detail: "event \(item.id), \(detail)")
+        }
     }
 }

@@ -10,7 +10,7 @@ final class RecordingPushSender: PushSender {
 
     var prompts: [(requestID: String, deviceID: String)] {
         deliveries.compactMap { delivery in
-            if case .prompt(let id, _, _, _, _) = delivery.job { return (id, delivery.deviceID) }
+            if case .prompt(let id, _, _, _, _, _) = delivery.job { return (id, delivery.deviceID) }
             return nil
         }
     }

@@ -1,0 +1,63 @@
+import Foundation
+
+/// A relying service: a backend of the deployment that asks for approvals
+/// with its own API key and hears of their outcome through its webhook.
+public struct Integration: Sendable, Equatable {
+    public var id: String
+    /// Unique; shown on the phone and named in the audit trail.
+    public var name: String
+    /// Where its events are posted; `nil` for none.
+    public var webhookURL: String?
+    /// Signs its events (`whsec_…`). Stored as is: it must sign.
+    public var webhookSecret: String?
+    /// A disabled integration's key is refused.
+    public var enabled: Bool
+    public var createdAt: Date
+
+    public init(id: String, name: String, webhookURL: String?, webhookSecret: String?, enabled: Bool, createdAt: Date) {
+        self.id = id
+        self.name = name
+        self.webhookURL = webhookURL
+        self.webhookSecret = webhookSecret
+        self.enabled = enabled
+        self.createdAt = createdAt
+    }
+
+    /// An integration's API key: `csk_` and 256 random bits.
+    public static func newAPIKey() -> String { "csk_" + SecureToken.generate(byteCount: 32) }
+    /// A webhook signing secret: `whsec_` and 256 random bits.
+    public static func newWebhookSecret() -> String { "whsec_" + SecureToken.generate(byteCount: 32) }
+    /// A new integration id.
+    public static func newID() -> String { "int_" + SecureToken.recordID() }
+
+    /// `[A-Za-z0-9 _.-]{1,64}`, starting with a letter or digit.
+    public static func isValidName(_ name: String) -> Bool {
+        guard let first = name.utf8.first, (1...64).contains(name.utf8.count) else { return false }
+        func alnum(_ c: UInt8) -> Bool { (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) }
+        return alnum(first) && name.utf8.allSatisfy { alnum($0) || $0 == 0x20 || $0 == 0x5F || $0 == 0x2E || $0 == 0x2D }
+    }
+
+    /// Why `text` cannot be a webhook URL, or `nil` when it can: `https://`
+    /// with a host, or `http://` to a loopback host only.
+    public static func webhookURLProblem(_ text: String) -> String? {
+        guard text.utf8.count <= 2048, let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host,
+            !host.isEmpty
+        else {
+            return "\(text) is not an absolute URL"
+        }
+        if url.user != nil || url.password != nil { return "a webhook URL must not carry a user or password" }
+        switch scheme {
+        case "https": return nil
+        case "http": return isLoopback(host) ? nil : "only https:// webhook URLs are allowed, except to a loopback host"
+        default: return "only https:// webhook URLs are allowed, except to a loopback host"
+        }
+    }
+
+    /// 127.0.0.0/8, ::1 or localhost.
+    public static func isLoopback(_ host: String) -> Bool {
+        let host = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        if host == "localhost" || host == "::1" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
+    }
+}

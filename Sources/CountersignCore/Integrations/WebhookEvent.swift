@@ -1,0 +1,47 @@
+import Foundation
+
+/// One event an integration's webhook receives: a transition of one of its
+/// approvals. Written to the outbox in the transaction of the transition.
+public struct WebhookEvent: Codable, Sendable, Equatable {
+    public struct Payload: Codable, Sendable, Equatable {
+        public var approvalId: String
+        public var action: String
+        public var user: String
+        public var status: String
+        public var deviceId: String?
+        public var deviceKeyBound: Bool?
+    }
+
+    /// `evt_…`: receivers deduplicate by it.
+    public var id: String
+    /// `approval.approved | denied | expired | cancelled | completed`.
+    public var type: String
+    public var createdAt: String
+    public var data: Payload
+
+    /// How long a webhook is retried.
+    public static let deliveryWindow: TimeInterval = 24 * 3600
+
+    /// The event of `transition` on `request` (as it is after it), as an
+    /// outbox row; `nil` for a request no integration made.
+    public static func outboxItem(for request: ApprovalRequest, after transition: Transition) -> OutboxItem? {
+        guard let prompt = request.prompt else { return nil }
+        let event = WebhookEvent(
+            id: "evt_" + SecureToken.generate(byteCount: 16),
+            type: "approval." + transition.to.rawValue,
+            createdAt: Timestamp.string(transition.at),
+            data: Payload(
+                approvalId: request.id, action: request.action.rawValue, user: prompt.userEmail, status: transition.to.rawValue,
+                deviceId: request.respondingDeviceID, deviceKeyBound: request.respondingDeviceID == nil ? nil : (request.deviceKeyBound ?? false)))
+        guard let body = try? encoder.encode(event) else { return nil }
+        return OutboxItem(
+            id: event.id, kind: .webhook, reference: request.id, userID: request.userID, payload: body, createdAt: transition.at,
+            nextAttemptAt: transition.at, deadline: transition.at.addingTimeInterval(deliveryWindow))
+    }
+
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+}

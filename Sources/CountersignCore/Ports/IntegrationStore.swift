@@ -1,0 +1,70 @@
+import Foundation
+
+/// Integrations, the users and enrollments they manage, their idempotency
+/// keys and their webhook deliveries. Every method is one transaction, and
+/// reads what is stored now: an operator's change takes effect at the next request.
+public protocol IntegrationStore: Sendable {
+    /// Stores a new integration with the hash of its API key; a name in use throws ``IntegrationError/nameTaken``.
+    func createIntegration(_ integration: Integration, apiKeyHash: String) async throws
+    func integrations() async throws -> [Integration]
+    func integration(id: String) async throws -> Integration?
+    /// The integration whose API key has this hash, enabled or not.
+    func integration(apiKeyHash: String) async throws -> Integration?
+    /// Replaces the key: the old one stops at once. `false` for an unknown id.
+    func rotateIntegrationKey(id: String, apiKeyHash: String) async throws -> Bool
+    /// Sets or (with `nil`) removes the webhook; `false` for an unknown id.
+    func setWebhook(integrationID: String, url: String?, secret: String?) async throws -> Bool
+    func setIntegrationEnabled(id: String, enabled: Bool) async throws -> Bool
+
+    /// A user with no password (approvals only); an existing user is returned as is, with `created` false.
+    func ensureUser(email: String) async throws -> (user: User, created: Bool)
+    func device(id: String) async throws -> Device?
+
+    func createEnrollment(codeHash: String, userID: String, integrationID: String, createdAt: Date, expiresAt: Date) async throws
+    /// Uses an unused, unexpired code up: the user it enrolls, for the one caller that did it.
+    func redeemEnrollment(codeHash: String, now: Date) async throws -> (userID: String, integrationID: String)?
+
+    /// The stored create under this key, if it was made after `since`.
+    func idempotencyRecord(integrationID: String, key: String, since: Date) async throws -> IdempotencyRecord?
+
+    /// Webhook deliveries, newest first; with `failedOnly`, those that failed, were dropped or are being retried.
+    func webhookDeliveries(failedOnly: Bool, limit: Int) async throws -> [OutboxEntry]
+    /// Queues an event again, due now, for another `WebhookEvent.deliveryWindow`; `false` for an unknown event.
+    func redeliverWebhook(eventID: String, now: Date) async throws -> Bool
+}
+
+public enum IntegrationError: Error, Equatable {
+    case nameTaken
+}
+
+/// One outbox row as the operator sees it.
+public struct OutboxEntry: Sendable, Equatable {
+    public var id: String
+    public var kind: OutboxKind
+    public var reference: String?
+    /// `pending`, `delivered`, `failed` or `dropped`.
+    public var state: String
+    public var attempts: Int
+    public var createdAt: Date
+    public var nextAttemptAt: Date
+    public var finishedAt: Date?
+    public var lastError: String?
+    /// A webhook's event body; `nil` for mail (sealed, erased once sent).
+    public var payload: Data?
+
+    public init(
+        id: String, kind: OutboxKind, reference: String?, state: String, attempts: Int, createdAt: Date, nextAttemptAt: Date, finishedAt: Date?,
+        lastError: String?, payload: Data?
+    ) {
+        self.id = id
+        self.kind = kind
+        self.reference = reference
+        self.state = state
+        self.attempts = attempts
+        self.createdAt = createdAt
+        self.nextAttemptAt = nextAttemptAt
+        self.finishedAt = finishedAt
+        self.lastError = lastError
+        self.payload = payload
+    }
+}

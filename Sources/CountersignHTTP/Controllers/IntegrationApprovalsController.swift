@@ -1,0 +1,253 @@
+import CountersignCore
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// The approvals API of a relying service (`/v1/approvals`): create, status
+/// with long poll, complete, cancel. The same broker, state machine, push,
+/// expiry and audit as the phone reset; an integration sees only its own.
+struct IntegrationApprovalsController: Sendable {
+    let broker: ApprovalBroker
+    let store: any IntegrationStore & UserAdministration
+    let authenticator: IntegrationAuthenticator
+    let abuse: AbuseGuard
+    let longPolls: LongPollSlots
+    let keys: SecretKeys
+
+    func addRoutes(to group: RouterGroup<AppRequestContext>) {
+        group.post("approvals", use: create)
+        group.get("approvals/{approvalId}", use: status)
+        group.post("approvals/{approvalId}/complete", use: complete)
+        group.post("approvals/{approvalId}/cancel", use: cancel)
+    }
+
+    struct CreateBody: Decodable {
+        var user: String
+        var action: String
+        var title: String
+        var body: String?
+        var context: [String: String]?
+        var ttl: Int?
+        var numberMatching: Bool?
+    }
+
+    /// A create as checked: what it means, hashed to recognise a repeat.
+    struct Checked: Encodable {
+        var user: String
+        var action: String
+        var title: String
+        var body: String
+        var context: [String: String]
+        var ttl: Int?
+        var numberMatching: Bool?
+
+        var hash: String {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            return SHA256.hash(data: (try? encoder.encode(self)) ?? Data()).map { String(format: "%02x", $0) }.joined()
+        }
+    }
+
+    struct CreateAnswer: Codable {
+        var approvalId: String
+        var status: ApprovalState
+        var expiresAt: String
+        var numberCode: String?
+    }
+
+    static func check(_ body: CreateBody) throws -> Checked {
+        let user = User.normalize(email: try Field.email(body.user))
+        guard ApprovalAction.isWellFormed(body.action) else {
+            throw APIError.invalidRequest("The field `action` must be 1 to 64 characters of a-z, 0-9, `_`, `.` or `-`.")
+        }
+        let title = try Field.text(body.title, "title", maxBytes: 4 * ApprovalPrompt.titleLimit)
+        guard title.count <= ApprovalPrompt.titleLimit else {
+            throw APIError.invalidRequest("The field `title` is longer than \(ApprovalPrompt.titleLimit) characters.")
+        }
+        let text = try Field.text(body.body ?? "", "body", maxBytes: 4 * ApprovalPrompt.bodyLimit, allowEmpty: true)
+        guard text.count <= ApprovalPrompt.bodyLimit else {
+            throw APIError.invalidRequest("The field `body` is longer than \(ApprovalPrompt.bodyLimit) characters.")
+        }
+        let context = body.context ?? [:]
+        guard context.count <= ApprovalPrompt.contextKeysLimit else {
+            throw APIError.invalidRequest("The field `context` has more than \(ApprovalPrompt.contextKeysLimit) keys.")
+        }
+        var checkedContext: [String: String] = [:]
+        for (key, value) in context {
+            let name = try Field.text(key, "context", maxBytes: ApprovalPrompt.contextKeyLimit)
+            let checked = try Field.text(value, "context.\(name)", maxBytes: 4 * ApprovalPrompt.contextValueLimit, allowEmpty: true)
+            guard checked.count <= ApprovalPrompt.contextValueLimit else {
+                throw APIError.invalidRequest("The field `context.\(name)` is longer than \(ApprovalPrompt.contextValueLimit) characters.")
+            }
+            checkedContext[name] = checked
+        }
+        if let ttl = body.ttl, !(10...300).contains(ttl) {
+            throw APIError.invalidRequest("The field `ttl` must be a whole number of seconds from 10 to 300.")
+        }
+        return Checked(
+            user: user, action: body.action, title: title, body: text, context: checkedContext, ttl: body.ttl, numberMatching: body.numberMatching)
+    }
+
+    /// `Idempotency-Key`: at most 255 printable ASCII characters.
+    static func idempotencyKey(_ request: Request) throws -> String? {
+        guard let key = request.headers[HTTPField.Name("Idempotency-Key")!] else { return nil }
+        guard !key.isEmpty, key.utf8.count <= IdempotencyRecord.maxKeyLength, key.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else {
+            throw APIError.invalidRequest("The header `Idempotency-Key` must be 1 to 255 printable ASCII characters.")
+        }
+        return key
+    }
+
+    @Sendable func create(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let integration = try await authenticator.integration(for: request)
+        let checked = try Self.check(try await request.decodeJSON(as: CreateBody.self, context: context))
+        let key = try Self.idempotencyKey(request)
+        let requestHash = checked.hash
+        if let key, let earlier = try await firstAnswer(integration: integration, key: key, requestHash: requestHash) { return earlier }
+        try abuse.hit(
+            .approvalsPerIntegration, integration.id, "Too many approvals created by this integration. Please slow down.", context: context,
+            request: request)
+        guard let user = try await store.user(email: checked.user) else { throw APIError.userNotFound }
+        guard !(try await store.devices(userID: user.id)).isEmpty else { throw APIError.notEnrolled }
+        try abuse.hit(
+            .approvalsPerUser, user.id, "Too many approvals for this user. Please try again later.", context: context, request: request,
+            userID: user.id)
+        let keys = keys
+        let claim = key.map { key in
+            IdempotencyClaim(integrationID: integration.id, key: key, requestHash: requestHash) { approval, code in
+                try keys.seal(try APIJSON.encoder.encode(Self.answer(approval, code)))
+            }
+        }
+        let prompt = ApprovalPrompt(
+            integrationID: integration.id, integrationName: integration.name, userEmail: user.email, title: checked.title, body: checked.body,
+            context: checked.context)
+        let auditContext = request.auditContext(context)
+        do {
+            let recipient = await broker.recipient(for: user, context: auditContext, logger: context.logger)
+            let (approval, code) = try await broker.initiate(
+                for: recipient,
+                action: ApprovalAction(rawValue: checked.action)!,
+                newPasswordHash: nil,
+                requester: RequesterInfo(ip: context.clientIP, userAgent: request.userAgent),
+                prompt: prompt,
+                ttl: checked.ttl.map(TimeInterval.init),
+                numberMatching: checked.numberMatching,
+                idempotency: claim,
+                context: auditContext,
+                logger: context.logger)
+            return try JSONAnswer.response(Self.answer(approval, code), status: .created)
+        } catch is IdempotencyKeyTaken {
+            // A concurrent create with the same key won: answer as it did.
+            guard let key, let earlier = try await firstAnswer(integration: integration, key: key, requestHash: requestHash) else {
+                throw APIError.internalError
+            }
+            return earlier
+        }
+    }
+
+    static func answer(_ approval: ApprovalRequest, _ code: String?) -> CreateAnswer {
+        CreateAnswer(approvalId: approval.id, status: approval.state, expiresAt: Timestamp.string(approval.expiresAt), numberCode: code)
+    }
+
+    /// The first answer under `key`, or 409 when that key came with another request.
+    private func firstAnswer(integration: Integration, key: String, requestHash: String) async throws -> Response? {
+        guard
+            let record = try await store.idempotencyRecord(
+                integrationID: integration.id, key: key, since: Date().addingTimeInterval(-IdempotencyRecord.window))
+        else { return nil }
+        guard record.requestHash == requestHash else { throw APIError.idempotencyMismatch }
+        return try JSONAnswer.response(json: try keys.open(record.answer), status: .created)
+    }
+
+    struct StatusAnswer: ResponseEncodable {
+        struct DeviceOut: Encodable {
+            var id: String
+            var name: String?
+        }
+        var approvalId: String
+        var action: String
+        var status: ApprovalState
+        var createdAt: String
+        var expiresAt: String
+        var decidedAt: String?
+        var device: DeviceOut?
+        var deviceKeyBound: Bool?
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(approvalId, forKey: .approvalId)
+            try container.encode(action, forKey: .action)
+            try container.encode(status, forKey: .status)
+            try container.encode(createdAt, forKey: .createdAt)
+            try container.encode(expiresAt, forKey: .expiresAt)
+            // Always present: null until a device answered.
+            try container.encode(decidedAt, forKey: .decidedAt)
+            try container.encode(device, forKey: .device)
+            try container.encode(deviceKeyBound, forKey: .deviceKeyBound)
+        }
+
+        enum CodingKeys: String, CodingKey { case approvalId, action, status, createdAt, expiresAt, decidedAt, device, deviceKeyBound }
+    }
+
+    @Sendable func status(_ request: Request, context: AppRequestContext) async throws -> StatusAnswer {
+        let integration = try await authenticator.integration(for: request)
+        let id = try context.parameters.require("approvalId")
+        let wait = try PhoneResetController.waitSeconds(request)
+        let approval: ApprovalRequest?
+        let slot = "integration:" + integration.id
+        if wait > 0, longPolls.acquire(slot) {
+            defer { longPolls.release(slot) }
+            approval = try await broker.waitForChange(of: id, integrationID: integration.id, timeout: .seconds(wait))
+        } else {
+            approval = try await broker.status(of: id, integrationID: integration.id)
+        }
+        guard let approval else { throw APIError.approvalNotFound }
+        var device: StatusAnswer.DeviceOut?
+        if let deviceID = approval.respondingDeviceID {
+            device = .init(id: deviceID, name: try await store.device(id: deviceID)?.name)
+        }
+        return StatusAnswer(
+            approvalId: approval.id, action: approval.action.rawValue, status: approval.state, createdAt: Timestamp.string(approval.createdAt),
+            expiresAt: Timestamp.string(approval.expiresAt), decidedAt: Self.decidedAt(approval).map(Timestamp.string), device: device,
+            deviceKeyBound: approval.respondingDeviceID == nil ? nil : (approval.deviceKeyBound ?? false))
+    }
+
+    /// When a device answered (approved or denied), if one did.
+    static func decidedAt(_ approval: ApprovalRequest) -> Date? {
+        // Approving sets `completeBy` to the answer's time plus the window; later transitions keep it.
+        if let completeBy = approval.completeBy { return completeBy.addingTimeInterval(-approval.completionWindow) }
+        return approval.state == .denied ? approval.updatedAt : nil
+    }
+
+    struct Done: ResponseEncodable { var status: ApprovalState }
+
+    @Sendable func complete(_ request: Request, context: AppRequestContext) async throws -> Done {
+        let integration = try await authenticator.integration(for: request)
+        let id = try context.parameters.require("approvalId")
+        _ = try await request.readBody(context: context)
+        let approval = try await translating {
+            try await broker.complete(id, integrationID: integration.id, context: request.auditContext(context), logger: context.logger)
+        }
+        return Done(status: approval.state)
+    }
+
+    @Sendable func cancel(_ request: Request, context: AppRequestContext) async throws -> Done {
+        let integration = try await authenticator.integration(for: request)
+        let id = try context.parameters.require("approvalId")
+        _ = try await request.readBody(context: context)
+        let approval = try await translating {
+            try await broker.cancel(id, integrationID: integration.id, context: request.auditContext(context), logger: context.logger)
+        }
+        return Done(status: approval.state)
+    }
+
+    /// The broker's "not found" is this API's "no such approval".
+    private func translating(_ body: () async throws -> ApprovalRequest) async throws -> ApprovalRequest {
+        do {
+            return try await body()
+        } catch BrokerError.notFound {
+            throw APIError.approvalNotFound
+        }
+    }
+}

@@ -1,0 +1,151 @@
+import CountersignCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// An integration's users and their devices: create a user, issue a one-time
+/// enrollment code, list and remove devices. Integrations are trusted
+/// backends: an unknown user is a plain 404 `user_not_found`.
+struct IntegrationUsersController: Sendable {
+    let store: any IntegrationStore & UserAdministration
+    let authenticator: IntegrationAuthenticator
+    let keys: SecretKeys
+    let audit: AuditLog
+    /// Where devices reach the daemon, for the enrollment URI; else the request's own host.
+    let publicURL: String?
+
+    func addRoutes(to group: RouterGroup<AppRequestContext>) {
+        group.post("users", use: createUser)
+        group.post("users/{email}/enrollments", use: enroll)
+        group.get("users/{email}/devices", use: devices)
+        group.delete("users/{email}/devices/{deviceId}", use: removeDevice)
+    }
+
+    struct CreateBody: Decodable { var email: String }
+    struct UserAnswer: Encodable {
+        var userId: String
+        var email: String
+    }
+
+    @Sendable func createUser(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let integration = try await authenticator.integration(for: request)
+        let body = try await request.decodeJSON(as: CreateBody.self, context: context)
+        let email = User.normalize(email: try Field.email(body.email))
+        let (user, created) = try await store.ensureUser(email: email)
+        if created {
+            context.logger.info("user created by an integration", metadata: ["user": "\(user.id)", "integration": "\(integration.name)"])
+            audit.record(
+                AuditEvent(
+                    kind: .userCreated, userID: user.id, email: user.email, context: request.auditContext(context),
+                    detail: "integration \(integration.name)"))
+        }
+        return try JSONAnswer.response(UserAnswer(userId: user.id, email: user.email), status: created ? .created : .ok)
+    }
+
+    struct EnrollmentAnswer: Encodable {
+        var enrollmentCode: String
+        var enrollmentURI: String
+        var expiresAt: String
+    }
+
+    @Sendable func enroll(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let integration = try await authenticator.integration(for: request)
+        _ = try await request.readBody(context: context)
+        let user = try await user(context)
+        let code = EnrollmentCode.generate()
+        let now = Date()
+        let expiresAt = now.addingTimeInterval(EnrollmentCode.ttl)
+        try await store.createEnrollment(
+            codeHash: EnrollmentCode.hash(code, keys: keys), userID: user.id, integrationID: integration.id, createdAt: now, expiresAt: expiresAt)
+        context.logger.info("enrollment code issued", metadata: ["user": "\(user.id)", "integration": "\(integration.name)"])
+        audit.record(
+            AuditEvent(
+                kind: .enrollmentIssued, userID: user.id, context: request.auditContext(context), detail: "integration \(integration.name)"))
+        let answer = EnrollmentAnswer(
+            enrollmentCode: code, enrollmentURI: Self.enrollmentURI(base: base(of: request), code: code), expiresAt: Timestamp.string(expiresAt))
+        return try JSONAnswer.response(answer, status: .created)
+    }
+
+    /// `countersign://enroll?url=…&code=…`, each value percent-encoded.
+    static func enrollmentURI(base: String, code: String) -> String {
+        var components = URLComponents()
+        components.scheme = "countersign"
+        components.host = "enroll"
+        components.queryItems = [URLQueryItem(name: "url", value: base), URLQueryItem(name: "code", value: code)]
+        // URLComponents leaves ":" and "/" as they are in a query; a strict reader wants them encoded.
+        components.percentEncodedQuery = components.percentEncodedQuery?
+            .replacingOccurrences(of: ":", with: "%3A").replacingOccurrences(of: "/", with: "%2F")
+        return components.string ?? "countersign://enroll?code=\(code)"
+    }
+
+    private func base(of request: Request) -> String {
+        if let publicURL { return publicURL.hasSuffix("/") ? String(publicURL.dropLast()) : publicURL }
+        let host = request.head.authority ?? "localhost"
+        return "http://\(host)"
+    }
+
+    struct DevicesAnswer: ResponseEncodable {
+        struct Item: Encodable {
+            var id: String
+            var name: String
+            var platform: String
+            var pushEnabled: Bool
+            var keyBound: Bool
+            var createdAt: String
+            var lastSeenAt: String?
+        }
+        var devices: [Item]
+    }
+
+    @Sendable func devices(_ request: Request, context: AppRequestContext) async throws -> DevicesAnswer {
+        _ = try await authenticator.integration(for: request)
+        let user = try await user(context)
+        let devices = try await store.devices(userID: user.id)
+        return DevicesAnswer(
+            devices: devices.map {
+                .init(
+                    id: $0.id, name: $0.name, platform: $0.platform, pushEnabled: $0.pushEnabled, keyBound: $0.publicKey != nil,
+                    createdAt: Timestamp.string($0.createdAt), lastSeenAt: $0.lastSeenAt.map(Timestamp.string))
+            })
+    }
+
+    struct Removed: ResponseEncodable { var success = true }
+
+    @Sendable func removeDevice(_ request: Request, context: AppRequestContext) async throws -> Removed {
+        let integration = try await authenticator.integration(for: request)
+        let user = try await user(context)
+        let deviceID = try context.parameters.require("deviceId")
+        guard SecureToken.isWellFormed(deviceID), let device = try await store.device(id: deviceID), device.userID == user.id,
+            try await store.deleteDevice(id: device.id)
+        else {
+            throw APIError.deviceNotFound
+        }
+        context.logger.info("device removed by an integration", metadata: ["device": "\(device.id)", "integration": "\(integration.name)"])
+        audit.record(
+            AuditEvent(
+                kind: .deviceRemoved, userID: user.id, context: request.auditContext(context, deviceID: device.id),
+                detail: "integration \(integration.name)"))
+        return Removed()
+    }
+
+    /// The user named by the `{email}` path parameter (percent-encoded or not).
+    private func user(_ context: AppRequestContext) async throws -> User {
+        let raw = try context.parameters.require("email")
+        let email = try Field.email(raw.removingPercentEncoding ?? raw)
+        guard let user = try await store.user(email: email) else { throw APIError.userNotFound }
+        return user
+    }
+}
+
+/// A JSON answer with a status other than 200.
+enum JSONAnswer {
+    static func response(_ value: some Encodable, status: HTTPResponse.Status) throws -> Response {
+        try response(json: APIJSON.encoder.encode(value), status: status)
+    }
+
+    static func response(json: Data, status: HTTPResponse.Status) throws -> Response {
+        Response(
+            status: status, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(bytes: json)))
+    }
+}

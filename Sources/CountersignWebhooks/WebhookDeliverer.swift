@@ -1,0 +1,74 @@
+import AsyncHTTPClient
+import CountersignCore
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// Posts webhook events from the outbox to their integration's URL, signed
+/// with its secret as they are now (a changed URL or secret applies to the
+/// events still waiting). Any 2xx is delivered; any other answer, a time-out
+/// or a connection error is retried by the outbox service.
+public struct WebhookDeliverer: OutboxDeliverer {
+    let client: WebhookClient
+    let approvals: any ApprovalStore
+    let integrations: any IntegrationStore
+    let timeout: TimeAmount
+
+    public init(client: WebhookClient, approvals: any ApprovalStore, integrations: any IntegrationStore, timeout: TimeAmount = .seconds(10)) {
+        self.client = client
+        self.approvals = approvals
+        self.integrations = integrations
+        self.timeout = timeout
+    }
+
+    public func deliver(_ item: OutboxItem, logger: Logger) async -> DeliveryResult {
+        let integration: Integration?
+        do {
+            guard let approvalID = item.reference, let approval = try await approvals.request(id: approvalID),
+                let integrationID = approval.integrationID
+            else {
+                return .failed("its approval is no longer stored")
+            }
+            integration = try await integrations.integration(id: integrationID)
+        } catch {
+            return .retry("cannot read the integration: \(error)")
+        }
+        guard let integration, let url = integration.webhookURL, let secret = integration.webhookSecret else {
+            return .failed("the integration has no webhook any more")
+        }
+        if let problem = Integration.webhookURLProblem(url) { return .failed(problem) }
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.headers.add(name: "User-Agent", value: "Countersign-Webhooks/1")
+        request.headers.add(name: "Countersign-Event-Id", value: item.id)
+        request.headers.add(
+            name: WebhookSignature.headerName,
+            value: WebhookSignature.header(secret: secret, body: item.payload, timestamp: Int(Date().timeIntervalSince1970)))
+        request.body = .bytes(ByteBuffer(bytes: item.payload))
+        let host = URL(string: url)?.host ?? "?"
+        do {
+            let response = try await client.client().execute(request, timeout: timeout, logger: logger)
+            // Read (and bound) the answer so the connection can be reused; its content does not matter.
+            _ = try? await response.body.collect(upTo: 64 * 1024)
+            let status = Int(response.status.code)
+            if (200..<300).contains(status) { return .delivered("integration \(integration.name): HTTP \(status) from \(host)") }
+            return .retry("integration \(integration.name): HTTP \(status) from \(host)")
+        } catch {
+            return .retry("integration \(integration.name): \(host): \(Self.describe(error))")
+        }
+    }
+
+    /// A short reason for the log and `webhook list`.
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .deadlineExceeded, .readTimeout, .connectTimeout: return "timed out"
+            case .remoteConnectionClosed: return "connection closed"
+            default: return "\(error)"
+            }
+        }
+        return "\(error)"
+    }
+}

@@ -1,0 +1,195 @@
+import ArgumentParser
+import CountersignCore
+import CountersignStore
+import Foundation
+
+/// The operator's side of the approvals API. Each command works on the
+/// database a running daemon uses and takes effect at its next request.
+struct IntegrationCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "integration",
+        abstract: "Manage integrations: the relying services that use the approvals API.",
+        subcommands: [Add.self, List.self, RotateKey.self, SetWebhook.self, Disable.self, Enable.self]
+    )
+
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create an integration; prints its API key (and webhook secret) once.")
+        @Argument(help: "A unique name, shown on the phone: letters, digits, space, `_`, `.` or `-`, at most 64.") var name: String
+        @Option(help: "Where its events are posted (https://, or http:// to a loopback host).") var webhookURL: String?
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            guard Integration.isValidName(name) else {
+                throw ValidationError(
+                    "\(name) is not a valid name: 1 to 64 letters, digits, spaces, `_`, `.` or `-`, starting with a letter or digit")
+            }
+            if let webhookURL, let problem = Integration.webhookURLProblem(webhookURL) { throw ValidationError(problem) }
+            let store = try await database.open()
+            let key = Integration.newAPIKey()
+            let secret = webhookURL.map { _ in Integration.newWebhookSecret() }
+            let integration = Integration(
+                id: Integration.newID(), name: name, webhookURL: webhookURL, webhookSecret: secret, enabled: true, createdAt: Date())
+            do {
+                try await store.createIntegration(integration, apiKeyHash: SecureToken.sha256Hex(key))
+            } catch IntegrationError.nameTaken {
+                throw ValidationError("an integration named \(name) already exists")
+            }
+            try await store.append([
+                AuditEvent(kind: .integrationAdded, detail: "integration \(name)" + (webhookURL.map { " with webhook to \(Self.host($0))" } ?? ""))
+            ])
+            print("created integration \(name)")
+            print("id:             \(integration.id)")
+            print("API key:        \(key)")
+            if let secret { print("webhook secret: \(secret)") }
+            print("These are shown once: store them in the relying service's secrets now.")
+        }
+
+        static func host(_ url: String) -> String { URL(string: url)?.host ?? "?" }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List integrations.")
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            let store = try await database.open()
+            let integrations = try await store.integrations()
+            if integrations.isEmpty { print("no integrations") }
+            for integration in integrations {
+                let state = integration.enabled ? "enabled" : "disabled"
+                let webhook = integration.webhookURL.map { "webhook \($0)" } ?? "no webhook"
+                print("\(integration.id)  \(integration.name)  \(state)  \(webhook)  created \(integration.createdAt.formatted(.iso8601))")
+            }
+        }
+    }
+
+    struct RotateKey: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "rotate-key", abstract: "Give an integration a new API key; the old one stops at once.")
+        @Argument(help: "The integration's id or name.") var integration: String
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            let store = try await database.open()
+            let found = try await find(integration, in: store)
+            let key = Integration.newAPIKey()
+            guard try await store.rotateIntegrationKey(id: found.id, apiKeyHash: SecureToken.sha256Hex(key)) else {
+                throw ValidationError("no integration \(integration)")
+            }
+            try await store.append([AuditEvent(kind: .integrationKeyRotated, detail: "integration \(found.name)")])
+            print("new API key for \(found.name): \(key)")
+            print("The old key no longer works. This one is shown once.")
+        }
+    }
+
+    struct SetWebhook: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "set-webhook", abstract: "Set or remove an integration's webhook URL; a new URL gets a new signing secret.")
+        @Argument(help: "The integration's id or name.") var integration: String
+        @Argument(help: "The webhook URL (https://, or http:// to a loopback host).") var url: String?
+        @Flag(help: "Remove the webhook: no more events are queued.") var none = false
+        @OptionGroup var database: DatabaseOptions
+
+        func validate() throws {
+            guard (url == nil) == none else { throw ValidationError("give either a URL or --none") }
+            if let url, let problem = Integration.webhookURLProblem(url) { throw ValidationError(problem) }
+        }
+
+        func run() async throws {
+            let store = try await database.open()
+            let found = try await find(integration, in: store)
+            let secret = url.map { _ in found.webhookSecret ?? Integration.newWebhookSecret() }
+            guard try await store.setWebhook(integrationID: found.id, url: url, secret: secret) else {
+                throw ValidationError("no integration \(integration)")
+            }
+            try await store.append([
+                AuditEvent(
+                    kind: .integrationWebhookSet,
+                    detail: "integration \(found.name): " + (url.map { "webhook to \(Add.host($0))" } ?? "webhook removed"))
+            ])
+            if let url, let secret {
+                print("webhook of \(found.name): \(url)")
+                if secret != found.webhookSecret { print("webhook secret: \(secret)  (shown once)") } else { print("signing secret unchanged") }
+            } else {
+                print("webhook of \(found.name) removed")
+            }
+        }
+    }
+
+    struct Disable: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Disable an integration: its API key is refused (401) until enabled.")
+        @Argument(help: "The integration's id or name.") var integration: String
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws { try await setEnabled(false, integration, database) }
+    }
+
+    struct Enable: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Enable a disabled integration.")
+        @Argument(help: "The integration's id or name.") var integration: String
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws { try await setEnabled(true, integration, database) }
+    }
+}
+
+/// The integration named by `idOrName`.
+func find(_ idOrName: String, in store: SQLiteStore) async throws -> Integration {
+    if let byID = try await store.integration(id: idOrName) { return byID }
+    guard let byName = try await store.integrations().first(where: { $0.name == idOrName }) else {
+        throw ValidationError("no integration \(idOrName)")
+    }
+    return byName
+}
+
+private func setEnabled(_ enabled: Bool, _ idOrName: String, _ database: DatabaseOptions) async throws {
+    let store = try await database.open()
+    let found = try await find(idOrName, in: store)
+    _ = try await store.setIntegrationEnabled(id: found.id, enabled: enabled)
+    try await store.append([AuditEvent(kind: enabled ? .integrationEnabled : .integrationDisabled, detail: "integration \(found.name)")])
+    print("\(found.name) \(enabled ? "enabled" : "disabled")")
+}
+
+struct WebhookCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "webhook", abstract: "Webhook deliveries of the approvals API.", subcommands: [List.self, Redeliver.self])
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List webhook deliveries, newest first.")
+        @Flag(help: "Only events that failed, were dropped, or are being retried.") var failed = false
+        @Option(help: "How many to show.") var limit = 50
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            let store = try await database.open()
+            let entries = try await store.webhookDeliveries(failedOnly: failed, limit: max(1, min(limit, 10_000)))
+            if entries.isEmpty { print(failed ? "no failed deliveries" : "no webhook deliveries") }
+            for entry in entries {
+                let event = entry.payload.flatMap { try? JSONDecoder().decode(WebhookEvent.self, from: $0) }
+                let state =
+                    entry.state == "pending"
+                    ? (entry.attempts == 0 ? "queued" : "retrying at \(entry.nextAttemptAt.formatted(.iso8601))") : entry.state
+                var line = "\(entry.id)  \(event?.type ?? "?")  approval \(event?.data.approvalId.prefix(8) ?? "?")…  \(state)"
+                line += "  attempts \(entry.attempts)  created \(entry.createdAt.formatted(.iso8601))"
+                if let error = entry.lastError { line += "  last error: \(error)" }
+                print(line)
+            }
+        }
+    }
+
+    struct Redeliver: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Send a webhook event again (the running daemon picks it up within a second).")
+        @Argument(help: "The event id (evt_…).") var eventID: String
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            let store = try await database.open()
+            guard try await store.redeliverWebhook(eventID: eventID, now: Date()) else {
+                throw ValidationError("no webhook event \(eventID) that can be sent again (unknown, or being sent right now)")
+            }
+            try await store.append([AuditEvent(kind: .webhookRedelivered, detail: "event \(eventID), countersign webhook redeliver")])
+            print("event \(eventID) queued again")
+        }
+    }
+}
