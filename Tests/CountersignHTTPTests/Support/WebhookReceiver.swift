@@ -1,0 +1,81 @@
+import CountersignWebhooks
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import ServiceRunner
+import Synchronization
+
+/// A webhook receiver on 127.0.0.1 that checks each event's signature as a
+/// relying service must, records what arrived, and can answer 500 a number of
+/// times first.
+final class WebhookReceiver: Sendable {
+    struct Arrival: Sendable {
+        let id: String
+        let type: String
+        let approvalID: String
+        let json: [String: any Sendable]
+        let signatureValid: Bool
+        let status: Int
+    }
+
+    let secret: String
+    private let arrivals = Mutex<[Arrival]>([])
+    private let failures = Mutex<Int>(0)
+
+    init(secret: String, failFirst: Int = 0) {
+        self.secret = secret
+        failures.withLock { $0 = failFirst }
+    }
+
+    var all: [Arrival] { arrivals.withLock { $0 } }
+    /// The events answered 200 with a valid signature.
+    var accepted: [Arrival] { all.filter { $0.status == 200 && $0.signatureValid } }
+
+    func events(of approvalID: String) -> [String] { accepted.filter { $0.approvalID == approvalID }.map(\.type) }
+
+    /// Serves on `port` (0: any free one) while `body` runs; `body` gets the webhook URL.
+    func serve<T: Sendable>(port: Int = 0, _ body: @Sendable (_ url: String, _ port: Int) async throws -> T) async throws -> T {
+        let router = Router()
+        router.post("hook") { request, context -> Response in
+            let bytes = try await request.body.collect(upTo: 1 << 20)
+            let data = Data(bytes.readableBytesView)
+            let header = request.headers[HTTPField.Name(WebhookSignature.headerName)!] ?? ""
+            let valid = WebhookSignature.verify(header: header, secret: self.secret, body: data, now: Date())
+            let json = (try? JSONSerialization.jsonObject(with: data) as? [String: any Sendable]) ?? [:]
+            let payload = json["data"] as? [String: any Sendable] ?? [:]
+            let fail = self.failures.withLock { left in
+                guard left > 0 else { return false }
+                left -= 1
+                return true
+            }
+            let status = !valid ? 400 : fail ? 500 : 200
+            self.arrivals.withLock {
+                $0.append(
+                    Arrival(
+                        id: json["id"] as? String ?? "", type: json["type"] as? String ?? "", approvalID: payload["approvalId"] as? String ?? "",
+                        json: json, signatureValid: valid, status: status))
+            }
+            return Response(status: .init(code: status))
+        }
+        let readiness = RunningServices.Readiness()
+        var logger = Logger(label: "webhook-receiver")
+        logger.logLevel = .critical
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)),
+            onServerRunning: { channel in readiness.ready(port: channel.localAddress?.port ?? 0) }, logger: logger)
+        return try await RunningServices.run([app], readiness: readiness, logger: logger) { port in
+            try await body("http://127.0.0.1:\(port)/hook", port)
+        }
+    }
+
+    /// Waits until `condition` holds, at most `timeout`.
+    func wait(timeout: Duration = .seconds(20), until condition: (WebhookReceiver) -> Bool) async throws {
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        while !condition(self) {
+            guard clock.now < deadline else { throw TestFailure("webhook receiver: condition not met in \(timeout); got \(all.map(\.type))") }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+}
