@@ -18,6 +18,9 @@ public final class WebhookClient: Service, Sendable {
             configuration.httpVersion = .automatic
             configuration.redirectConfiguration = .disallow
             configuration.timeout = .init(connect: .seconds(10), read: .seconds(10))
+            // A refused connection fails the attempt at once: the outbox retries with its own
+            // back-off, and `webhook list` shows why instead of an attempt that hangs for 10 s.
+            configuration.connectionPool.retryConnectionEstablishment = false
             let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
             made = client
             return client

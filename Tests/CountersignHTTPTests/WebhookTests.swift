@@ -1,0 +1,152 @@
+import CountersignCore
+import CountersignRuntime
+import Foundation
+import NIOHTTP1
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Webhooks against a receiver on 127.0.0.1 that checks each signature.
+@Suite struct WebhookTests {
+    /// A daemon with one integration whose webhook points at `url`, a user and an enrolled device.
+    static func setUp(_ daemon: TestDaemon, webhookURL: String) async throws -> (key: String, secret: String, deviceKey: String) {
+        let acme = try await daemon.addIntegration("Acme", webhookURL: webhookURL)
+        _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+        let device = try await daemon.enroll(Fixture.email, integrationKey: acme.key)
+        return (acme.key, try #require(acme.secret), device.apiKey)
+    }
+
+    static func create(_ daemon: TestDaemon, _ key: String, ttl: Int? = nil, action: String = "login") async throws -> (id: String, code: String?) {
+        var body = ApprovalsAPITests.approval
+        body["action"] = action
+        if let ttl { body["ttl"] = ttl }
+        let answer = try await daemon.v1(.POST, "/v1/approvals", key: key, json: body)
+        guard answer.status == 201, let id = answer["approvalId"] else { throw TestFailure("create: \(answer.status) \(answer.text)") }
+        return (id, answer["numberCode"])
+    }
+
+    @Test func oneSignedEventPerTransitionInOrderAndNoSecretInLogs() async throws {
+        let secret = Integration.newWebhookSecret()
+        let receiver = WebhookReceiver(secret: secret)
+        let logs = LogCapture()
+        try await receiver.serve { url, _ in
+            try await withTestDaemon(logs: logs) { daemon in
+                let acme = try await daemon.addIntegration("Acme", webhookURL: url)
+                // The receiver checks with the secret the integration was given.
+                #expect(try await daemon.server.store.setWebhook(integrationID: acme.id, url: url, secret: secret))
+                _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+                let device = try await daemon.enroll(Fixture.email, integrationKey: acme.key)
+
+                let expiring = try await Self.create(daemon, acme.key, ttl: 10, action: "payout")
+                let approved = try await Self.create(daemon, acme.key)
+                #expect(try await daemon.respond(approved.id, apiKey: device.apiKey, code: approved.code).status == 200)
+                #expect(try await daemon.v1(.POST, "/v1/approvals/\(approved.id)/complete", key: acme.key).status == 200)
+                let denied = try await Self.create(daemon, acme.key, action: "sudo")
+                #expect(try await daemon.respond(denied.id, apiKey: device.apiKey, decision: "deny", code: nil).status == 200)
+                let cancelled = try await Self.create(daemon, acme.key, action: "export")
+                #expect(try await daemon.v1(.POST, "/v1/approvals/\(cancelled.id)/cancel", key: acme.key).status == 200)
+                // A newer approval of the same action replaces the pending one.
+                let replaced = try await Self.create(daemon, acme.key, action: "export")
+                _ = try await Self.create(daemon, acme.key, action: "export")
+
+                try await receiver.wait(timeout: .seconds(30)) { $0.events(of: expiring.id) == ["approval.expired"] }
+                try await receiver.wait { $0.events(of: replaced.id) == ["approval.cancelled"] }
+                #expect(receiver.events(of: approved.id) == ["approval.approved", "approval.completed"])
+                #expect(receiver.events(of: denied.id) == ["approval.denied"])
+                #expect(receiver.events(of: cancelled.id) == ["approval.cancelled"])
+                // No event on create, every signature valid, every id once.
+                #expect(receiver.all.allSatisfy { $0.signatureValid })
+                #expect(Set(receiver.all.map(\.id)).count == receiver.all.count)
+                #expect(receiver.all.allSatisfy { $0.id.hasPrefix("evt_") })
+                let completed = try #require(receiver.accepted.first { $0.type == "approval.completed" })
+                let data = try #require(completed.json["data"] as? [String: any Sendable])
+                #expect(data["user"] as? String == Fixture.email)
+                #expect(data["action"] as? String == "login")
+                #expect(data["status"] as? String == "completed")
+                #expect(data["deviceId"] as? String == device.deviceID)
+                #expect(data["deviceKeyBound"] as? Bool == false)
+
+                let audited = try await daemon.waitForAudit(.webhookDelivered)
+                #expect(audited.contains { $0.detail?.contains("integration Acme") == true })
+                for secret in [secret, acme.key, device.apiKey] { #expect(!logs.text.contains(secret)) }
+            }
+        }
+    }
+
+    @Test func aReceiverThatFailsThreeTimesGetsTheEventOnceAndRedeliverySendsItAgain() async throws {
+        let secret = Integration.newWebhookSecret()
+        let receiver = WebhookReceiver(secret: secret, failFirst: 3)
+        try await receiver.serve { url, _ in
+            try await withTestDaemon { daemon in
+                let acme = try await daemon.addIntegration("Acme", webhookURL: url)
+                #expect(try await daemon.server.store.setWebhook(integrationID: acme.id, url: url, secret: secret))
+                _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+                _ = try await daemon.enroll(Fixture.email, integrationKey: acme.key)
+                let approval = try await Self.create(daemon, acme.key)
+                #expect(try await daemon.v1(.POST, "/v1/approvals/\(approval.id)/cancel", key: acme.key).status == 200)
+
+                try await receiver.wait(timeout: .seconds(30)) { !$0.accepted.isEmpty }
+                #expect(receiver.all.map(\.status) == [500, 500, 500, 200])
+                #expect(Set(receiver.all.map(\.id)).count == 1)
+                let event = try #require(receiver.accepted.first?.id)
+                try await Task.sleep(for: .seconds(2))
+                #expect(receiver.accepted.count == 1)
+                let retried = try await daemon.waitForAudit(.webhookRetried)
+                #expect(retried.count == 3)
+
+                // `countersign webhook redeliver` queues it again; the running daemon sends it.
+                #expect(try await daemon.server.store.redeliverWebhook(eventID: event, now: Date()))
+                try await receiver.wait { $0.accepted.count == 2 }
+                #expect(receiver.accepted.map(\.id) == [event, event])
+                #expect(try await daemon.server.store.webhookDeliveries(failedOnly: true, limit: 10).isEmpty)
+                #expect(try await daemon.server.store.webhookDeliveries(failedOnly: false, limit: 10).map(\.state) == ["delivered"])
+            }
+        }
+    }
+
+    @Test func eventsWaitForADownReceiverAndArriveInOrderWhenItReturns() async throws {
+        let secret = Integration.newWebhookSecret()
+        let port = try Self.freePort()
+        let url = "http://127.0.0.1:\(port)/hook"
+        try await withTestDaemon { daemon in
+            let acme = try await daemon.addIntegration("Acme", webhookURL: url)
+            #expect(try await daemon.server.store.setWebhook(integrationID: acme.id, url: url, secret: secret))
+            _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+            let device = try await daemon.enroll(Fixture.email, integrationKey: acme.key)
+            let approval = try await Self.create(daemon, acme.key)
+            #expect(try await daemon.respond(approval.id, apiKey: device.apiKey, code: approval.code).status == 200)
+            #expect(try await daemon.v1(.POST, "/v1/approvals/\(approval.id)/complete", key: acme.key).status == 200)
+            // Nobody listens: the first event is retried, the second waits behind it.
+            try await Task.sleep(for: .seconds(2))
+            let waiting = try await daemon.server.store.webhookDeliveries(failedOnly: false, limit: 10)
+            #expect(waiting.count == 2)
+            #expect(waiting.allSatisfy { $0.state == "pending" })
+            #expect(waiting.contains { $0.attempts >= 1 && $0.lastError != nil })
+            #expect(try await daemon.server.store.webhookDeliveries(failedOnly: true, limit: 10).count == 1)
+
+            let receiver = WebhookReceiver(secret: secret)
+            try await receiver.serve(port: port) { _, _ in
+                try await receiver.wait(timeout: .seconds(30)) { $0.accepted.count == 2 }
+            }
+            #expect(receiver.events(of: approval.id) == ["approval.approved", "approval.completed"])
+        }
+    }
+
+    static func freePort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
+        }
+        _ = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
