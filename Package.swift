@@ -255,6 +255,7 @@ let package = Package(
                 "CountersignRuntime",
                 "FakeFCM",
                 "MailTestSupport",
+                "CountersignWebhooks",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -1,0 +1,196 @@
+import AsyncHTTPClient
+import CountersignWebhooks
+import Foundation
+import NIOCore
+import NIOHTTP1
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The examples of `examples/` against the real binary: the relying service
+/// signs a user in with a second factor; the webhook receiver, down while the
+/// events are committed and the daemon is killed with SIGKILL, gets them
+/// after both come back, checks their signatures and refuses a replay.
+@Suite struct IntegrationExamplesTests {
+    static let examples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("examples")
+
+    /// A command's exit status and output (stdout and stderr).
+    static func countersign(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = DaemonProcessTests.binary
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let output = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+    }
+
+    /// A process whose output lines are collected as they come.
+    final class Running: Sendable {
+        let process: Process
+        private let lines = Mutex<[String]>([])
+
+        init(_ executable: String, _ arguments: [String], environment: [String: String]) throws {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = arguments
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = pipe
+            self.process = process
+            pipe.fileHandleForReading.readabilityHandler = { [self] handle in
+                let text = String(decoding: handle.availableData, as: UTF8.self)
+                append(text.split(separator: "\n").map(String.init))
+            }
+            try process.run()
+        }
+
+        var output: [String] { lines.withLock { $0 } }
+
+        private func append(_ more: [String]) { lines.withLock { $0 += more } }
+
+        func waitFor(_ what: String, timeout: Duration = .seconds(30), _ match: (String) -> Bool) async throws -> String {
+            let clock = ContinuousClock()
+            let deadline = clock.now + timeout
+            while clock.now < deadline {
+                if let line = output.first(where: match) { return line }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            throw TestError("no \(what) in: \(output.joined(separator: "\n"))")
+        }
+
+        func stop() {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+        }
+    }
+
+    struct TestError: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    static func call(
+        _ method: HTTPMethod, _ url: String, json: [String: any Sendable]? = nil, headers: [(String, String)] = []
+    ) async throws -> (Int, [String: any Sendable]) {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let json {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: Array(try JSONSerialization.data(withJSONObject: json))))
+        }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let body = try await response.body.collect(upTo: 1 << 20)
+        return (Int(response.status.code), (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: any Sendable]) ?? [:])
+    }
+
+    @Test func theExamplesSignInAndReceiveEveryEventAfterKillDashNine() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            // setup: an integration made by the CLI, its webhook on a port where nothing listens yet.
+            let database = folder.appendingPathComponent("countersign.sqlite").path
+            let port = try DaemonProcessTests.freePort()
+            let hookPort = try DaemonProcessTests.freePort()
+            let base = "http://127.0.0.1:\(port)"
+            let added = try Self.countersign([
+                "integration", "add", "Example Admin", "--webhook-url", "http://127.0.0.1:\(hookPort)/hook", "--database", database,
+            ])
+            #expect(added.status == 0, "\(added.output)")
+            func printed(_ label: String) throws -> String {
+                let line = try #require(added.output.split(separator: "\n").first { $0.hasPrefix(label) })
+                return String(line.dropFirst(label.count)).trimmingCharacters(in: .whitespaces)
+            }
+            let apiKey = try printed("API key:")
+            let secret = try printed("webhook secret:")
+            #expect(apiKey.hasPrefix("csk_") && apiKey.count >= 47)
+            #expect(secret.hasPrefix("whsec_") && secret.count >= 49)
+            let listed = try Self.countersign(["integration", "list", "--database", database])
+            #expect(listed.output.contains("Example Admin  enabled  webhook http://127.0.0.1:\(hookPort)/hook"))
+            #expect(!listed.output.contains(apiKey) && !listed.output.contains(secret))
+
+            let log = folder.appendingPathComponent("daemon.log")
+            var daemon = try await MailDeliveryProcessTests.startDaemon(["--database", database], port: port, log: log)
+            defer { if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) } }
+            let auth = [("Authorization", "Bearer \(apiKey)")]
+            #expect(try await Self.call(.POST, "\(base)/v1/users", json: ["email": "ana@example.com"], headers: auth).0 == 201)
+            let (issued, enrollment) = try await Self.call(.POST, "\(base)/v1/users/ana@example.com/enrollments", headers: auth)
+            #expect(issued == 201)
+            let code = try #require(enrollment["enrollmentCode"] as? String)
+            let (enrolled, login) = try await Self.call(
+                .POST, "\(base)/api/mobile/auth/enroll", json: ["enrollmentCode": code, "deviceName": "Ana's phone", "platform": "android"])
+            #expect(enrolled == 200)
+            let deviceKey = try #require(login["apiKey"] as? String)
+
+            // The relying service: shows the number, long-polls, completes.
+            let signin = try Running(
+                "/usr/bin/env", ["python3", Self.examples.appendingPathComponent("signin.py").path, "ana@example.com"],
+                environment: ["COUNTERSIGN_URL": base, "COUNTERSIGN_API_KEY": apiKey])
+            defer { signin.stop() }
+            let prompt = try await signin.waitFor("number") { $0.contains("enter the number") }
+            let number = try #require(prompt.split(separator: " ").last.map(String.init))
+            let (pulled, pending) = try await Self.call(.GET, "\(base)/api/mobile/approvals/pending", headers: [("X-API-Key", deviceKey)])
+            #expect(pulled == 200)
+            let item = try #require((pending["approvals"] as? [[String: any Sendable]])?.first)
+            #expect(item["title"] as? String == "Sign in to Example Admin")
+            let approvalID = try #require(item["requestId"] as? String)
+            let (answered, _) = try await Self.call(
+                .POST, "\(base)/api/mobile/approvals/\(approvalID)/respond", json: ["decision": "approve", "numberCode": number],
+                headers: [("X-API-Key", deviceKey)])
+            #expect(answered == 200)
+            _ = try await signin.waitFor("sign-in") { $0.contains("signed in, approved on Ana's phone") }
+            signin.process.waitUntilExit()
+            #expect(signin.process.terminationStatus == 0)
+
+            // Both events are committed, undelivered (nobody listens): kill -9, then bring both back.
+            let clock = ContinuousClock()
+            let waitStart = clock.now
+            while !(try String(contentsOf: log, encoding: .utf8).contains("delivery failed; will retry")) {
+                guard clock.now - waitStart < .seconds(20) else { throw TestError("no failed webhook attempt logged") }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            kill(daemon.processIdentifier, SIGKILL)
+            daemon.waitUntilExit()
+            let receiver = try Running(
+                "/usr/bin/env", ["python3", Self.examples.appendingPathComponent("webhook_receiver.py").path, "--port", "\(hookPort)"],
+                environment: ["COUNTERSIGN_WEBHOOK_SECRET": secret])
+            defer { receiver.stop() }
+            _ = try await receiver.waitFor("listening") { $0.hasPrefix("listening") }
+            daemon = try await MailDeliveryProcessTests.startDaemon(["--database", database], port: port, log: log)
+            _ = try await receiver.waitFor("completed event", timeout: .seconds(40)) { $0.contains("approval.completed") }
+            let events = receiver.output.filter { $0.hasPrefix("event ") }
+            #expect(events.count == 2)
+            #expect(events.first?.contains("approval.approved approval=\(approvalID) user=ana@example.com") == true)
+            #expect(events.last?.contains("approval.completed approval=\(approvalID)") == true)
+
+            // The receiver refuses a replay older than 5 minutes, even correctly signed.
+            let body = Data(#"{"id":"evt_replay","type":"approval.approved","data":{}}"#.utf8)
+            var replay = HTTPClientRequest(url: "http://127.0.0.1:\(hookPort)/hook")
+            replay.method = .POST
+            replay.headers.add(
+                name: WebhookSignature.headerName,
+                value: WebhookSignature.header(secret: secret, body: body, timestamp: Int(Date().timeIntervalSince1970) - 400))
+            replay.body = .bytes(ByteBuffer(bytes: body))
+            #expect(try await HTTPClient.shared.execute(replay, timeout: .seconds(10)).status.code == 400)
+
+            // `webhook list` shows both delivered; `webhook redeliver` sends one again, and the receiver deduplicates it.
+            let list = try Self.countersign(["webhook", "list", "--database", database])
+            #expect(list.output.split(separator: "\n").filter { $0.contains("delivered") }.count == 2, "\(list.output)")
+            let eventID = try #require(events.first?.split(separator: " ").dropFirst().first.map(String.init))
+            let redeliver = try Self.countersign(["webhook", "redeliver", eventID, "--database", database])
+            #expect(redeliver.status == 0, "\(redeliver.output)")
+            _ = try await receiver.waitFor("duplicate") { $0 == "duplicate \(eventID) ignored" }
+            #expect(try Self.countersign(["webhook", "list", "--failed", "--database", database]).output.contains("no failed deliveries"))
+
+            let text = try String(contentsOf: log, encoding: .utf8)
+            for secret in [apiKey, secret, code, deviceKey] { #expect(!text.contains(secret)) }
+        }
+    }
+}
