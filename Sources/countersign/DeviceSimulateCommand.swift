@@ -95,7 +95,8 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
         }
         print("")
         print("request \(Self.reference(id))")
-        for field in ["title", "body", "action", "integration"] {
+        if let integration = (item["integration"] as? [String: any Sendable])?["name"] as? String { print("  from integration: \(integration)") }
+        for field in ["title", "body", "action"] {
             if let value = item[field] as? String { print("  \(field): \(value)") }
         }
         if let context = item["context"] as? [String: any Sendable] {
