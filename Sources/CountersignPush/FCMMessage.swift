@@ -90,7 +90,7 @@ public enum FCMMessageBuilder {
                 data["integration"] = prompt.integrationName
                 if let context = contextJSON(prompt.context) { data["context"] = context }
             }
-            return FCMMessage(
+            var message = FCMMessage(
                 token: token,
                 notification: .init(
                     title: prompt.map { $0.title } ?? title(for: action),
@@ -107,6 +107,10 @@ public enum FCMMessageBuilder {
                     payload: .init(aps: .init(category: "APPROVAL_REQUEST", mutableContent: 1, interruptionLevel: "time-sensitive"))
                 )
             )
+            // Within FCM's size limit: the context goes first (the app reads it from the
+            // request), then the data copy of the body (the notification carries it).
+            for optional in ["context", "body"] where !fits(message) { message.data[optional] = nil }
+            return message
         case .resolved(let requestID, _, let status):
             let ttl = Int(resolutionTTL)
             return FCMMessage(
@@ -143,6 +147,10 @@ public enum FCMMessageBuilder {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         guard let data = try? encoder.encode(context), data.count <= maximumContextBytes else { return nil }
         return String(decoding: data, as: UTF8.self)
+    }
+
+    static func fits(_ message: FCMMessage) -> Bool {
+        ((try? encode(message)) ?? nil) != nil
     }
 
     /// The most of a message the context may take.

@@ -117,7 +117,7 @@ extension SQLiteStore: ApprovalStore {
         }
         // A time-out applies only once the deadline has passed; anything else only before it.
         let deadlineGuard = transition.cause == .timedOut ? "\(deadlineColumn) <= ?" : "\(deadlineColumn) > ?"
-        let setsPassword = transition.to == .completed && request.action == .passwordReset
+        let setsPassword = transition.to == .completed && request.action == .passwordReset && request.integrationID == nil
         return try await pool.write { db in
             // Completing a reset needs the held hash, which the update below clears: read it first.
             let held =

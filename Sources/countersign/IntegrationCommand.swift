@@ -85,21 +85,24 @@ struct IntegrationCommand: AsyncParsableCommand {
 
     struct SetWebhook: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "set-webhook", abstract: "Set or remove an integration's webhook URL; a new URL gets a new signing secret.")
+            commandName: "set-webhook",
+            abstract: "Set or remove an integration's webhook URL. Its signing secret is kept (made on the first URL) unless --rotate-secret.")
         @Argument(help: "The integration's id or name.") var integration: String
         @Argument(help: "The webhook URL (https://, or http:// to a loopback host).") var url: String?
         @Flag(help: "Remove the webhook: no more events are queued.") var none = false
+        @Flag(help: "Give the webhook a new signing secret (printed once); the old one stops signing at once.") var rotateSecret = false
         @OptionGroup var database: DatabaseOptions
 
         func validate() throws {
             guard (url == nil) == none else { throw ValidationError("give either a URL or --none") }
+            if rotateSecret && none { throw ValidationError("--rotate-secret goes with a URL") }
             if let url, let problem = Integration.webhookURLProblem(url) { throw ValidationError(problem) }
         }
 
         func run() async throws {
             let store = try await database.open()
             let found = try await find(integration, in: store)
-            let secret = url.map { _ in found.webhookSecret ?? Integration.newWebhookSecret() }
+            let secret = url.map { _ in (rotateSecret ? nil : found.webhookSecret) ?? Integration.newWebhookSecret() }
             guard try await store.setWebhook(integrationID: found.id, url: url, secret: secret) else {
                 throw ValidationError("no integration \(integration)")
             }

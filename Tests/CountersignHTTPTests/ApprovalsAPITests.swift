@@ -165,6 +165,7 @@ import Testing
                 ("ttl", 301, "ttl"),
                 ("user", "not-an-email", "email"),
                 ("numberMatching", "yes", "numberMatching"),
+                ("action", "password_reset", "password_reset"),
             ]
             for (field, value, named) in bad {
                 var body = Self.approval
@@ -186,6 +187,11 @@ import Testing
                 .POST, "/api/mobile/auth/enroll", json: ["enrollmentCode": "2222-2222-2222", "deviceName": "X", "platform": "iOS"])
             #expect(wrongCode.status == 400)
             #expect(wrongCode["error"] == "invalid_code")
+            for typed in ["", String(repeating: "7", count: 100), "not a code"] {
+                let refused = try await daemon.call(
+                    .POST, "/api/mobile/auth/enroll", json: ["enrollmentCode": typed, "deviceName": "X", "platform": "iOS"])
+                #expect(refused["error"] == "invalid_code", "\(typed)")
+            }
         }
     }
 
@@ -243,6 +249,29 @@ import Testing
                     #expect(fake.rejections.isEmpty)
                 }
             }
+        }
+    }
+
+    @Test func aFraudReportOnAPhoneResetDoesNotSilenceIntegrations() async throws {
+        try await withTestDaemon { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (deviceKey, _) = try await daemon.login(Fixture.email, password: Fixture.password)
+            let (reset, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            let report = try await daemon.call(
+                .POST, "/api/mobile/approvals/\(reset)/respond", json: ["decision": "deny", "reportFraud": true], apiKey: deviceKey)
+            #expect(report.status == 200)
+            // Phone resets are silenced...
+            let (silenced, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            // ...the integration's sign-in still reaches the phone.
+            let acme = try await daemon.addIntegration("Acme")
+            let approval = try #require(try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.approval)["approvalId"])
+            let pending = try await daemon.call(.GET, "/api/mobile/approvals/pending", apiKey: deviceKey)
+            let ids = (pending.json["approvals"] as? [[String: any Sendable]] ?? []).compactMap { $0["requestId"] as? String }
+            #expect(ids == [approval])
+            #expect(!ids.contains(silenced))
+            // The phone shows who the integration says asked.
+            let item = try await daemon.call(.GET, "/api/mobile/approvals/\(approval)", apiKey: deviceKey)
+            #expect((item.json["requester"] as? [String: String])?["ip"] == "203.0.113.7")
         }
     }
 

@@ -67,6 +67,9 @@ import Glibc
                 #expect(data["status"] as? String == "completed")
                 #expect(data["deviceId"] as? String == device.deviceID)
                 #expect(data["deviceKeyBound"] as? Bool == false)
+                let cancelledEvent = try #require(receiver.accepted.first { $0.approvalID == cancelled.id })
+                let cancelledData = try #require(cancelledEvent.json["data"] as? [String: any Sendable])
+                #expect(cancelledData["deviceId"] is NSNull)
 
                 let audited = try await daemon.waitForAudit(.webhookDelivered)
                 #expect(audited.contains { $0.detail?.contains("integration Acme") == true })

@@ -19,6 +19,40 @@ import Testing
         return try #require(body["message"] as? [String: Any])
     }
 
+    static func integrationPrompt(title: String, body: String, context: [String: String]) -> PushJob {
+        .prompt(
+            requestID: "AbCdEfGhIjKlMnOpQrStUv", userID: "u1", action: ApprovalAction(rawValue: "login")!, expiresAt: now.addingTimeInterval(60),
+            requester: RequesterInfo(ip: "203.0.113.7", userAgent: nil),
+            prompt: ApprovalPrompt(
+                integrationID: "int_1", integrationName: "Acme Admin", userEmail: "ana@example.com", title: title, body: body, context: context))
+    }
+
+    @Test func anIntegrationsPromptShowsItsWordsAndFitsFCMsLimitAtTheLargestInput() throws {
+        let small = try #require(
+            FCMMessageBuilder.message(
+                for: Self.integrationPrompt(title: "Sign in to Acme", body: "Firefox on Linux", context: ["ip": "203.0.113.7"]), token: "t",
+                now: Self.now))
+        #expect(small.notification?.title == "Sign in to Acme")
+        #expect(small.notification?.body == "Firefox on Linux")
+        #expect(small.data["integration"] == "Acme Admin")
+        #expect(small.data["context"] == #"{"ip":"203.0.113.7"}"#)
+        #expect(small.data["body"] == "Firefox on Linux")
+
+        // The largest title and body the API accepts (80 and 240 four-byte characters), with a
+        // context small enough for its own budget but too large for the message as a whole.
+        let wide = "\u{1F510}"
+        var context: [String: String] = [:]
+        for index in 0..<5 { context["key\(index)"] = String(repeating: "c", count: 200) }
+        let largest = try #require(
+            FCMMessageBuilder.message(
+                for: Self.integrationPrompt(
+                    title: String(repeating: wide, count: 80), body: String(repeating: wide, count: 240), context: context), token: "t",
+                now: Self.now))
+        #expect(try FCMMessageBuilder.encode(largest) != nil)
+        #expect(largest.data["context"] == nil)
+        #expect(largest.notification?.body == String(repeating: wide, count: 240))
+    }
+
     @Test func aPromptHasTheContractShape() throws {
         let message = try #require(FCMMessageBuilder.message(for: Self.prompt(), token: "device-token", now: Self.now))
         let json = try Self.json(message)

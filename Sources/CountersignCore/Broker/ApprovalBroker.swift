@@ -358,7 +358,7 @@ public actor ApprovalBroker {
                 at: transition.at, kind: transition.cause.auditKind, userID: request.recipient.accountID,
                 requestRef: request.logReference, context: context, detail: details.isEmpty ? nil : details.joined(separator: "; ")))
         if request.prompt != nil { outboxBell?.ring() }
-        if transition.cause == .completedByRequester && request.action == .passwordReset {
+        if transition.cause == .completedByRequester && request.action == .passwordReset && request.prompt == nil {
             // Completing is what sets the password (same transaction); the trail names the path.
             audit.record(
                 AuditEvent(

@@ -10,6 +10,19 @@ public struct WebhookEvent: Codable, Sendable, Equatable {
         public var status: String
         public var deviceId: String?
         public var deviceKeyBound: Bool?
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(approvalId, forKey: .approvalId)
+            try container.encode(action, forKey: .action)
+            try container.encode(user, forKey: .user)
+            try container.encode(status, forKey: .status)
+            // Always present: null when no device answered.
+            try container.encode(deviceId, forKey: .deviceId)
+            try container.encode(deviceKeyBound, forKey: .deviceKeyBound)
+        }
+
+        enum CodingKeys: String, CodingKey { case approvalId, action, user, status, deviceId, deviceKeyBound }
     }
 
     /// `evt_…`: receivers deduplicate by it.

@@ -26,7 +26,7 @@ struct EnrollmentController: Sendable {
 
     @Sendable func enroll(_ request: Request, context: AppRequestContext) async throws -> MobileAuthController.LoginAnswer {
         let body = try await request.decodeJSON(as: EnrollBody.self, context: context)
-        let typed = try Field.text(body.enrollmentCode, "enrollmentCode", maxBytes: 64)
+        let typed = body.enrollmentCode
         let deviceName = try Field.text(body.deviceName, "deviceName", maxBytes: 100)
         let platform = try Field.text(body.platform, "platform", maxBytes: 32)
         let token = try body.fcmToken.map { try Field.text($0, "fcmToken", maxBytes: 4096, allowEmpty: true) }
@@ -37,7 +37,8 @@ struct EnrollmentController: Sendable {
             against: [(.enrollFailuresPerIP, context.clientKey)], "Too many wrong enrollment codes. Please try again later.", context: context,
             request: request
         ) {
-            guard let code = EnrollmentCode.normalize(typed) else { return false }
+            // Anything that cannot be a code is a wrong code: same answer, counted alike.
+            guard typed.utf8.count <= 64, let code = EnrollmentCode.normalize(typed) else { return false }
             redeemed = try await store.redeemEnrollment(codeHash: EnrollmentCode.hash(code, keys: keys), now: Date())
             return redeemed != nil
         }

@@ -62,6 +62,9 @@ struct IntegrationApprovalsController: Sendable {
         guard ApprovalAction.isWellFormed(body.action) else {
             throw APIError.invalidRequest("The field `action` must be 1 to 64 characters of a-z, 0-9, `_`, `.` or `-`.")
         }
+        guard body.action != ApprovalAction.passwordReset.rawValue else {
+            throw APIError.invalidRequest("The field `action` must not be `password_reset`: that action belongs to the phone reset.")
+        }
         let title = try Field.text(body.title, "title", maxBytes: 4 * ApprovalPrompt.titleLimit)
         guard title.count <= ApprovalPrompt.titleLimit else {
             throw APIError.invalidRequest("The field `title` is longer than \(ApprovalPrompt.titleLimit) characters.")
@@ -124,12 +127,14 @@ struct IntegrationApprovalsController: Sendable {
             context: checked.context)
         let auditContext = request.auditContext(context)
         do {
-            let recipient = await broker.recipient(for: user, context: auditContext, logger: context.logger)
+            // A fraud report silences the user's phone resets; an integration's approvals still prompt.
             let (approval, code) = try await broker.initiate(
-                for: recipient,
+                for: .user(id: user.id),
                 action: ApprovalAction(rawValue: checked.action)!,
                 newPasswordHash: nil,
-                requester: RequesterInfo(ip: context.clientIP, userAgent: request.userAgent),
+                // Who asked, as the phone shows it: the end user the integration names, else the integration's own call.
+                requester: RequesterInfo(
+                    ip: checked.context["ip"] ?? context.clientIP, userAgent: checked.context["userAgent"] ?? request.userAgent),
                 prompt: prompt,
                 ttl: checked.ttl.map(TimeInterval.init),
                 numberMatching: checked.numberMatching,
