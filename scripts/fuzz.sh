@@ -28,12 +28,15 @@ trap cleanup EXIT
 
 echo "fuzz: user and daemon on $base"
 printf 'correct horse battery\n' | "$binary" user add ana@example.com --database "$work/fuzz.sqlite" --bcrypt-cost 4 >/dev/null
+# An integration, so that the /v1 routes are reached with a valid key (device routes read X-API-Key first).
+integration_key=$("$binary" integration add Fuzz --database "$work/fuzz.sqlite" | sed -n 's/^API key: *//p')
 # Generous limits, so that the generated requests reach the handlers rather than 429.
 "$binary" serve --listen "127.0.0.1:$port" --database "$work/fuzz.sqlite" --bcrypt-cost 4 --log-level warning \
   --rate-limit statusPollsPerIP=1000000/1 --rate-limit resetInitiatePerIP=1000000/60 \
   --rate-limit resetInitiatePerEmail=1000000/60 --rate-limit loginFailuresPerIP=1000000/60 \
   --rate-limit loginFailuresPerEmail=1000000/60 --rate-limit respondPerDevice=1000000/60 \
-  --rate-limit refreshKeyFailuresPerDevice=1000000/60 2>"$work/daemon.log" &
+  --rate-limit refreshKeyFailuresPerDevice=1000000/60 --rate-limit approvalsPerUser=1000000/60 \
+  --rate-limit approvalsPerIntegration=1000000/1 --rate-limit enrollFailuresPerIP=1000000/60 2>"$work/daemon.log" &
 pid=$!
 for _ in $(seq 1 100); do curl -fsS "$base/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 key=$(curl -fsS -H 'Content-Type: application/json' \
@@ -43,7 +46,7 @@ key=$(curl -fsS -H 'Content-Type: application/json' \
 echo "fuzz: schemathesis, at most $examples examples per operation"
 started=$(date +%s)
 status=0
-schemathesis run docs/openapi.yaml --url "$base" --header "X-API-Key: $key" \
+schemathesis run docs/openapi.yaml --url "$base" --header "X-API-Key: $key" --header "Authorization: Bearer $integration_key" \
   --checks all --exclude-checks positive_data_acceptance,negative_data_rejection,unsupported_method,allow_header_conformance \
   --max-examples "$examples" --request-timeout 40 --seed 20261122 --no-color >"$work/schemathesis.txt" 2>&1 || status=$?
 if [ "$status" -eq 0 ]; then tail -25 "$work/schemathesis.txt"; else cat "$work/schemathesis.txt"; fi
