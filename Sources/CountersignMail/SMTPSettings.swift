@@ -1,3 +1,4 @@
+import CountersignCore
 import Foundation
 
 /// Where and how mail is submitted: an SMTP server reached with STARTTLS
@@ -46,7 +47,7 @@ public struct SMTPSettings: Sendable, Equatable, CustomStringConvertible, Custom
         case ("smtps", false): security = .implicitTLS
         case (_, false): security = .startTLS
         default:
-            guard Self.isLoopback(host) else {
+            guard NetworkHost.isLoopback(host) else {
                 throw SMTPSettingsError(
                     "plain-text SMTP (--smtp-tls none) is refused to \(host): the password and the reset codes would cross the network in clear. Use STARTTLS (smtp://) or smtps://, or a relay on 127.0.0.1"
                 )
@@ -89,13 +90,6 @@ public struct SMTPSettings: Sendable, Equatable, CustomStringConvertible, Custom
         guard parts.count == 2, !parts[0].isEmpty, parts[1].contains("."), !address.contains(where: { $0 == " " || $0 == "<" || $0 == ">" })
         else { return nil }
         return address
-    }
-
-    public static func isLoopback(_ host: String) -> Bool {
-        let host = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")).lowercased()
-        if host == "localhost" || host == "::1" { return true }
-        let octets = host.split(separator: ".")
-        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
     }
 }
 

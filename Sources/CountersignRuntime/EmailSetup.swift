@@ -30,7 +30,7 @@ struct EmailSetup {
         if let mailer {
             let templates = try MailTemplates(directory: settings.templatesDirectory)
             let (link, usesListenAddress) = settings.link(host: configuration.host, port: configuration.port)
-            if let url = URL(string: link.link(token: "t", email: "e")), url.scheme == "http", let host = url.host, !SMTPSettings.isLoopback(host) {
+            if let url = URL(string: link.link(token: "t", email: "e")), url.scheme == "http", let host = url.host, !NetworkHost.isLoopback(host) {
                 logger.warning(
                     "reset links use plain http to a host that is not loopback: the token crosses the network in clear; use https in --public-url",
                     metadata: ["host": "\(host)"])

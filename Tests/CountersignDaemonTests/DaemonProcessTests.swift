@@ -31,9 +31,27 @@ import Glibc
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
-    static func http(_ method: HTTPMethod, _ url: String, json: String? = nil, timeout: Int64 = 35) async throws -> (Int, [String: any Sendable]) {
+    /// Runs `countersign ARGUMENTS` to its end: its exit status and output (stdout and stderr).
+    static func command(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    static func http(
+        _ method: HTTPMethod, _ url: String, json: String? = nil, headers: [(String, String)] = [], timeout: Int64 = 35
+    ) async throws -> (Int, [String: any Sendable]) {
         var request = HTTPClientRequest(url: url)
         request.method = method
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let json {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(string: json))

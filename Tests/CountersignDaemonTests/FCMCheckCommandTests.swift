@@ -5,17 +5,7 @@ import Testing
 /// `countersign fcm check`, the real binary against a fake FCM on 127.0.0.1.
 @Suite struct FCMCheckCommandTests {
     static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = DaemonProcessTests.binary
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        try DaemonProcessTests.command(arguments, environment: environment)
     }
 
     @Test func checkFetchesATokenAndValidatesAMessage() async throws {

@@ -111,7 +111,8 @@ import Glibc
 
     @Test func eventsWaitForADownReceiverAndArriveInOrderWhenItReturns() async throws {
         let secret = Integration.newWebhookSecret()
-        let port = try Self.freePort()
+        // A port that was free a moment ago, and nobody listens on now.
+        let port = try await WebhookReceiver(secret: secret).serve { _, port in port }
         let url = "http://127.0.0.1:\(port)/hook"
         try await withTestDaemon { daemon in
             let acme = try await daemon.addIntegration("Acme", webhookURL: url)
@@ -135,21 +136,5 @@ import Glibc
             }
             #expect(receiver.events(of: approval.id) == ["approval.approved", "approval.completed"])
         }
-    }
-
-    static func freePort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
-        }
-        _ = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }

@@ -112,7 +112,7 @@ public actor ApprovalBroker {
 
     /// Whom a request for a known user is for: the user, or, while a fraud
     /// report silences their prompts, a recipient no device hears (audited).
-    public func recipient(for user: User, context: AuditContext, logger: Logger) -> Recipient {
+    private func recipient(for user: User, context: AuditContext, logger: Logger) -> Recipient {
         guard user.isSilenced(at: now()) else { return .user(id: user.id) }
         logger.notice("prompts silenced after a fraud report", metadata: ["user": "\(user.id)"])
         audit.record(

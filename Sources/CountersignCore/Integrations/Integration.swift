@@ -48,16 +48,8 @@ public struct Integration: Sendable, Equatable {
         if url.user != nil || url.password != nil { return "a webhook URL must not carry a user or password" }
         switch scheme {
         case "https": return nil
-        case "http": return isLoopback(host) ? nil : "only https:// webhook URLs are allowed, except to a loopback host"
+        case "http": return NetworkHost.isLoopback(host) ? nil : "only https:// webhook URLs are allowed, except to a loopback host"
         default: return "only https:// webhook URLs are allowed, except to a loopback host"
         }
-    }
-
-    /// 127.0.0.0/8, ::1 or localhost.
-    public static func isLoopback(_ host: String) -> Bool {
-        let host = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-        if host == "localhost" || host == "::1" { return true }
-        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
     }
 }

@@ -1,5 +1,4 @@
 import CountersignCore
-import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -46,7 +45,7 @@ struct IntegrationApprovalsController: Sendable {
         var hash: String {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
-            return SHA256.hash(data: (try? encoder.encode(self)) ?? Data()).map { String(format: "%02x", $0) }.joined()
+            return SecureToken.sha256Hex(String(decoding: (try? encoder.encode(self)) ?? Data(), as: UTF8.self))
         }
     }
 
