@@ -18,18 +18,8 @@ import Glibc
     static let examples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("examples")
 
-    /// A command's exit status and output (stdout and stderr).
     static func countersign(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = DaemonProcessTests.binary
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+        try DaemonProcessTests.command(arguments)
     }
 
     /// A process whose output lines are collected as they come.
@@ -78,19 +68,12 @@ import Glibc
         init(_ description: String) { self.description = description }
     }
 
+    /// An HTTP call with a JSON object body.
     static func call(
         _ method: HTTPMethod, _ url: String, json: [String: any Sendable]? = nil, headers: [(String, String)] = []
     ) async throws -> (Int, [String: any Sendable]) {
-        var request = HTTPClientRequest(url: url)
-        request.method = method
-        for (name, value) in headers { request.headers.add(name: name, value: value) }
-        if let json {
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(bytes: Array(try JSONSerialization.data(withJSONObject: json))))
-        }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-        let body = try await response.body.collect(upTo: 1 << 20)
-        return (Int(response.status.code), (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: any Sendable]) ?? [:])
+        let text = try json.map { String(decoding: try JSONSerialization.data(withJSONObject: $0), as: UTF8.self) }
+        return try await DaemonProcessTests.http(method, url, json: text, headers: headers)
     }
 
     @Test func theExamplesSignInAndReceiveEveryEventAfterKillDashNine() async throws {
@@ -189,8 +172,34 @@ import Glibc
             _ = try await receiver.waitFor("duplicate") { $0 == "duplicate \(eventID) ignored" }
             #expect(try Self.countersign(["webhook", "list", "--failed", "--database", database]).output.contains("no failed deliveries"))
 
+            // The operator's commands act on the running daemon at its next request.
+            let approvalURL = "\(base)/v1/approvals/\(approvalID)"
+            #expect(try Self.countersign(["integration", "disable", "Example Admin", "--database", database]).status == 0)
+            #expect(try await Self.call(.GET, approvalURL, headers: auth).0 == 401)
+            #expect(try Self.countersign(["integration", "enable", "Example Admin", "--database", database]).status == 0)
+            #expect(try await Self.call(.GET, approvalURL, headers: auth).0 == 200)
+            let rotated = try Self.countersign(["integration", "rotate-key", "Example Admin", "--database", database])
+            let newKey = try #require(
+                rotated.output.split(whereSeparator: \.isWhitespace).last { $0.hasPrefix("csk_") }.map(String.init), "\(rotated.output)")
+            #expect(try await Self.call(.GET, approvalURL, headers: auth).0 == 401)
+            #expect(try await Self.call(.GET, approvalURL, headers: [("Authorization", "Bearer \(newKey)")]).0 == 200)
+            let audit = try Self.countersign(["audit", "--kind", "integration_key_rotated", "--database", database])
+            #expect(audit.output.contains("integration Example Admin"), "\(audit.output)")
+            // Only https webhooks, except to a loopback host.
+            let plain = try Self.countersign(["integration", "add", "Remote", "--webhook-url", "http://example.com/hook", "--database", database])
+            #expect(plain.status != 0)
+            #expect(plain.output.contains("only https://"))
+            #expect(try Self.countersign(["integration", "set-webhook", "Example Admin", "--none", "--database", database]).status == 0)
+
+            // Keys are stored only as hashes: no key is in the database files.
+            daemon.terminate()
+            daemon.waitUntilExit()
+            for file in try FileManager.default.contentsOfDirectory(atPath: folder.path) where file.hasPrefix("countersign.sqlite") {
+                let bytes = try Data(contentsOf: folder.appendingPathComponent(file))
+                for key in [apiKey, newKey, code, deviceKey] { #expect(bytes.range(of: Data(key.utf8)) == nil, "\(file)") }
+            }
             let text = try String(contentsOf: log, encoding: .utf8)
-            for secret in [apiKey, secret, code, deviceKey] { #expect(!text.contains(secret)) }
+            for secret in [apiKey, newKey, secret, code, deviceKey] { #expect(!text.contains(secret)) }
         }
     }
 }

@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignDeviceKeys
 import CountersignHTTP
 import CountersignPush
 import CountersignRuntime
@@ -99,6 +100,12 @@ import Testing
             // Removing a device revokes its key.
             #expect(try await daemon.v1(.DELETE, "/v1/users/\(Fixture.email)/devices/\(device)", key: other.key).status == 200)
             #expect(try await daemon.call(.GET, "/api/mobile/approvals/pending", apiKey: deviceKey).status == 401)
+
+            // The trail names the integration on each step.
+            for kind in [AuditKind.deviceEnrolled, .requestCreated, .approved, .completed, .deviceRemoved, .enrollmentIssued] {
+                let events = try await daemon.waitForAudit(kind)
+                #expect(events.contains { $0.detail?.contains("integration ") == true }, "\(kind)")
+            }
 
             // No key, code or number in the logs.
             let text = logs.text
@@ -211,6 +218,61 @@ import Testing
             }
             #expect(statuses.filter { $0 == 400 }.count == 3)
             #expect(statuses.filter { $0 == 429 }.count == 7)
+        }
+    }
+
+    @Test func approvalsPerIntegrationAreLimitedAcrossUsers() async throws {
+        try await withTestDaemon(configure: { $0.rateLimits[.approvalsPerIntegration] = RateLimit(count: 2, window: 60) }) { daemon in
+            let acme = try await daemon.addIntegration("Acme")
+            let other = try await daemon.addIntegration("Other")
+            var statuses: [Int] = []
+            for email in ["a@example.com", "b@example.com", "c@example.com"] {
+                _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": email])
+                _ = try await daemon.enroll(email, integrationKey: acme.key)
+                var body = Self.approval
+                body["user"] = email
+                statuses.append(try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: body).status)
+            }
+            #expect(statuses == [201, 201, 429])
+            var body = Self.approval
+            body["user"] = "c@example.com"
+            #expect(try await daemon.v1(.POST, "/v1/approvals", key: other.key, json: body).status == 201)
+        }
+    }
+
+    @Test func numberMatchingAndTTLAreTheIntegrationsChoice() async throws {
+        try await withTestDaemon { daemon in
+            let acme = try await daemon.addIntegration("Acme")
+            _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+            let device = try await daemon.enroll(Fixture.email, integrationKey: acme.key)
+            var body = Self.approval
+            body["numberMatching"] = false
+            body["ttl"] = 120
+            let answer = try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: body)
+            #expect(answer.status == 201)
+            #expect(answer.json["numberCode"] == nil)
+            let expires = try #require(
+                answer["expiresAt"].flatMap { try? Date($0, strategy: .iso8601.year().month().day().time(includingFractionalSeconds: true)) })
+            #expect(abs(expires.timeIntervalSinceNow - 120) < 10)
+            let id = try #require(answer["approvalId"])
+            #expect(try await daemon.respond(id, apiKey: device.apiKey, code: nil).status == 200)
+            #expect(try await daemon.v1(.GET, "/v1/approvals/\(id)", key: acme.key)["status"] == "approved")
+        }
+    }
+
+    @Test func aSignedAnswerIsKeyBoundForTheRelyingService() async throws {
+        try await withTestDaemon { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let phone = try await DeviceKeyTests.signIn(daemon)
+            let acme = try await daemon.addIntegration("Acme")
+            let answer = try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.approval)
+            let id = try #require(answer["approvalId"])
+            let code = answer["numberCode"]
+            let signature = try await AnswerSignature.sign(phone.payload(id, code: code), with: phone.key)
+            #expect(try await DeviceKeyTests.respond(daemon, id, apiKey: phone.apiKey, code: code, signature: signature).status == 200)
+            let status = try await daemon.v1(.GET, "/v1/approvals/\(id)", key: acme.key)
+            #expect(status.json["deviceKeyBound"] as? Bool == true)
+            #expect((status.json["device"] as? [String: String])?["id"] == phone.deviceID)
         }
     }
 
