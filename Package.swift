@@ -26,6 +26,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // The approval state machine, the broker actor, value types and ports; no I/O.
@@ -43,6 +44,20 @@ let package = Package(
             dependencies: [
                 "CountersignCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // PostgreSQL (PostgresNIO) implementation of the store ports, for a cluster of nodes:
+        // migrations under an advisory lock, LISTEN/NOTIFY wake-ups, shared rate counters.
+        .target(
+            name: "CountersignPostgres",
+            dependencies: [
+                "CountersignCore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -124,6 +139,7 @@ let package = Package(
             dependencies: [
                 "CountersignCore",
                 "CountersignStore",
+                "CountersignPostgres",
                 "CountersignPush",
                 "CountersignHTTP",
                 "CountersignMail",
@@ -151,6 +167,7 @@ let package = Package(
                 "CountersignCore",
                 "CountersignPush",
                 "CountersignStore",
+                "CountersignPostgres",
                 "CountersignRuntime",
                 "CountersignMail",
                 "CountersignDeviceKeys",
@@ -197,6 +214,8 @@ let package = Package(
         ),
         // A real SMTP server for the mail tests (aiosmtpd through scripts/smtp-test-server.py).
         .target(name: "MailTestSupport", path: "Tests/MailTestSupport"),
+        // A throw-away PostgreSQL server for the tests (scripts/pg-test-server.sh).
+        .target(name: "PostgresTestSupport", path: "Tests/PostgresTestSupport"),
         .testTarget(
             name: "CountersignCoreTests",
             dependencies: [
@@ -211,6 +230,8 @@ let package = Package(
             dependencies: [
                 "CountersignCore",
                 "CountersignStore",
+                "CountersignPostgres",
+                "PostgresTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -255,6 +276,7 @@ let package = Package(
                 "CountersignRuntime",
                 "FakeFCM",
                 "MailTestSupport",
+                "PostgresTestSupport",
                 "CountersignWebhooks",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -1,6 +1,7 @@
 import CountersignCore
 import CountersignHTTP
 import CountersignMail
+import CountersignPostgres
 import CountersignPush
 import Foundation
 import Logging
@@ -19,6 +20,9 @@ public struct ConfigurationLoader {
 
     public static let listen = Setting(flag: "--listen", environment: "COUNTERSIGN_LISTEN", fileKey: "listen")
     public static let database = Setting(flag: "--database", environment: "COUNTERSIGN_DATABASE", fileKey: "database")
+    public static let databasePasswordFile = Setting(
+        flag: "--database-password-file", environment: "COUNTERSIGN_DATABASE_PASSWORD_FILE", fileKey: "databasePasswordFile")
+    public static let nodeID = Setting(flag: "--node-id", environment: "COUNTERSIGN_NODE_ID", fileKey: "nodeID")
     public static let requestTTL = Setting(flag: "--request-ttl", environment: "COUNTERSIGN_REQUEST_TTL", fileKey: "requestTTL")
     public static let completionWindow = Setting(
         flag: "--completion-window", environment: "COUNTERSIGN_COMPLETION_WINDOW", fileKey: "completionWindow")
@@ -59,7 +63,8 @@ public struct ConfigurationLoader {
     public static let secretKeyFile = Setting(flag: "--secret-key-file", environment: "COUNTERSIGN_SECRET_KEY_FILE", fileKey: "secretKeyFile")
     public static let deviceKeys = Setting(flag: "--device-keys", environment: "COUNTERSIGN_DEVICE_KEYS", fileKey: "deviceKeys")
     static let all = [
-        listen, database, requestTTL, completionWindow, numberMatching, bcryptCost, bcryptQueue, logLevel, fraudSilence, retention,
+        listen, database, databasePasswordFile, nodeID, requestTTL, completionWindow, numberMatching, bcryptCost, bcryptQueue, logLevel, fraudSilence,
+        retention,
         rateLimits, trustedProxies, idleTimeout, headTimeout, longPollsPerAddress, longPollsTotal, fcmServiceAccount, fcmEndpoint,
         fcmCAFile, smtpURL, smtpUser, smtpPasswordFile, smtpFrom, smtpTLS, smtpCAFile, publicURL, resetLinkTemplate, emailCodeTTL,
         mailTemplates, secretKeyFile, deviceKeys,
@@ -118,6 +123,11 @@ public struct ConfigurationLoader {
         return nil
     }
 
+    static func parseNodeID(_ value: String) -> String? {
+        (1...100).contains(value.count) && value.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.:".contains($0)) }
+            ? value : nil
+    }
+
     func value<T>(_ setting: Setting, expected: String, parse: (String) -> T?) throws -> T? {
         guard let (raw, source) = raw(setting) else { return nil }
         guard let value = parse(raw.trimmingCharacters(in: .whitespaces)) else {
@@ -127,8 +137,16 @@ public struct ConfigurationLoader {
     }
 
     public func databasePath() throws -> String {
-        try value(Self.database, expected: "a file path", parse: { $0.isEmpty ? nil : $0 })
+        try value(Self.database, expected: "a file path or a postgres:// URL", parse: { $0.isEmpty ? nil : $0 })
             ?? ServeConfiguration.defaultDatabasePath(environment: environment)
+    }
+
+    /// The database (`--database`, with `--database-password-file` or the `database-password` credential for PostgreSQL).
+    public func database() throws -> DatabaseLocation {
+        let path = try databasePath()
+        guard PostgresSettings.isURL(path) else { return .sqlite(path: path) }
+        return try DatabaseLocation.postgres(
+            url: path, password: try secret(Self.databasePasswordFile, credential: DatabaseLocation.passwordCredential, what: "database password"))
     }
 
     /// The bcrypt cost alone (the user commands need nothing else).
@@ -143,6 +161,8 @@ public struct ConfigurationLoader {
 
     public func serveConfiguration() throws -> ServeConfiguration {
         var configuration = ServeConfiguration(databasePath: try databasePath())
+        configuration.database = try database()
+        configuration.nodeID = try value(Self.nodeID, expected: "1 to 100 letters, digits or - _ . :", parse: Self.parseNodeID)
         if let (host, port) = try value(Self.listen, expected: "HOST:PORT, e.g. 127.0.0.1:8080", parse: Self.parseListen) {
             configuration.host = host
             configuration.port = port
@@ -251,18 +271,7 @@ public struct ConfigurationLoader {
             throw ConfigurationError("\(source) is set but --smtp-from is not: mail needs a sender address")
         }
         let user = try value(Self.smtpUser, expected: "a user name", parse: { $0.isEmpty ? nil : $0 })
-        var passwordFile = try value(Self.smtpPasswordFile, expected: "a file path", parse: { $0.isEmpty ? nil : $0 })
-        if passwordFile == nil, let credentials = environment["CREDENTIALS_DIRECTORY"] {
-            let candidate = credentials + "/" + EmailSettings.smtpPasswordCredential
-            if FileManager.default.fileExists(atPath: candidate) { passwordFile = candidate }
-        }
-        var password: String?
-        if let passwordFile {
-            guard let data = FileManager.default.contents(atPath: passwordFile) else {
-                throw ConfigurationError("cannot read the SMTP password file \(passwordFile)")
-            }
-            password = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)
-        }
+        let password = try secret(Self.smtpPasswordFile, credential: EmailSettings.smtpPasswordCredential, what: "SMTP password")
         let caFile = try value(Self.smtpCAFile, expected: "a file path", parse: { $0.isEmpty ? nil : $0 })
         do {
             return try SMTPSettings(
@@ -272,6 +281,25 @@ public struct ConfigurationLoader {
         }
     }
 
+    /// A secret kept in a file: the one `setting` names, else the systemd
+    /// credential `credential` when the unit passes it; its contents without the final newline.
+    func secret(_ setting: Setting, credential: String, what: String) throws -> String? {
+        guard let file = try value(setting, expected: "a file path", parse: { $0.isEmpty ? nil : $0 }) ?? self.credential(credential) else {
+            return nil
+        }
+        guard let data = FileManager.default.contents(atPath: file) else {
+            throw ConfigurationError("cannot read the \(what) file \(file)")
+        }
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)
+    }
+
+    /// `$CREDENTIALS_DIRECTORY/NAME` when systemd passed that credential.
+    func credential(_ name: String) -> String? {
+        guard let credentials = environment["CREDENTIALS_DIRECTORY"] else { return nil }
+        let candidate = credentials + "/" + name
+        return FileManager.default.fileExists(atPath: candidate) ? candidate : nil
+    }
+
     /// FCM settings. The service account comes from the flag, the environment,
     /// the config file, then `$CREDENTIALS_DIRECTORY/fcm-service-account.json`
     /// (systemd `LoadCredential=`) when that file exists.
@@ -279,10 +307,7 @@ public struct ConfigurationLoader {
         var settings = PushSettings()
         let path = "a file path"
         settings.serviceAccountFile = try value(Self.fcmServiceAccount, expected: path, parse: { $0.isEmpty ? nil : $0 })
-        if settings.serviceAccountFile == nil, let credentials = environment["CREDENTIALS_DIRECTORY"] {
-            let candidate = credentials + "/" + PushSettings.credentialName
-            if FileManager.default.fileExists(atPath: candidate) { settings.serviceAccountFile = candidate }
-        }
+        settings.serviceAccountFile = settings.serviceAccountFile ?? credential(PushSettings.credentialName)
         if let endpoint = try value(
             Self.fcmEndpoint, expected: "an http(s) URL such as https://fcm.googleapis.com",
             parse: { text in

@@ -1,6 +1,7 @@
 import CountersignCore
 import CountersignHTTP
 import CountersignMail
+import CountersignPostgres
 import CountersignPush
 import CountersignStore
 import CountersignWebhooks
@@ -25,7 +26,9 @@ public func buildServer(
     environment: [String: String] = [:],
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> CountersignServer {
-    let store: any CountersignStorage = try SQLiteStore(path: configuration.databasePath, logger: logger)
+    let store = try await configuration.database.open(
+        nodeID: { configuration.nodeID ?? DatabaseLocation.defaultNodeID(port: configuration.port) }, logger: logger)
+    let cluster = store as? PostgresStore
     let hasher = BcryptPasswordHasher(cost: configuration.bcryptCost, maxQueued: configuration.bcryptQueue)
     let pushQueue = PushQueue()
     let audit = AuditLog()
@@ -51,7 +54,8 @@ public func buildServer(
         pushSender: sender,
         audit: audit,
         metrics: metrics,
-        rateLimits: RateLimits(configuration.rateLimits),
+        // A cluster counts in the database, so that two nodes do not double a limit.
+        rateLimits: RateLimits(configuration.rateLimits, shared: cluster),
         trustedProxies: configuration.trustedProxies,
         retention: configuration.retention,
         decoyHash: try await hasher.hash(SecureToken.apiKey()),
@@ -95,6 +99,8 @@ public func buildServer(
     )
     application.beforeServerStarts {
         try await broker.start()
+        // Other nodes' transitions wake this node's long polls.
+        cluster?.listen(onChange: { await broker.changed($0) }, onGap: { await broker.recheckAll() })
     }
     return CountersignServer(
         configuration: configuration,

@@ -22,6 +22,12 @@ struct EmailSetup {
     ) throws -> EmailSetup {
         let settings = configuration.email
         let keyPath = settings.secretKeyPath(databasePath: configuration.databasePath, environment: environment)
+        let credentialKey = environment["CREDENTIALS_DIRECTORY"].map { $0 + "/" + EmailSettings.secretKeyCredential }
+        if configuration.database.isCluster, settings.secretKeyFile == nil, keyPath != credentialKey {
+            // Enrollment codes, idempotent answers and email codes made on one node are checked on another.
+            throw ConfigurationError(
+                "with a PostgreSQL database every node needs the same secret key: give --secret-key-file (or the systemd credential secret-key)")
+        }
         // Only the default place is created; a named file must exist.
         let keys = try SecretKeyFile.load(path: keyPath, create: settings.secretKeyFile == nil, logger: logger)
         let smtp = mailSender == nil ? settings.smtp.map(SMTPMailer.init(settings:)) : nil

@@ -9,7 +9,12 @@ import Logging
 public struct ServeConfiguration: Sendable, Equatable {
     public var host = "127.0.0.1"
     public var port = 8080
+    /// What `--database` says: a file path, or a `postgres://` URL (which may hold a password: never log it).
     public var databasePath: String
+    /// `databasePath` parsed, with the PostgreSQL password from its file or credential.
+    public var database: DatabaseLocation
+    /// A cluster node's name (default: host name and port).
+    public var nodeID: String?
     public var broker = BrokerConfiguration()
     public var bcryptCost = 12
     /// bcrypt jobs running or waiting at once; past it, 503 `unavailable`.
@@ -44,12 +49,13 @@ public struct ServeConfiguration: Sendable, Equatable {
 
     public init(databasePath: String) {
         self.databasePath = databasePath
+        self.database = .sqlite(path: databasePath)
     }
 
     /// What the start-up log line says about the settings in force (no secret is a setting).
     public var startupSummary: Logger.Metadata {
         [
-            "database": "\(databasePath)",
+            "database": "\(database.display)",
             "listen": "\(host):\(port)",
             "requestTTL": "\(Int(broker.requestTTL))",
             "completionWindow": "\(Int(broker.completionWindow))",

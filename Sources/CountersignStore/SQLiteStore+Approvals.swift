@@ -6,7 +6,7 @@ extension SQLiteStore: ApprovalStore {
     public func insert(
         _ request: ApprovalRequest, idempotency: IdempotencyRecord?, supersededEvent: @escaping @Sendable (ApprovalRequest) -> OutboxItem?
     ) async throws -> [ApprovalRequest] {
-        let prompt = try request.prompt.map { String(decoding: try Self.promptEncoder.encode($0), as: UTF8.self) }
+        let prompt = try request.prompt?.storedJSON()
         return try await pool.write { db in
             let now = request.createdAt.storedValue
             if let idempotency {
@@ -84,6 +84,44 @@ extension SQLiteStore: ApprovalStore {
         }
     }
 
+    public func pendingRequests(userID: String, now: Date) async throws -> [ApprovalRequest] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT * FROM approval_requests WHERE user_id = ? AND state = 'pending' AND expires_at > ? ORDER BY created_at DESC",
+                arguments: [userID, now.storedValue]
+            ).map(ApprovalRequest.init(row:))
+        }
+    }
+
+    public func dueRequests(now: Date, limit: Int) async throws -> [ApprovalRequest] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM approval_requests
+                    WHERE (state = 'pending' AND expires_at <= ?) OR (state = 'approved' AND complete_by <= ?) LIMIT ?
+                    """,
+                arguments: [now.storedValue, now.storedValue, limit]
+            ).map(ApprovalRequest.init(row:))
+        }
+    }
+
+    public func liveCounts() async throws -> [ApprovalState: Int] {
+        try await pool.read { db in
+            var counts: [ApprovalState: Int] = [:]
+            for row in try Row.fetchAll(
+                db, sql: "SELECT state, COUNT(*) AS n FROM approval_requests WHERE state IN ('pending', 'approved') GROUP BY state")
+            {
+                if let state = ApprovalState(rawValue: row["state"]) { counts[state] = row["n"] }
+            }
+            return counts
+        }
+    }
+
+    /// One process owns the file: the broker keeps its index.
+    public var isShared: Bool { false }
+
     /// Queues a webhook event of an integration's approval, only if the
     /// integration has a webhook now (an `INSERT … SELECT`, in the caller's transaction).
     static func queueWebhook(_ event: OutboxItem, integrationID: String?, _ db: Database) throws {
@@ -100,24 +138,11 @@ extension SQLiteStore: ApprovalStore {
             ])
     }
 
-    static let promptEncoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return encoder
-    }()
-
     public func apply(
         _ transition: Transition, to request: ApprovalRequest, event: OutboxItem?, writeTime: @escaping @Sendable () -> Date
     ) async throws -> Bool {
-        let deadlineColumn: String
-        switch transition.from {
-        case .pending: deadlineColumn = "expires_at"
-        case .approved: deadlineColumn = "complete_by"
-        default: return false  // terminal states never change
-        }
-        // A time-out applies only once the deadline has passed; anything else only before it.
-        let deadlineGuard = transition.cause == .timedOut ? "\(deadlineColumn) <= ?" : "\(deadlineColumn) > ?"
-        let setsPassword = transition.to == .completed && request.action == .passwordReset && request.integrationID == nil
+        guard let deadline = DeadlineCheck(transition) else { return false }  // terminal states never change
+        let setsPassword = transition.setsPassword(of: request)
         return try await pool.write { db in
             // Completing a reset needs the held hash, which the update below clears: read it first.
             let held =
@@ -130,7 +155,7 @@ extension SQLiteStore: ApprovalStore {
                     UPDATE approval_requests
                     SET state = ?, updated_at = ?, complete_by = ?, new_password_hash = ?, responding_device_id = ?,
                         device_key_bound = ?, version = version + 1
-                    WHERE id = ? AND state = ? AND \(deadlineGuard)
+                    WHERE id = ? AND state = ? AND \(deadline.column) \(deadline.comparison) ?
                     """,
                 arguments: [
                     transition.to.rawValue, transition.at.storedValue, request.completeBy?.storedValue,
@@ -177,7 +202,7 @@ extension ApprovalRequest {
             requester: RequesterInfo(ip: row["requester_ip"], userAgent: row["requester_user_agent"]),
             respondingDeviceID: row["responding_device_id"],
             deviceKeyBound: row["device_key_bound"],
-            prompt: try (row["prompt"] as String?).map { try JSONDecoder().decode(ApprovalPrompt.self, from: Data($0.utf8)) },
+            prompt: try (row["prompt"] as String?).map(ApprovalPrompt.init(storedJSON:)),
             version: row["version"]
         )
     }

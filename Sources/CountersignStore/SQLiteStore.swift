@@ -85,3 +85,8 @@ extension SQLiteStore {
 }
 
 extension SQLiteStore: StoreMaintenance {}
+
+extension SQLiteStore {
+    /// One process owns the file: no cluster.
+    public var cluster: ClusterHealth? { nil }
+}

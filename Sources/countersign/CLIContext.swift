@@ -7,18 +7,27 @@ import Logging
 
 /// Options every database command takes.
 struct DatabaseOptions: ParsableArguments {
-    @Option(help: "SQLite database file (default $STATE_DIRECTORY/countersign.sqlite, else ./countersign.sqlite; also COUNTERSIGN_DATABASE).")
+    @Option(
+        help: """
+            SQLite database file (default $STATE_DIRECTORY/countersign.sqlite, else ./countersign.sqlite), \
+            or a cluster's postgres:// URL (also COUNTERSIGN_DATABASE).
+            """)
     var database: String?
 
-    func open() async throws -> SQLiteStore {
+    @Option(help: "File holding the PostgreSQL password, when the URL has none (also COUNTERSIGN_DATABASE_PASSWORD_FILE).")
+    var databasePasswordFile: String?
+
+    func open() async throws -> any CountersignStorage {
         let environment = ProcessInfo.processInfo.environment
-        let path = try await loadOrExit {
-            try ConfigurationLoader(flags: database.map { [ConfigurationLoader.database.flag: $0] } ?? [:], environment: environment, configFile: nil)
-                .databasePath()
+        var flags: [String: String] = [:]
+        flags[ConfigurationLoader.database.flag] = database
+        flags[ConfigurationLoader.databasePasswordFile.flag] = databasePasswordFile
+        let location = try await loadOrExit {
+            try ConfigurationLoader(flags: flags, environment: environment, configFile: nil).database()
         }
         var logger = Logger(label: "countersign")
         logger.logLevel = .warning
-        return try await loadOrExit { try SQLiteStore(path: path, logger: logger) }
+        return try await loadOrExit { try await location.open(nodeID: { "cli-\(DatabaseLocation.hostName())-\(getpid())" }, logger: logger) }
     }
 }
 

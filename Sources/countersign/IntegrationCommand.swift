@@ -138,7 +138,7 @@ struct IntegrationCommand: AsyncParsableCommand {
 }
 
 /// The integration named by `idOrName`.
-func find(_ idOrName: String, in store: SQLiteStore) async throws -> Integration {
+func find(_ idOrName: String, in store: any IntegrationStore) async throws -> Integration {
     if let byID = try await store.integration(id: idOrName) { return byID }
     guard let byName = try await store.integrations().first(where: { $0.name == idOrName }) else {
         throw ValidationError("no integration \(idOrName)")

@@ -15,8 +15,17 @@ struct Serve: AsyncParsableCommand {
     var listen: String?
     @Option(
         name: .customLong(Setting.database.longName),
-        help: "SQLite database file (default $STATE_DIRECTORY/countersign.sqlite, else ./countersign.sqlite).")
+        help: """
+            SQLite database file (default $STATE_DIRECTORY/countersign.sqlite, else ./countersign.sqlite), \
+            or postgres://USER@HOST:PORT/DATABASE?sslmode=… for a cluster of nodes on one PostgreSQL database.
+            """)
     var database: String?
+    @Option(
+        name: .customLong(Setting.databasePasswordFile.longName),
+        help: "File holding the PostgreSQL password when the URL has none (default: the systemd credential database-password).")
+    var databasePasswordFile: String?
+    @Option(name: .customLong(Setting.nodeID.longName), help: "This node's name in a cluster (default HOSTNAME:PORT).")
+    var nodeID: String?
     @Option(name: .customLong(Setting.requestTTL.longName), help: "Seconds a request stays pending (default 60).")
     var requestTTL: String?
     @Option(
@@ -78,7 +87,8 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let flags: [String: String?] = [
-            Setting.listen.flag: listen, Setting.database.flag: database, Setting.requestTTL.flag: requestTTL,
+            Setting.listen.flag: listen, Setting.database.flag: database, Setting.databasePasswordFile.flag: databasePasswordFile,
+            Setting.nodeID.flag: nodeID, Setting.requestTTL.flag: requestTTL,
             Setting.completionWindow.flag: completionWindow, Setting.numberMatching.flag: numberMatching,
             Setting.bcryptCost.flag: bcryptCost, Setting.bcryptQueue.flag: bcryptQueue, Setting.logLevel.flag: logLevel,
             Setting.fraudSilence.flag: fraudSilence,

@@ -91,11 +91,11 @@ import Testing
             let broker = try await harness.broker()
             let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
             #expect(await broker.liveCounts() == [.pending: 1])
-            #expect(await broker.pendingRequests(ofUser: user.id).map(\.id) == [request.id])
+            #expect(try await broker.pendingRequests(ofUser: user.id).map(\.id) == [request.id])
 
             _ = try await broker.respond(to: request.id, userID: user.id, deviceID: "d1", decision: .approve, numberCode: code)
             #expect(await broker.liveCounts() == [.approved: 1])
-            #expect(await broker.pendingRequests(ofUser: user.id).isEmpty)
+            #expect(try await broker.pendingRequests(ofUser: user.id).isEmpty)
 
             _ = try await broker.complete(request.id)
             #expect(await broker.liveCounts().isEmpty)
@@ -176,7 +176,7 @@ import Testing
             let (silenced, _) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
             #expect(silenced.recipient == .silenced(userID: user.id))
             #expect(silenced.userID == nil)
-            #expect(await broker.pendingRequests(ofUser: user.id).isEmpty)
+            #expect(try await broker.pendingRequests(ofUser: user.id).isEmpty)
             let events = harness.audit.take().events
             #expect(events.contains { $0.kind == .fraudReported && $0.userID == user.id })
             #expect(events.contains { $0.kind == .promptSuppressed && $0.userID == user.id })
@@ -311,6 +311,10 @@ final class GatedStore: ApprovalStore {
     }
 
     func liveRequests() async throws -> [ApprovalRequest] { try await base.liveRequests() }
+    func pendingRequests(userID: String, now: Date) async throws -> [ApprovalRequest] { try await base.pendingRequests(userID: userID, now: now) }
+    func dueRequests(now: Date, limit: Int) async throws -> [ApprovalRequest] { try await base.dueRequests(now: now, limit: limit) }
+    func liveCounts() async throws -> [ApprovalState: Int] { try await base.liveCounts() }
+    var isShared: Bool { false }
 
     func apply(
         _ transition: Transition, to request: ApprovalRequest, event: OutboxItem?, writeTime: @escaping @Sendable () -> Date

@@ -117,7 +117,8 @@ import Glibc
         let (pollStatus, pollBody) = try await poll
         #expect(pollStatus == 200)
         #expect(pollBody["status"] as? String == "pending")
-        #expect(clock.now - signalled < .seconds(2))
+        // Answered by the drain, not after its 30 s wait (bound loose enough for a loaded machine).
+        #expect(clock.now - signalled < .seconds(5))
         while process.isRunning && clock.now - signalled < .seconds(10) {
             try await Task.sleep(for: .milliseconds(50))
         }

@@ -10,8 +10,23 @@ extension ApprovalBroker {
     /// the server drains. Answers with the state as a reader sees it then.
     /// Reads only a request of the requester `integrationID` (`nil`: the phone reset), as ``status(of:integrationID:)``.
     public func waitForChange(of id: String, integrationID: String? = nil, timeout: Duration) async throws -> ApprovalRequest? {
-        guard let request = try await status(of: id, integrationID: integrationID) else { return nil }
-        guard request.state == .pending, timeout > .zero, !draining else { return request }
+        guard var request = try await status(of: id, integrationID: integrationID) else { return nil }
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: timeout)
+        // A wake-up with nothing changed (``recheckAll()``) waits again for the time left.
+        while request.state == .pending, !draining, !Task.isCancelled {
+            let left = clock.now.duration(to: deadline)
+            guard left > .zero else { break }
+            await park(id, for: left)
+            guard let now = try await status(of: id, integrationID: integrationID) else { return nil }
+            if now.version != request.version || now.state != .pending { return now }
+            request = now
+        }
+        return request
+    }
+
+    /// Parks the caller until the request changes, `timeout` passes, the caller is cancelled or the server drains.
+    private func park(_ id: String, for timeout: Duration) async {
         let number = nextWaiter
         nextWaiter += 1
         let timer = Task { [weak self] in
@@ -39,12 +54,22 @@ extension ApprovalBroker {
             Task { await self.wake(id, waiter: number) }
         }
         timer.cancel()
-        return try await status(of: id, integrationID: integrationID)
     }
 
     /// Answers every long poll now and every later one at once: the server is shutting down.
     public func drain() {
         draining = true
+        for id in Array(waiters.keys) { wake(id) }
+    }
+
+    /// Another node committed a transition of request `id` (a cluster's notification).
+    public func changed(_ id: String) {
+        wake(id)
+    }
+
+    /// Notifications may have been missed (the connection carrying them
+    /// dropped): every waiter re-reads its request, and waits on if it has not changed.
+    public func recheckAll() {
         for id in Array(waiters.keys) { wake(id) }
     }
 

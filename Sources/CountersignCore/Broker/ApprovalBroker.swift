@@ -10,6 +10,11 @@ import Logging
 /// update that changes one row or none. The actor's own state (the index of
 /// live requests and the waiters) only mirrors what the database accepted, so
 /// actor re-entrancy at an `await` cannot make two callers both win.
+///
+/// On a database shared by a cluster (``ApprovalStore/isShared``), other nodes
+/// change requests too: the broker keeps no index then and reads every request
+/// from the database, and learns of other nodes' transitions through
+/// ``changed(_:)`` (and ``recheckAll()`` after a notification gap) to wake its long polls.
 public actor ApprovalBroker {
     private let store: any ApprovalStore
     private let approvers: any ApproverDirectory
@@ -22,8 +27,10 @@ public actor ApprovalBroker {
     let now: @Sendable () -> Date
     private let observer: @Sendable (Transition) -> Void
 
-    /// Pending and approved requests, by id.
+    /// Pending and approved requests, by id (empty on a shared database).
     private var live: [String: ApprovalRequest] = [:]
+    /// Other processes change the database too: read through, keep no index.
+    private let shared: Bool
     /// Long-poll waiters, by request id, then by waiter number (see `ApprovalBroker+LongPoll.swift`).
     var waiters: [String: [Int: CheckedContinuation<Void, Never>]] = [:]
     var nextWaiter = 0
@@ -44,6 +51,7 @@ public actor ApprovalBroker {
         observer: @escaping @Sendable (Transition) -> Void = { _ in }
     ) {
         self.store = store
+        self.shared = store.isShared
         self.approvers = approvers
         self.configuration = configuration
         self.pushQueue = pushQueue
@@ -58,17 +66,24 @@ public actor ApprovalBroker {
 
     /// Loads the live requests from the database and expires the overdue ones.
     public func start() async throws {
-        for request in try await store.liveRequests() {
-            live[request.id] = request
+        if !shared {
+            for request in try await store.liveRequests() {
+                live[request.id] = request
+            }
+            logger.info("approval index loaded", metadata: ["live": "\(live.count)"])
         }
-        logger.info("approval index loaded", metadata: ["live": "\(live.count)"])
         try await expireDue()
     }
 
-    /// Writes `expired` for every live request whose deadline has passed and wakes its waiters.
+    /// Writes `expired` for every live request whose deadline has passed and
+    /// wakes its waiters. On a shared database every node sweeps; the
+    /// conditional update lets one of them expire each request.
     public func expireDue() async throws {
         let now = now()
-        let due = live.values.filter { ($0.deadline ?? .distantFuture) <= now }
+        let due =
+            shared
+            ? try await store.dueRequests(now: now, limit: 1000)
+            : live.values.filter { ($0.deadline ?? .distantFuture) <= now }
         for request in due {
             var machine = ApprovalStateMachine(request)
             guard let transition = machine.expireIfDue(at: now) else { continue }
@@ -78,8 +93,16 @@ public actor ApprovalBroker {
     }
 
     /// Counts of live requests by state, for status lines and metrics.
-    public func liveCounts() -> [ApprovalState: Int] {
-        live.values.reduce(into: [:]) { counts, request in counts[request.state, default: 0] += 1 }
+    public func liveCounts() async -> [ApprovalState: Int] {
+        guard shared else {
+            return live.values.reduce(into: [:]) { counts, request in counts[request.state, default: 0] += 1 }
+        }
+        do {
+            return try await store.liveCounts()
+        } catch {
+            logger.warning("cannot count live requests", metadata: ["error": "\(error)"])
+            return [:]
+        }
     }
 
     // MARK: Requester side
@@ -238,8 +261,9 @@ public actor ApprovalBroker {
     // MARK: Approver side
 
     /// Pending requests of a user, newest first.
-    public func pendingRequests(ofUser userID: String) -> [ApprovalRequest] {
+    public func pendingRequests(ofUser userID: String) async throws -> [ApprovalRequest] {
         let now = now()
+        if shared { return try await store.pendingRequests(userID: userID, now: now) }
         return live.values
             .filter { $0.userID == userID && ApprovalStateMachine($0).state(at: now) == .pending }
             .sorted { $0.createdAt > $1.createdAt }
@@ -343,7 +367,7 @@ public actor ApprovalBroker {
     /// held. A request no longer in the index has finished here (its terminal
     /// transition removed it), so a live-looking row for it is stale.
     private func refresh(with stored: ApprovalRequest) {
-        guard let held = live[stored.id], stored.version > held.version else { return }
+        guard !shared, let held = live[stored.id], stored.version > held.version else { return }
         mirror(stored)
     }
 
@@ -358,7 +382,7 @@ public actor ApprovalBroker {
                 at: transition.at, kind: transition.cause.auditKind, userID: request.recipient.accountID,
                 requestRef: request.logReference, context: context, detail: details.isEmpty ? nil : details.joined(separator: "; ")))
         if request.prompt != nil { outboxBell?.ring() }
-        if transition.cause == .completedByRequester && request.action == .passwordReset && request.prompt == nil {
+        if transition.setsPassword(of: request) {
             // Completing is what sets the password (same transaction); the trail names the path.
             audit.record(
                 AuditEvent(
@@ -387,6 +411,7 @@ public actor ApprovalBroker {
     }
 
     private func mirror(_ request: ApprovalRequest) {
+        guard !shared else { return }
         if request.state.isLive {
             live[request.id] = request
         } else {
@@ -395,7 +420,7 @@ public actor ApprovalBroker {
     }
 
     private func load(_ id: String) async throws -> ApprovalRequest? {
-        if let request = live[id] { return request }
+        if !shared, let request = live[id] { return request }
         guard SecureToken.isWellFormed(id) else { return nil }
         return try await store.request(id: id)
     }

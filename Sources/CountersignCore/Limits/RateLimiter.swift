@@ -47,8 +47,14 @@ public final class RateLimiter: Sendable {
 
     /// An attempt counted ahead of its work, for ``refund(_:)`` should it succeed.
     public struct Reservation: Sendable, Equatable {
-        let key: String
-        let opened: Double
+        public let key: String
+        /// When the window it was counted in opened (Unix seconds).
+        public let opened: Double
+
+        public init(key: String, opened: Double) {
+            self.key = key
+            self.opened = opened
+        }
     }
 
     /// Whether an attempt may go ahead.
@@ -102,6 +108,30 @@ public final class RateLimiter: Sendable {
             state.entries[key] = Entry(count: 1, opened: now)
             state.order.append((key, now))
             return .admitted(Reservation(key: key, opened: now))
+        }
+    }
+
+    /// Records a refusal decided elsewhere (a cluster's shared counter) for
+    /// the once-per-window report, as if this node's own count were full.
+    public func noteRefusal(_ key: String, opened: Date, refusal: AuditEvent?) {
+        let opened = opened.timeIntervalSince1970
+        let maximum = limit.count
+        let capacity = capacity
+        state.withLock { state in
+            if var entry = state.entries[key], entry.opened == opened {
+                entry.refusals += 1
+                if entry.firstRefusal == nil { entry.firstRefusal = refusal }
+                state.entries[key] = entry
+                return
+            }
+            if let entry = state.entries[key] {
+                Self.remove((key, entry.opened), from: &state, capacity: capacity)
+            }
+            while state.entries.count >= capacity, let oldest = state.order.popFirst() {
+                Self.remove(oldest, from: &state, capacity: capacity)
+            }
+            state.entries[key] = Entry(count: maximum, opened: opened, refusals: 1, firstRefusal: refusal)
+            state.order.append((key, opened))
         }
     }
 

@@ -3,8 +3,12 @@ import Foundation
 /// One limiter per named limit.
 public struct RateLimits: Sendable {
     private let limiters: [RateLimitName: RateLimiter]
+    /// Where a cluster counts (every node the same counters); `nil`: this node's memory.
+    /// The local limiters then only keep the refusal reports.
+    public let shared: (any SharedRateCounter)?
 
-    public init(_ limits: [RateLimitName: RateLimit] = [:], capacity: Int = 50_000) {
+    public init(_ limits: [RateLimitName: RateLimit] = [:], capacity: Int = 50_000, shared: (any SharedRateCounter)? = nil) {
+        self.shared = shared
         var limiters: [RateLimitName: RateLimiter] = [:]
         for name in RateLimitName.allCases {
             limiters[name] = RateLimiter(limit: limits[name] ?? name.defaultLimit, capacity: capacity)

@@ -19,6 +19,15 @@ public protocol ApprovalStore: Sendable {
     func request(id: String) async throws -> ApprovalRequest?
     /// Requests in a live state (pending or approved), for the broker's index.
     func liveRequests() async throws -> [ApprovalRequest]
+    /// Pending requests of a user, not yet past their deadline at `now`, newest first.
+    func pendingRequests(userID: String, now: Date) async throws -> [ApprovalRequest]
+    /// Live requests whose deadline has passed at `now` (at most `limit`).
+    func dueRequests(now: Date, limit: Int) async throws -> [ApprovalRequest]
+    /// Counts of live requests by state.
+    func liveCounts() async throws -> [ApprovalState: Int]
+    /// Whether other processes change this database too (a cluster): the
+    /// broker then reads every request from it instead of keeping an index.
+    var isShared: Bool { get }
     /// Persists `request` as the result of `transition` only if the row still
     /// holds `transition.from` and that state's deadline has not passed (for a
     /// time-out: has passed) at `writeTime()`, read inside the transaction: the

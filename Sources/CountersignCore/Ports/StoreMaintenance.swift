@@ -3,6 +3,20 @@ import Foundation
 /// Whether the database answers: for `/healthz` and the systemd watchdog.
 public protocol StoreHealth: Sendable {
     func ping() async -> Bool
+    /// For a database shared by a cluster: this node's id and whether its
+    /// notification connection is up; `nil` for an embedded database.
+    var cluster: ClusterHealth? { get }
+}
+
+public struct ClusterHealth: Sendable, Equatable {
+    public var node: String
+    /// `ok`, or `reconnecting` while the node's notification connection is down.
+    public var notifications: String
+
+    public init(node: String, notifications: String) {
+        self.node = node
+        self.notifications = notifications
+    }
 }
 
 /// Upkeep of a running store: pruning by age, and a clean close on shutdown.

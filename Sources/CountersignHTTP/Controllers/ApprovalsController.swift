@@ -60,7 +60,7 @@ struct ApprovalsController: Sendable {
 
     @Sendable func pending(_ request: Request, context: AppRequestContext) async throws -> PendingAnswer {
         let device = try await authenticator.device(for: request)
-        let requests = await broker.pendingRequests(ofUser: device.userID)
+        let requests = try await broker.pendingRequests(ofUser: device.userID)
         return PendingAnswer(approvals: requests.map { Item($0, withStatus: false) })
     }
 
@@ -91,7 +91,7 @@ struct ApprovalsController: Sendable {
 
     @Sendable func respond(_ request: Request, context: AppRequestContext) async throws -> RespondAnswer {
         let device = try await authenticator.device(for: request)
-        try abuse.hit(.respondPerDevice, device.id, AbuseGuard.Message.answers, context: context, request: request, userID: device.userID)
+        try await abuse.hit(.respondPerDevice, device.id, AbuseGuard.Message.answers, context: context, request: request, userID: device.userID)
         let id = try context.parameters.require("requestId")
         let body = try await request.decodeJSON(as: RespondBody.self, context: context)
         let code = try body.numberCode.map { try Field.text($0, "numberCode", maxBytes: 8) }

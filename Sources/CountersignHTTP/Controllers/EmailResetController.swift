@@ -29,8 +29,8 @@ struct EmailResetController: Sendable {
         let body = try await request.decodeJSON(as: InitiateBody.self, context: context)
         let email = User.normalize(email: try Field.email(body.email))
         // Unknown addresses count against the per-email limit exactly like known ones.
-        try abuse.hit(.emailResetPerIP, context.clientKey, AbuseGuard.Message.resets, context: context, request: request, email: email)
-        try abuse.hit(.emailResetPerEmail, email, AbuseGuard.Message.resets, context: context, request: request, email: email)
+        try await abuse.hit(.emailResetPerIP, context.clientKey, AbuseGuard.Message.resets, context: context, request: request, email: email)
+        try await abuse.hit(.emailResetPerEmail, email, AbuseGuard.Message.resets, context: context, request: request, email: email)
         try await resets.initiate(email: email, context: request.auditContext(context), logger: context.logger)
         return InitiateAnswer()
     }

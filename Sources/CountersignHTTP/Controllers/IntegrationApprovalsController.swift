@@ -107,12 +107,12 @@ struct IntegrationApprovalsController: Sendable {
         let key = try Self.idempotencyKey(request)
         let requestHash = checked.hash
         if let key, let earlier = try await firstAnswer(integration: integration, key: key, requestHash: requestHash) { return earlier }
-        try abuse.hit(
+        try await abuse.hit(
             .approvalsPerIntegration, integration.id, "Too many approvals created by this integration. Please slow down.", context: context,
             request: request)
         guard let user = try await store.user(email: checked.user) else { throw APIError.userNotFound }
         guard !(try await store.devices(userID: user.id)).isEmpty else { throw APIError.notEnrolled }
-        try abuse.hit(
+        try await abuse.hit(
             .approvalsPerUser, user.id, "Too many approvals for this user. Please try again later.", context: context, request: request,
             userID: user.id)
         let keys = keys

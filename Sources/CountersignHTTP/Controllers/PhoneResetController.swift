@@ -36,8 +36,8 @@ struct PhoneResetController: Sendable {
         if let violation = PasswordPolicy.violation(of: body.newPassword) {
             throw APIError.weakPassword(violation)
         }
-        try abuse.hit(.resetInitiatePerIP, context.clientKey, AbuseGuard.Message.resets, context: context, request: request, email: email)
-        try abuse.hit(.resetInitiatePerEmail, email, AbuseGuard.Message.resets, context: context, request: request, email: email)
+        try await abuse.hit(.resetInitiatePerIP, context.clientKey, AbuseGuard.Message.resets, context: context, request: request, email: email)
+        try await abuse.hit(.resetInitiatePerEmail, email, AbuseGuard.Message.resets, context: context, request: request, email: email)
         // Hashed whether or not the account exists: same work, same answer.
         let newPasswordHash = try await hasher.hash(body.newPassword)
         let (approval, code) = try await broker.initiate(
@@ -81,7 +81,7 @@ struct PhoneResetController: Sendable {
     }
 
     @Sendable func status(_ request: Request, context: AppRequestContext) async throws -> StatusAnswer {
-        try abuse.hit(.statusPollsPerIP, context.clientKey, AbuseGuard.Message.polls, context: context, request: request)
+        try await abuse.hit(.statusPollsPerIP, context.clientKey, AbuseGuard.Message.polls, context: context, request: request)
         let id = try context.parameters.require("requestId")
         let wait = try Self.waitSeconds(request)
         let approval: ApprovalRequest?

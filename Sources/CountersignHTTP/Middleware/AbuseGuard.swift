@@ -23,8 +23,8 @@ struct AbuseGuard: Sendable {
     func hit(
         _ name: RateLimitName, _ key: String, _ message: String, context: AppRequestContext, request: Request,
         userID: String? = nil, email: String? = nil
-    ) throws {
-        _ = try reserve(name, key, message, context: context, request: request, userID: userID, email: email)
+    ) async throws {
+        _ = try await reserve(name, key, message, context: context, request: request, userID: userID, email: email)
     }
 
     /// Counts an attempt before its work is done (failure limits): throws 429
@@ -32,9 +32,21 @@ struct AbuseGuard: Sendable {
     func reserve(
         _ name: RateLimitName, _ key: String, _ message: String, context: AppRequestContext, request: Request,
         userID: String? = nil, email: String? = nil
-    ) throws -> RateLimiter.Reservation {
+    ) async throws -> RateLimiter.Reservation {
         let refusal = AuditEvent(kind: .rateLimited, userID: userID, email: email, context: request.auditContext(context), detail: name.rawValue)
-        switch limits[name].reserve(key, refusal: refusal) {
+        let limiter = limits[name]
+        let admission: RateLimiter.Admission
+        if let shared = limits.shared {
+            let (decided, opened) = try await shared.reserve(name, key: key, limit: limiter.limit, now: Date())
+            admission = decided
+            if case .refused = decided {
+                // Reported once per window by this node, like its own refusals.
+                limiter.noteRefusal(key, opened: opened, refusal: refusal)
+            }
+        } else {
+            admission = limiter.reserve(key, refusal: refusal)
+        }
+        switch admission {
         case .admitted(let reservation):
             return reservation
         case .refused(let retryAfter):
@@ -43,8 +55,13 @@ struct AbuseGuard: Sendable {
         }
     }
 
-    func refund(_ name: RateLimitName, _ reservation: RateLimiter.Reservation) {
-        limits[name].refund(reservation)
+    func refund(_ name: RateLimitName, _ reservation: RateLimiter.Reservation) async {
+        if let shared = limits.shared {
+            // A refund that does not reach the database leaves the attempt counted: the safe side.
+            try? await shared.refund(name, reservation)
+        } else {
+            limits[name].refund(reservation)
+        }
     }
 
     /// Runs `verify` (a password check) as an attempt counted beforehand
@@ -57,16 +74,16 @@ struct AbuseGuard: Sendable {
         userID: String? = nil, email: String? = nil, _ verify: () async throws -> Bool
     ) async throws -> Bool {
         var held: [(RateLimitName, RateLimiter.Reservation)] = []
-        func refundAll() { for (name, reservation) in held { refund(name, reservation) } }
+        func refundAll() async { for (name, reservation) in held { await refund(name, reservation) } }
         do {
             for (name, key) in keys {
-                held.append((name, try reserve(name, key, message, context: context, request: request, userID: userID, email: email)))
+                held.append((name, try await reserve(name, key, message, context: context, request: request, userID: userID, email: email)))
             }
             let verified = try await verify()
-            if verified { refundAll() }
+            if verified { await refundAll() }
             return verified
         } catch {
-            refundAll()
+            await refundAll()
             throw error
         }
     }

@@ -1,20 +1,50 @@
 import CountersignCore
+import CountersignPostgres
 import CountersignStore
 import Foundation
 import Logging
+import PostgresTestSupport
 import Testing
 
-@Suite struct SQLiteStoreTests {
+/// A backend of the store ports: each test of ``StoreTests`` runs on both.
+enum Backend: String, CaseIterable, CustomTestStringConvertible {
+    case sqlite
+    case postgres
+
+    var testDescription: String { rawValue }
+
+    /// SQLite always; PostgreSQL when a server can be started here (always in CI).
+    static let available: [Backend] = PostgresTestServer.isAvailable ? [.sqlite, .postgres] : [.sqlite]
+}
+
+/// The store test suite, the same tests on SQLite and on PostgreSQL. Where
+/// two stores are opened on one database they stand for two nodes.
+@Suite struct StoreTests {
     let folder: URL
-    var path: String { folder.appendingPathComponent("store.sqlite").path }
 
     init() throws {
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-store-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
     }
 
-    func open() throws -> SQLiteStore {
-        try SQLiteStore(path: path, logger: Logger(label: "test"))
+    /// A new, empty database of `backend`: a file path or a URL.
+    func newDatabase(_ backend: Backend) throws -> String {
+        switch backend {
+        case .sqlite: folder.appendingPathComponent("store.sqlite").path
+        case .postgres: try PostgresTestServer.shared().newDatabase()
+        }
+    }
+
+    func open(_ backend: Backend, _ database: String, node: String = "node-a") async throws -> any CountersignStorage {
+        switch backend {
+        case .sqlite: try SQLiteStore(path: database, logger: Logger(label: "test"))
+        case .postgres: try await PostgresStore(settings: try PostgresSettings(url: database), nodeID: node, logger: Logger(label: "test"))
+        }
+    }
+
+    /// A store on a new database of `backend`.
+    func open(_ backend: Backend) async throws -> any CountersignStorage {
+        try await open(backend, try newDatabase(backend))
     }
 
     func pending(_ id: String, user: User, at t0: Date = Date()) -> ApprovalRequest {
@@ -24,16 +54,16 @@ import Testing
             numberCode: NumberCode.seal("47"), newPasswordHash: "new-hash", requester: RequesterInfo(ip: "127.0.0.1", userAgent: nil))
     }
 
-    @Test func theDatabaseIsInWALModeWithFullSync() async throws {
+    @Test func theSQLiteDatabaseIsInWALModeWithFullSync() async throws {
         defer { try? FileManager.default.removeItem(at: folder) }
-        let store = try open()
+        let store = try SQLiteStore(path: try newDatabase(.sqlite), logger: Logger(label: "test"))
         #expect(try store.pragma("journal_mode") == "wal")
         #expect(try store.pragma("synchronous") == "2")
     }
 
-    @Test func onlyOneConditionalUpdateWins() async throws {
+    @Test(arguments: Backend.available) func onlyOneConditionalUpdateWins(backend: Backend) async throws {
         defer { try? FileManager.default.removeItem(at: folder) }
-        let store = try open()
+        let store = try await open(backend)
         let user = try await store.createUser(email: "ana@example.com", passwordHash: "old-hash")
         let request = pending("r1", user: user)
         #expect(try await store.insert(request).isEmpty)
@@ -57,9 +87,9 @@ import Testing
         #expect(stored.state == (results[0] ? .approved : .denied))
     }
 
-    @Test func aTransitionAfterTheDeadlineIsRefusedButTheTimeOutApplies() async throws {
+    @Test(arguments: Backend.available) func aTransitionAfterTheDeadlineIsRefusedButTheTimeOutApplies(backend: Backend) async throws {
         defer { try? FileManager.default.removeItem(at: folder) }
-        let store = try open()
+        let store = try await open(backend)
         let user = try await store.createUser(email: "ana@example.com", passwordHash: "old-hash")
         let t0 = Date().addingTimeInterval(-120)
         let request = pending("r1", user: user, at: t0)
@@ -74,9 +104,9 @@ import Testing
         #expect(try await store.request(id: "r1")?.state == .expired)
     }
 
-    @Test func completingSetsThePasswordInTheSameTransactionOnce() async throws {
+    @Test(arguments: Backend.available) func completingSetsThePasswordInTheSameTransactionOnce(backend: Backend) async throws {
         defer { try? FileManager.default.removeItem(at: folder) }
-        let store = try open()
+        let store = try await open(backend)
         let user = try await store.createUser(email: "ana@example.com", passwordHash: "old-hash")
         let request = pending("r1", user: user)
         _ = try await store.insert(request)
@@ -99,9 +129,9 @@ import Testing
         #expect(try await store.user(id: user.id)?.passwordHash == "changed-later")
     }
 
-    @Test func insertingSupersedesThePendingRequestOfTheSameSubject() async throws {
+    @Test(arguments: Backend.available) func insertingSupersedesThePendingRequestOfTheSameSubject(backend: Backend) async throws {
         defer { try? FileManager.default.removeItem(at: folder) }
-        let store = try open()
+        let store = try await open(backend)
         let ana = try await store.createUser(email: "ana@example.com", passwordHash: "h")
         let bob = try await store.createUser(email: "bob@example.com", passwordHash: "h")
         _ = try await store.insert(pending("a1", user: ana))
@@ -116,17 +146,18 @@ import Testing
         #expect(Set(try await store.liveRequests().map(\.id)) == ["a2", "b1"])
     }
 
-    @Test func everythingSurvivesReopening() async throws {
+    @Test(arguments: Backend.available) func everythingSurvivesReopening(backend: Backend) async throws {
         defer { try? FileManager.default.removeItem(at: folder) }
+        let database = try newDatabase(backend)
         let user: User
         do {
-            let store = try open()
+            let store = try await open(backend, database)
             user = try await store.createUser(email: "Ana@Example.com", passwordHash: "h")
             _ = try await store.registerDevice(userID: user.id, name: "Phone", platform: "iOS", fcmToken: "tok", apiKeyHash: "kh", publicKey: nil)
             _ = try await store.insert(pending("r1", user: user))
             try store.close()
         }
-        let reopened = try open()
+        let reopened = try await open(backend, database)
         #expect(try await reopened.user(email: "ana@example.com")?.id == user.id)
         #expect(try await reopened.device(apiKeyHash: "kh")?.fcmToken == "tok")
         let request = try #require(try await reopened.request(id: "r1"))
@@ -134,9 +165,9 @@ import Testing
         #expect(NumberCode.matches("47", try #require(request.numberCode)))
     }
 
-    @Test func aPushTokenBelongsToOneAccountAtATime() async throws {
+    @Test(arguments: Backend.available) func aPushTokenBelongsToOneAccountAtATime(backend: Backend) async throws {
         defer { try? FileManager.default.removeItem(at: folder) }
-        let store = try open()
+        let store = try await open(backend)
         let ana = try await store.createUser(email: "ana@example.com", passwordHash: "h")
         let bob = try await store.createUser(email: "bob@example.com", passwordHash: "h")
         _ = try await store.registerDevice(userID: ana.id, name: "Phone", platform: "iOS", fcmToken: "shared", apiKeyHash: "k1", publicKey: nil)
@@ -159,9 +190,9 @@ import Testing
         #expect(try await store.devices(userID: bob.id).first?.fcmToken == "shared")
     }
 
-    @Test func aDuplicateEmailIsRefused() async throws {
+    @Test(arguments: Backend.available) func aDuplicateEmailIsRefused(backend: Backend) async throws {
         defer { try? FileManager.default.removeItem(at: folder) }
-        let store = try open()
+        let store = try await open(backend)
         _ = try await store.createUser(email: "ana@example.com", passwordHash: "h")
         await #expect(throws: AccountError.emailTaken) {
             _ = try await store.createUser(email: " ANA@example.com", passwordHash: "h")
@@ -169,7 +200,7 @@ import Testing
     }
 }
 
-extension SQLiteStore {
+extension ApprovalStore {
     /// Applies a transition written at the moment it was decided.
     func apply(_ transition: Transition, to request: ApprovalRequest) async throws -> Bool {
         try await apply(transition, to: request, event: nil, writeTime: { transition.at })

@@ -1,0 +1,47 @@
+import Foundation
+
+/// One column value of a stored row, as `countersign migrate` carries it
+/// from one backend to the other.
+public enum StoredValue: Sendable, Equatable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+    case blob(Data)
+}
+
+/// The tables `countersign migrate` copies, in an order that satisfies their
+/// references, each with the rows that are still of use (finished requests,
+/// used codes and sent mail stay behind).
+public enum MigratedTable: String, Sendable, CaseIterable {
+    case users
+    case devices
+    case integrations
+    case approvalRequests = "approval_requests"
+    case emailResets = "email_resets"
+    case enrollments
+    case idempotencyKeys = "idempotency_keys"
+    case outbox
+    case auditEvents = "audit_events"
+
+    /// Which rows move (SQL condition on the source).
+    public var condition: String {
+        switch self {
+        case .approvalRequests: "state IN ('pending', 'approved')"
+        case .emailResets: "state = 'active'"
+        case .enrollments: "used_at IS NULL"
+        case .outbox: "state = 'pending'"
+        default: "1 = 1"
+        }
+    }
+
+    /// Columns stored as 0/1 on SQLite and as booleans on PostgreSQL.
+    public var booleanColumns: Set<String> {
+        switch self {
+        case .devices: ["push_enabled"]
+        case .integrations: ["enabled"]
+        case .approvalRequests: ["device_key_bound"]
+        default: []
+        }
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+import NIOSSL
+import PostgresNIO
+
+/// Where a cluster's PostgreSQL database is: parsed from a `postgres://` or
+/// `postgresql://` URL (user, password, host, port, database, `sslmode`).
+public struct PostgresSettings: Sendable, Equatable {
+    public enum SSLMode: String, Sendable, CaseIterable {
+        case disable, prefer, require
+        case verifyFull = "verify-full"
+    }
+
+    public var host: String
+    public var port: Int
+    public var username: String
+    public var password: String?
+    public var database: String
+    public var sslMode: SSLMode
+
+    /// Whether `value` names a PostgreSQL database rather than an SQLite file.
+    public static func isURL(_ value: String) -> Bool {
+        value.hasPrefix("postgres://") || value.hasPrefix("postgresql://")
+    }
+
+    /// - Parameter password: used when the URL carries none (a file or a systemd credential).
+    public init(url value: String, password: String? = nil) throws(PostgresURLError) {
+        guard Self.isURL(value), let components = URLComponents(string: value) else {
+            throw PostgresURLError("expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=…]")
+        }
+        guard let host = components.host, !host.isEmpty else { throw PostgresURLError("the URL names no host") }
+        guard let user = components.user, !user.isEmpty else { throw PostgresURLError("the URL names no user") }
+        let database = String(components.path.drop(while: { $0 == "/" }))
+        guard !database.isEmpty, !database.contains("/") else { throw PostgresURLError("the URL names no database (…/DATABASE)") }
+        var sslMode = SSLMode.prefer
+        for item in components.queryItems ?? [] {
+            switch item.name {
+            case "sslmode":
+                guard let mode = item.value.flatMap(SSLMode.init(rawValue:)) else {
+                    throw PostgresURLError("sslmode must be one of \(SSLMode.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                sslMode = mode
+            default:
+                throw PostgresURLError("unknown URL parameter \(item.name) (only sslmode is understood)")
+            }
+        }
+        self.host = host
+        self.port = components.port ?? 5432
+        self.username = user.removingPercentEncoding ?? user
+        self.password = components.password.map { $0.removingPercentEncoding ?? $0 } ?? password
+        self.database = database.removingPercentEncoding ?? database
+        self.sslMode = sslMode
+    }
+
+    /// The URL without its password, for logs and messages.
+    public var redacted: String {
+        "postgres://\(username)@\(host.contains(":") ? "[\(host)]" : host):\(port)/\(database)?sslmode=\(sslMode.rawValue)"
+    }
+
+    var tlsConfiguration: TLSConfiguration {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        // As libpq: only verify-full checks the certificate and the host name.
+        if sslMode != .verifyFull { tls.certificateVerification = .none }
+        return tls
+    }
+
+    func clientConfiguration(maximumConnections: Int) -> PostgresClient.Configuration {
+        let tls: PostgresClient.Configuration.TLS =
+            switch sslMode {
+            case .disable: .disable
+            case .prefer: .prefer(tlsConfiguration)
+            case .require, .verifyFull: .require(tlsConfiguration)
+            }
+        var configuration = PostgresClient.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: tls)
+        configuration.options.maximumConnections = maximumConnections
+        configuration.options.minimumConnections = 1
+        configuration.options.connectTimeout = .seconds(5)
+        return configuration
+    }
+
+    func connectionConfiguration() throws -> PostgresConnection.Configuration {
+        let tls: PostgresConnection.Configuration.TLS =
+            switch sslMode {
+            case .disable: .disable
+            case .prefer: .prefer(try NIOSSLContext(configuration: tlsConfiguration))
+            case .require, .verifyFull: .require(try NIOSSLContext(configuration: tlsConfiguration))
+            }
+        var configuration = PostgresConnection.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: tls)
+        configuration.options.connectTimeout = .seconds(5)
+        return configuration
+    }
+}
+
+public struct PostgresURLError: Error, CustomStringConvertible {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,174 @@
+import CountersignCore
+import Foundation
+import PostgresNIO
+
+extension PostgresStore: AccountStore {
+    public func createUser(email: String, passwordHash: String) async throws -> User {
+        let user = User(id: SecureToken.recordID(), email: User.normalize(email: email), passwordHash: passwordHash, createdAt: Date())
+        let inserted = try await transaction { connection in
+            try await connection.run(
+                """
+                INSERT INTO users (id, email, password_hash, created_at) VALUES (\(user.id), \(user.email), \(user.passwordHash), \(user.createdAt.stored))
+                ON CONFLICT (email) DO NOTHING RETURNING id
+                """, logger)
+        }
+        guard inserted == 1 else { throw AccountError.emailTaken }
+        return user
+    }
+
+    public func user(email: String) async throws -> User? {
+        try await rows("SELECT * FROM users WHERE email = \(User.normalize(email: email))").first.map(User.init(row:))
+    }
+
+    public func user(id: String) async throws -> User? {
+        try await rows("SELECT * FROM users WHERE id = \(id)").first.map(User.init(row:))
+    }
+
+    public func users() async throws -> [User] {
+        try await rows("SELECT * FROM users ORDER BY email").map(User.init(row:))
+    }
+
+    public func setPassword(userID: String, passwordHash: String) async throws {
+        let changed = try await transaction { connection in
+            try await connection.run("UPDATE users SET password_hash = \(passwordHash) WHERE id = \(userID) RETURNING id", logger)
+        }
+        if changed == 0 { throw AccountError.unknownUser }
+    }
+
+    public func registerDevice(
+        userID: String,
+        name: String,
+        platform: String,
+        fcmToken: String?,
+        apiKeyHash: String,
+        publicKey: DeviceKey?
+    ) async throws -> Device {
+        try await transaction { connection in
+            // A token another account's device holds stays with it (see the SQLite store).
+            let fcmToken = try await Self.tokenUnlessClaimed(fcmToken, byOtherThan: userID, connection, logger)
+            if let fcmToken,
+                let existing = try await connection.rows(
+                    "SELECT * FROM devices WHERE user_id = \(userID) AND fcm_token = \(fcmToken) FOR UPDATE", logger
+                ).first
+            {
+                // The same phone again for this user: replace that device, keeping its id.
+                var device = try Device(row: existing)
+                device.name = name
+                device.platform = platform
+                device.pushEnabled = true
+                device.publicKey = publicKey
+                try await connection.run(
+                    """
+                    UPDATE devices SET name = \(name), platform = \(platform), push_enabled = true, api_key_hash = \(apiKeyHash),
+                        public_key = \(publicKey?.json) WHERE id = \(device.id) RETURNING id
+                    """, logger)
+                return device
+            }
+            let device = Device(
+                id: SecureToken.recordID(), userID: userID, name: name, platform: platform, fcmToken: fcmToken, pushEnabled: fcmToken != nil,
+                createdAt: Date(), publicKey: publicKey)
+            try await connection.run(
+                """
+                INSERT INTO devices (id, user_id, name, platform, fcm_token, push_enabled, api_key_hash, created_at, public_key)
+                VALUES (\(device.id), \(userID), \(name), \(platform), \(fcmToken), \(device.pushEnabled), \(apiKeyHash),
+                    \(device.createdAt.stored), \(publicKey?.json))
+                """, logger)
+            return device
+        }
+    }
+
+    public func device(apiKeyHash: String) async throws -> Device? {
+        let device = try await rows("SELECT * FROM devices WHERE api_key_hash = \(apiKeyHash)").first.map(Device.init(row:))
+        // Seen now: written at most once a minute, so that most requests stay reads.
+        let now = Date()
+        if let device, (device.lastSeenAt.map { now.timeIntervalSince($0) } ?? .infinity) >= Device.lastSeenResolution {
+            try await rows("UPDATE devices SET last_seen_at = \(now.stored) WHERE id = \(device.id) RETURNING id")
+        }
+        return device
+    }
+
+    public func devices(userID: String) async throws -> [Device] {
+        try await rows("SELECT * FROM devices WHERE user_id = \(userID) ORDER BY created_at").map(Device.init(row:))
+    }
+
+    public func setDeviceKey(deviceID: String, key: DeviceKey, replacing current: DeviceKey?) async throws -> Bool {
+        try await rows(
+            """
+            UPDATE devices SET public_key = \(key.json) WHERE id = \(deviceID) AND public_key IS NOT DISTINCT FROM \(current?.json) RETURNING id
+            """
+        ).count == 1
+    }
+
+    public func replaceAPIKey(deviceID: String, apiKeyHash: String) async throws {
+        try await rows("UPDATE devices SET api_key_hash = \(apiKeyHash) WHERE id = \(deviceID) RETURNING id")
+    }
+
+    public func updatePushToken(deviceID: String, fcmToken: String?) async throws {
+        try await transaction { connection in
+            guard let owner = try await connection.rows("SELECT user_id FROM devices WHERE id = \(deviceID) FOR UPDATE", logger).first else {
+                return
+            }
+            let userID = try owner.get("user_id", as: String.self)
+            let fcmToken = try await Self.tokenUnlessClaimed(fcmToken, byOtherThan: userID, connection, logger)
+            if let fcmToken {
+                // The phone moved to this device of the same user: the old one stops getting its prompts.
+                try await connection.run(
+                    """
+                    UPDATE devices SET fcm_token = NULL, push_enabled = false
+                    WHERE fcm_token = \(fcmToken) AND user_id = \(userID) AND id != \(deviceID) RETURNING id
+                    """, logger)
+            }
+            try await connection.run(
+                "UPDATE devices SET fcm_token = \(fcmToken), push_enabled = \(fcmToken != nil) WHERE id = \(deviceID) RETURNING id", logger)
+        }
+    }
+
+    /// `token`, unless a device of another user holds it: then `nil` (pull only).
+    static func tokenUnlessClaimed(
+        _ token: String?, byOtherThan userID: String, _ connection: PostgresConnection, _ logger: Logger
+    ) async throws
+        -> String?
+    {
+        guard let token else { return nil }
+        let claimed = try await connection.run(
+            "SELECT 1 FROM devices WHERE fcm_token = \(token) AND user_id != \(userID) LIMIT 1", logger)
+        return claimed > 0 ? nil : token
+    }
+
+    public func disablePush(deviceID: String, fcmToken: String) async throws {
+        try await rows("UPDATE devices SET push_enabled = false WHERE id = \(deviceID) AND fcm_token = \(fcmToken) RETURNING id")
+    }
+
+    public func silencePrompts(userID: String, until: Date?) async throws {
+        let changed = try await rows("UPDATE users SET silenced_until = \(until?.stored) WHERE id = \(userID) RETURNING id").count
+        if changed == 0 { throw AccountError.unknownUser }
+    }
+
+    public func deleteDevice(id: String) async throws -> Bool {
+        try await rows("DELETE FROM devices WHERE id = \(id) RETURNING id").count == 1
+    }
+}
+
+extension User {
+    init(row: PostgresRandomAccessRow) throws {
+        self.init(
+            id: try row.get("id"), email: try row.get("email"), passwordHash: try row.get("password_hash"), createdAt: try row.date("created_at"),
+            silencedUntil: try row.optionalDate("silenced_until"))
+    }
+}
+
+extension Device {
+    init(row: PostgresRandomAccessRow) throws {
+        self.init(
+            id: try row.get("id"),
+            userID: try row.get("user_id"),
+            name: try row.get("name"),
+            platform: try row.get("platform"),
+            fcmToken: try row.get("fcm_token"),
+            pushEnabled: try row.get("push_enabled"),
+            createdAt: try row.date("created_at"),
+            publicKey: try (try row.get("public_key", as: String?.self)).map { stored throws(DeviceKey.Invalid) in try DeviceKey(stored: stored) },
+            lastSeenAt: try row.optionalDate("last_seen_at")
+        )
+    }
+}

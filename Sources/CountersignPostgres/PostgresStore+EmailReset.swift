@@ -1,0 +1,93 @@
+import CountersignCore
+import Foundation
+import PostgresNIO
+
+extension PostgresStore: EmailResetStore {
+    public func issueEmailReset(_ ticket: EmailResetTicket, mail: OutboxItem?) async throws -> (replaced: Int, droppedMails: [String]) {
+        let now = ticket.createdAt.stored
+        return try await transaction { connection in
+            // Earlier unsent mails of the replaced tickets are useless now: they go with them.
+            let dropped = try await connection.rows(
+                """
+                UPDATE outbox SET state = 'dropped', payload = NULL, lease_until = NULL, finished_at = \(now),
+                    last_error = 'replaced by a newer code'
+                WHERE state = 'pending' AND reference IN (SELECT id FROM email_resets WHERE email = \(ticket.email) AND state = 'active')
+                RETURNING id
+                """, logger
+            ).map { try $0.get("id", as: String.self) }
+            let replaced = try await connection.run(
+                "UPDATE email_resets SET state = 'replaced', finished_at = \(now) WHERE email = \(ticket.email) AND state = 'active' RETURNING id",
+                logger)
+            try await connection.run(
+                """
+                INSERT INTO email_resets (id, user_id, email, code_hash, token_hash, created_at, expires_at, tries, state)
+                VALUES (\(ticket.id), \(ticket.userID), \(ticket.email), \(ticket.codeHash), \(ticket.tokenHash), \(now),
+                    \(ticket.expiresAt.stored), 0, 'active')
+                """, logger)
+            if let mail { try await Self.insert(mail, connection, logger) }
+            return (replaced, dropped)
+        }
+    }
+
+    public func activeEmailReset(email: String) async throws -> EmailResetTicket? {
+        try await rows("SELECT * FROM email_resets WHERE email = \(email) AND state = 'active' ORDER BY created_at DESC LIMIT 1").first
+            .map(EmailResetTicket.init(row:))
+    }
+
+    public func emailReset(tokenHash: String) async throws -> EmailResetTicket? {
+        try await rows("SELECT * FROM email_resets WHERE token_hash = \(tokenHash)").first.map(EmailResetTicket.init(row:))
+    }
+
+    public func takeEmailResetTry(id: String, maxTries: Int, now: Date) async throws -> Int? {
+        try await rows(
+            """
+            UPDATE email_resets SET tries = tries + 1
+            WHERE id = \(id) AND state = 'active' AND tries < \(maxTries) AND expires_at > \(now.stored)
+            RETURNING tries
+            """
+        ).first.map { Int(try $0.get("tries", as: Int32.self)) }
+    }
+
+    public func returnEmailResetTry(id: String) async throws {
+        try await rows("UPDATE email_resets SET tries = tries - 1 WHERE id = \(id) AND state = 'active' AND tries > 0 RETURNING id")
+    }
+
+    public func redeemEmailReset(id: String, passwordHash: String, now: Date) async throws -> Bool {
+        try await transaction { connection in
+            let used = try await connection.rows(
+                """
+                UPDATE email_resets SET state = 'used', finished_at = \(now.stored)
+                WHERE id = \(id) AND state = 'active' AND expires_at > \(now.stored) AND user_id IS NOT NULL
+                RETURNING user_id
+                """, logger)
+            guard let row = used.first else { return false }
+            let userID = try row.get("user_id", as: String.self)
+            return try await connection.run("UPDATE users SET password_hash = \(passwordHash) WHERE id = \(userID) RETURNING id", logger) == 1
+        }
+    }
+
+    /// Email resets and outbox items that ended (or expired) before `date`.
+    public func pruneFinishedResets(before date: Date) async throws -> Int {
+        try await transaction { connection in
+            let resets = try await connection.run(
+                """
+                DELETE FROM email_resets WHERE (state != 'active' AND finished_at < \(date.stored)) OR expires_at < \(date.stored) RETURNING id
+                """, logger)
+            let outbox = try await connection.run(
+                "DELETE FROM outbox WHERE state != 'pending' AND finished_at < \(date.stored) RETURNING id", logger)
+            // Rate counters whose window ended a day ago (the longest limit's window is an hour by default).
+            let counters = try await connection.run(
+                "DELETE FROM rate_counters WHERE opened < \(Date().addingTimeInterval(-86400).stored) RETURNING key", logger)
+            return resets + outbox + counters + (try await Self.pruneIntegrationRecords(now: Date(), connection, logger))
+        }
+    }
+}
+
+extension EmailResetTicket {
+    init(row: PostgresRandomAccessRow) throws {
+        self.init(
+            id: try row.get("id"), userID: try row.get("user_id"), email: try row.get("email"), codeHash: try row.get("code_hash"),
+            tokenHash: try row.get("token_hash"), createdAt: try row.date("created_at"), expiresAt: try row.date("expires_at"),
+            tries: Int(try row.get("tries", as: Int32.self)), state: State(rawValue: try row.get("state")) ?? .replaced)
+    }
+}

@@ -1,0 +1,142 @@
+import CountersignCore
+import Foundation
+import PostgresNIO
+
+extension PostgresStore: IntegrationStore {
+    public func createIntegration(_ integration: Integration, apiKeyHash: String) async throws {
+        let inserted = try await rows(
+            """
+            INSERT INTO integrations (id, name, api_key_hash, webhook_url, webhook_secret, enabled, created_at)
+            VALUES (\(integration.id), \(integration.name), \(apiKeyHash), \(integration.webhookURL), \(integration.webhookSecret),
+                \(integration.enabled), \(integration.createdAt.stored))
+            ON CONFLICT (name) DO NOTHING RETURNING id
+            """
+        ).count
+        if inserted == 0 { throw IntegrationError.nameTaken }
+    }
+
+    public func integrations() async throws -> [Integration] {
+        try await rows("SELECT * FROM integrations ORDER BY name").map(Integration.init(row:))
+    }
+
+    public func integration(id: String) async throws -> Integration? {
+        try await rows("SELECT * FROM integrations WHERE id = \(id)").first.map(Integration.init(row:))
+    }
+
+    public func integration(apiKeyHash: String) async throws -> Integration? {
+        try await rows("SELECT * FROM integrations WHERE api_key_hash = \(apiKeyHash)").first.map(Integration.init(row:))
+    }
+
+    public func rotateIntegrationKey(id: String, apiKeyHash: String) async throws -> Bool {
+        try await rows("UPDATE integrations SET api_key_hash = \(apiKeyHash) WHERE id = \(id) RETURNING id").count == 1
+    }
+
+    public func setWebhook(integrationID: String, url: String?, secret: String?) async throws -> Bool {
+        try await rows("UPDATE integrations SET webhook_url = \(url), webhook_secret = \(secret) WHERE id = \(integrationID) RETURNING id")
+            .count == 1
+    }
+
+    public func setIntegrationEnabled(id: String, enabled: Bool) async throws -> Bool {
+        try await rows("UPDATE integrations SET enabled = \(enabled) WHERE id = \(id) RETURNING id").count == 1
+    }
+
+    public func ensureUser(email: String) async throws -> (user: User, created: Bool) {
+        let email = User.normalize(email: email)
+        // No password: the empty hash matches none (login checks a decoy instead).
+        let user = User(id: SecureToken.recordID(), email: email, passwordHash: "", createdAt: Date())
+        return try await transaction { connection in
+            let inserted = try await connection.run(
+                """
+                INSERT INTO users (id, email, password_hash, created_at) VALUES (\(user.id), \(email), '', \(user.createdAt.stored))
+                ON CONFLICT (email) DO NOTHING RETURNING id
+                """, logger)
+            if inserted == 1 { return (user, true) }
+            guard let existing = try await connection.rows("SELECT * FROM users WHERE email = \(email)", logger).first else {
+                throw AccountError.unknownUser
+            }
+            return (try User(row: existing), false)
+        }
+    }
+
+    public func device(id: String) async throws -> Device? {
+        try await rows("SELECT * FROM devices WHERE id = \(id)").first.map(Device.init(row:))
+    }
+
+    public func createEnrollment(codeHash: String, userID: String, integrationID: String, createdAt: Date, expiresAt: Date) async throws {
+        try await rows(
+            """
+            INSERT INTO enrollments (code_hash, user_id, integration_id, created_at, expires_at)
+            VALUES (\(codeHash), \(userID), \(integrationID), \(createdAt.stored), \(expiresAt.stored))
+            """)
+    }
+
+    public func redeemEnrollment(codeHash: String, now: Date) async throws -> (userID: String, integrationID: String)? {
+        // One conditional update: of racing redeemers, one gets the row.
+        try await rows(
+            """
+            UPDATE enrollments SET used_at = \(now.stored)
+            WHERE code_hash = \(codeHash) AND used_at IS NULL AND expires_at > \(now.stored)
+            RETURNING user_id, integration_id
+            """
+        ).first.map { (try $0.get("user_id"), try $0.get("integration_id")) }
+    }
+
+    public func idempotencyRecord(integrationID: String, key: String, since: Date) async throws -> IdempotencyRecord? {
+        try await rows(
+            "SELECT * FROM idempotency_keys WHERE integration_id = \(integrationID) AND key = \(key) AND created_at > \(since.stored)"
+        ).first.map { row in
+            IdempotencyRecord(
+                integrationID: try row.get("integration_id"), key: try row.get("key"), requestHash: try row.get("request_hash"),
+                approvalID: try row.get("approval_id"), answer: try row.get("answer"), createdAt: try row.date("created_at"))
+        }
+    }
+
+    public func webhookDeliveries(failedOnly: Bool, limit: Int) async throws -> [OutboxEntry] {
+        try await rows(
+            """
+            SELECT * FROM outbox WHERE kind = 'webhook'
+                AND (NOT \(failedOnly) OR state IN ('failed', 'dropped') OR (state = 'pending' AND attempts > 0 AND last_error IS NOT NULL))
+            ORDER BY created_at DESC, seq DESC LIMIT \(limit)
+            """
+        ).compactMap(OutboxEntry.init(row:))
+    }
+
+    public func redeliverWebhook(eventID: String, now: Date) async throws -> Bool {
+        try await rows(
+            """
+            UPDATE outbox SET state = 'pending', next_attempt_at = \(now.stored),
+                deadline = \(now.addingTimeInterval(WebhookEvent.deliveryWindow).stored), attempts = 0, lease_until = NULL,
+                lease_owner = NULL, last_error = NULL, finished_at = NULL
+            WHERE id = \(eventID) AND kind = 'webhook' AND payload IS NOT NULL AND (state != 'pending' OR lease_until IS NULL)
+            RETURNING id
+            """
+        ).count == 1
+    }
+
+    /// Removes enrollment codes and idempotency keys past their use; returns how many.
+    static func pruneIntegrationRecords(now: Date, _ connection: PostgresConnection, _ logger: Logger) async throws -> Int {
+        let enrollments = try await connection.run("DELETE FROM enrollments WHERE expires_at < \(now.stored) RETURNING code_hash", logger)
+        let keys = try await connection.run(
+            "DELETE FROM idempotency_keys WHERE created_at < \(now.addingTimeInterval(-IdempotencyRecord.window).stored) RETURNING key", logger)
+        return enrollments + keys
+    }
+}
+
+extension Integration {
+    init(row: PostgresRandomAccessRow) throws {
+        self.init(
+            id: try row.get("id"), name: try row.get("name"), webhookURL: try row.get("webhook_url"), webhookSecret: try row.get("webhook_secret"),
+            enabled: try row.get("enabled"), createdAt: try row.date("created_at"))
+    }
+}
+
+extension OutboxEntry {
+    init?(row: PostgresRandomAccessRow) throws {
+        guard let kind = OutboxKind(rawValue: try row.get("kind")) else { return nil }
+        self.init(
+            id: try row.get("id"), kind: kind, reference: try row.get("reference"), state: try row.get("state"),
+            attempts: Int(try row.get("attempts", as: Int32.self)), createdAt: try row.date("created_at"),
+            nextAttemptAt: try row.date("next_attempt_at"), finishedAt: try row.optionalDate("finished_at"),
+            lastError: try row.get("last_error"), payload: kind == .webhook ? try row.get("payload", as: Data?.self) : nil)
+    }
+}

@@ -1,0 +1,145 @@
+import Foundation
+import PostgresNIO
+
+extension PostgresStore {
+    /// The schema, in the same versions as the SQLite file's (GRDB's
+    /// migrator there), each a list of statements. What only a cluster needs
+    /// (shared rate counters, the outbox's order and lease holder) comes with
+    /// the version of the feature it serves.
+    public static let migrations: [(identifier: String, statements: [String])] = [
+        (
+            "v1-accounts-and-approvals",
+            [
+                """
+                CREATE TABLE users (
+                    id text PRIMARY KEY, email text NOT NULL UNIQUE, password_hash text NOT NULL, created_at double precision NOT NULL)
+                """,
+                """
+                CREATE TABLE devices (
+                    id text PRIMARY KEY, user_id text NOT NULL REFERENCES users(id) ON DELETE CASCADE, name text NOT NULL,
+                    platform text NOT NULL, fcm_token text, push_enabled boolean NOT NULL, api_key_hash text NOT NULL UNIQUE,
+                    created_at double precision NOT NULL)
+                """,
+                "CREATE INDEX devices_by_user ON devices(user_id)",
+                "CREATE INDEX devices_by_token ON devices(fcm_token)",
+                """
+                CREATE TABLE approval_requests (
+                    id text PRIMARY KEY, user_id text REFERENCES users(id) ON DELETE CASCADE, subject text NOT NULL, action text NOT NULL,
+                    state text NOT NULL CHECK (state IN ('pending','approved','denied','expired','cancelled','completed')),
+                    created_at double precision NOT NULL, expires_at double precision NOT NULL, completion_window double precision NOT NULL,
+                    complete_by double precision, updated_at double precision NOT NULL, number_code_salt text, number_code_hash text,
+                    new_password_hash text, requester_ip text NOT NULL, requester_user_agent text, responding_device_id text)
+                """,
+                "CREATE INDEX approvals_live ON approval_requests(state) WHERE state IN ('pending','approved')",
+                "CREATE INDEX approvals_by_subject ON approval_requests(subject, action, state)",
+                "CREATE INDEX approvals_pending_by_user ON approval_requests(user_id) WHERE state = 'pending'",
+            ]
+        ),
+        (
+            "v2-fraud-silence-and-audit",
+            [
+                "ALTER TABLE users ADD COLUMN silenced_until double precision",
+                """
+                CREATE TABLE audit_events (
+                    id bigserial PRIMARY KEY, at double precision NOT NULL, kind text NOT NULL, user_id text, email text, device_id text,
+                    request_ref text, ip text, user_agent text, detail text)
+                """,
+                "CREATE INDEX audit_by_time ON audit_events(at)",
+                "CREATE INDEX audit_by_user ON audit_events(user_id, at)",
+                // Every node counts in the same rows; unlogged: a crash of the server may reset them.
+                """
+                CREATE UNLOGGED TABLE rate_counters (
+                    name text NOT NULL, key text NOT NULL, opened double precision NOT NULL, count integer NOT NULL,
+                    PRIMARY KEY (name, key))
+                """,
+            ]
+        ),
+        ("v3-request-version", ["ALTER TABLE approval_requests ADD COLUMN version integer NOT NULL DEFAULT 0"]),
+        (
+            "v4-email-reset-and-outbox",
+            [
+                """
+                CREATE TABLE email_resets (
+                    id text PRIMARY KEY, user_id text REFERENCES users(id) ON DELETE CASCADE, email text NOT NULL, code_hash text NOT NULL,
+                    token_hash text NOT NULL UNIQUE, created_at double precision NOT NULL, expires_at double precision NOT NULL,
+                    tries integer NOT NULL DEFAULT 0, state text NOT NULL CHECK (state IN ('active','used','replaced')),
+                    finished_at double precision)
+                """,
+                "CREATE INDEX email_resets_by_email ON email_resets(email, state)",
+                // `seq` orders a webhook's events (SQLite's rowid); `lease_owner` is the node holding the lease.
+                """
+                CREATE TABLE outbox (
+                    id text PRIMARY KEY, seq bigserial NOT NULL, kind text NOT NULL, reference text, user_id text, payload bytea,
+                    state text NOT NULL CHECK (state IN ('pending','delivered','failed','dropped')), created_at double precision NOT NULL,
+                    next_attempt_at double precision NOT NULL, deadline double precision NOT NULL, attempts integer NOT NULL DEFAULT 0,
+                    lease_until double precision, lease_owner text, last_error text, finished_at double precision)
+                """,
+                "CREATE INDEX outbox_due ON outbox(next_attempt_at) WHERE state = 'pending'",
+                "CREATE INDEX outbox_by_reference ON outbox(reference, seq) WHERE state = 'pending'",
+            ]
+        ),
+        (
+            "v5-device-keys",
+            [
+                "ALTER TABLE devices ADD COLUMN public_key text",
+                "ALTER TABLE audit_events ADD COLUMN proof text",
+                "ALTER TABLE audit_events ADD COLUMN proof_key text",
+            ]
+        ),
+        (
+            "v6-integrations",
+            [
+                """
+                CREATE TABLE integrations (
+                    id text PRIMARY KEY, name text NOT NULL UNIQUE, api_key_hash text NOT NULL UNIQUE, webhook_url text,
+                    webhook_secret text, enabled boolean NOT NULL DEFAULT true, created_at double precision NOT NULL)
+                """,
+                "ALTER TABLE approval_requests ADD COLUMN integration_id text",
+                "ALTER TABLE approval_requests ADD COLUMN prompt text",
+                "ALTER TABLE approval_requests ADD COLUMN device_key_bound boolean",
+                "CREATE INDEX approvals_by_integration ON approval_requests(integration_id) WHERE integration_id IS NOT NULL",
+                """
+                CREATE TABLE enrollments (
+                    code_hash text PRIMARY KEY, user_id text NOT NULL REFERENCES users(id) ON DELETE CASCADE, integration_id text NOT NULL,
+                    created_at double precision NOT NULL, expires_at double precision NOT NULL, used_at double precision)
+                """,
+                """
+                CREATE TABLE idempotency_keys (
+                    integration_id text NOT NULL, key text NOT NULL, request_hash text NOT NULL, approval_id text NOT NULL,
+                    answer bytea NOT NULL, created_at double precision NOT NULL, PRIMARY KEY (integration_id, key))
+                """,
+                "CREATE INDEX idempotency_by_time ON idempotency_keys(created_at)",
+                "CREATE INDEX outbox_by_time ON outbox(created_at)",
+                "ALTER TABLE devices ADD COLUMN last_seen_at double precision",
+            ]
+        ),
+    ]
+
+    /// Applies the missing versions in one transaction under an advisory lock:
+    /// when several nodes start at once, one migrates and the others wait, then find nothing to do.
+    func migrate() async throws {
+        let applied: [String] = try await transaction { connection in
+            try await connection.run("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger)
+            try await connection.run(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (identifier text PRIMARY KEY, applied_at double precision NOT NULL)", logger)
+            let done = Set(
+                try await connection.rows("SELECT identifier FROM schema_migrations", logger).map { try $0.get("identifier", as: String.self) })
+            var applied: [String] = []
+            for migration in Self.migrations where !done.contains(migration.identifier) {
+                for statement in migration.statements {
+                    try await connection.run(PostgresQuery(unsafeSQL: statement), logger)
+                }
+                try await connection.run(
+                    "INSERT INTO schema_migrations (identifier, applied_at) VALUES (\(migration.identifier), \(Date().stored))", logger)
+                applied.append(migration.identifier)
+            }
+            return applied
+        }
+        if !applied.isEmpty {
+            eventLogger.info("database migrated", metadata: ["database": "\(settings.redacted)", "migrations": "\(applied)"])
+        }
+    }
+
+    /// The advisory lock key of migrations (any constant; "countersign" in ASCII, truncated).
+    static let migrationLock: Int64 = 0x636f_756e_7465_7273
+}

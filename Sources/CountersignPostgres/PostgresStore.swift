@@ -1,0 +1,186 @@
+import CountersignCore
+import Foundation
+import Logging
+import NIOPosix
+import PostgresNIO
+import Synchronization
+
+/// The PostgreSQL database behind every store port, shared by the nodes of a
+/// cluster. Its transactions decide every race (the same conditional updates
+/// as on SQLite); each committed transition sends `NOTIFY` in its transaction,
+/// and ``listen(onChange:onGap:)`` carries those to this node's long polls.
+public final class PostgresStore: Sendable {
+    let client: PostgresClient
+    let settings: PostgresSettings
+    /// For queries: errors only.
+    let logger: Logger
+    /// For what the store itself reports (migrations, the notification connection).
+    let eventLogger: Logger
+    /// This node's name: in `/healthz`, and on the outbox leases it holds.
+    public let nodeID: String
+    private let running: Task<Void, Never>
+    private let listening = Mutex<Task<Void, Never>?>(nil)
+    private let notificationState = Mutex("reconnecting")
+
+    /// The channel every transition's `NOTIFY` goes to, with the request id as payload.
+    static let channel = "countersign_changes"
+
+    /// Connects (a pool of at most `maximumConnections`) and migrates the schema.
+    public init(settings: PostgresSettings, nodeID: String, maximumConnections: Int = 16, logger: Logger) async throws {
+        self.settings = settings
+        self.nodeID = nodeID
+        // Queries log only errors (PostgresNIO also warns about a lease asked for before the pool runs: it waits).
+        var queries = logger
+        queries.logLevel = max(logger.logLevel, .error)
+        self.logger = queries
+        self.eventLogger = logger
+        let client = PostgresClient(configuration: settings.clientConfiguration(maximumConnections: maximumConnections), backgroundLogger: logger)
+        self.client = client
+        running = Task { await client.run() }
+        do {
+            try await migrate()
+        } catch {
+            running.cancel()
+            throw PostgresStoreError.cannotOpen(settings.redacted, String(reflecting: error))
+        }
+    }
+
+    /// Whether the database answers a trivial query.
+    public func ping() async -> Bool {
+        do {
+            return try await value(Int.self, "SELECT 1") == 1
+        } catch {
+            return false
+        }
+    }
+
+    public var cluster: ClusterHealth? {
+        ClusterHealth(node: nodeID, notifications: notificationState.withLock { $0 })
+    }
+
+    /// Nothing to do: PostgreSQL makes its own checkpoints.
+    public func checkpoint() throws {}
+
+    public func close() throws {
+        listening.withLock { $0?.cancel() }
+        running.cancel()
+    }
+
+    // MARK: Notifications
+
+    /// Listens on one dedicated connection for the transitions other nodes
+    /// commit: `onChange` gets each request id. When the connection drops, it
+    /// reconnects (back-off up to 2 s) and then calls `onGap`, since
+    /// notifications sent meanwhile are lost: waiters must re-read.
+    public func listen(onChange: @escaping @Sendable (String) async -> Void, onGap: @escaping @Sendable () async -> Void) {
+        let task = Task { [self] in
+            var pause = Duration.milliseconds(50)
+            var connected = false
+            while !Task.isCancelled {
+                do {
+                    let connection = try await PostgresConnection.connect(
+                        on: MultiThreadedEventLoopGroup.singleton.any(), configuration: try settings.connectionConfiguration(), id: 0,
+                        logger: eventLogger
+                    ).get()
+                    do {
+                        try await connection.listen(on: Self.channel) { notifications in
+                            notificationState.withLock { $0 = "ok" }
+                            if connected { eventLogger.notice("notification connection restored: long polls re-read their requests") }
+                            connected = true
+                            pause = .milliseconds(50)
+                            await onGap()
+                            for try await notification in notifications {
+                                await onChange(notification.payload)
+                            }
+                        }
+                    } catch {
+                        try? await connection.close()
+                        throw error
+                    }
+                    try? await connection.close()
+                    if Task.isCancelled { break }
+                    eventLogger.warning("notification connection ended; reconnecting")
+                } catch {
+                    if Task.isCancelled { break }
+                    eventLogger.warning("notification connection lost; reconnecting", metadata: ["error": "\(String(reflecting: error))"])
+                }
+                notificationState.withLock { $0 = "reconnecting" }
+                try? await Task.sleep(for: pause)
+                pause = min(pause * 2, .seconds(2))
+            }
+        }
+        listening.withLock { $0 = task }
+    }
+
+    // MARK: Queries
+
+    @discardableResult
+    func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
+        var rows: [PostgresRandomAccessRow] = []
+        for try await row in try await client.query(query, logger: logger) {
+            rows.append(row.makeRandomAccess())
+        }
+        return rows
+    }
+
+    func value<T: PostgresDecodable>(_ type: T.Type, _ query: PostgresQuery) async throws -> T? {
+        try await rows(query).first.map { try $0[0].decode(T.self) }
+    }
+
+    /// Runs `body` in one transaction (committed when it returns, rolled back when it throws).
+    func transaction<Result: Sendable>(_ body: (PostgresConnection) async throws -> Result) async throws -> Result {
+        do {
+            return try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+        } catch let error as PostgresTransactionError {
+            // Callers catch what the body threw (a taken idempotency key, say), not its wrapper.
+            throw error.closureError ?? error.beginError ?? error.commitError ?? error
+        }
+    }
+}
+
+extension PostgresConnection {
+    func rows(_ query: PostgresQuery, _ logger: Logger) async throws -> [PostgresRandomAccessRow] {
+        var rows: [PostgresRandomAccessRow] = []
+        for try await row in try await self.query(query, logger: logger) {
+            rows.append(row.makeRandomAccess())
+        }
+        return rows
+    }
+
+    /// Runs a statement; returns how many rows it returned (with `RETURNING`: how many it changed).
+    @discardableResult
+    func run(_ query: PostgresQuery, _ logger: Logger) async throws -> Int {
+        try await rows(query, logger).count
+    }
+}
+
+extension PostgresRandomAccessRow {
+    func get<T: PostgresDecodable>(_ column: String, as type: T.Type = T.self) throws -> T {
+        try self[column].decode(T.self)
+    }
+
+    func date(_ column: String) throws -> Date {
+        Date(timeIntervalSince1970: try get(column, as: Double.self))
+    }
+
+    func optionalDate(_ column: String) throws -> Date? {
+        try get(column, as: Double?.self).map(Date.init(timeIntervalSince1970:))
+    }
+}
+
+extension Date {
+    /// Times are stored as Unix seconds (double precision), as on SQLite.
+    var stored: Double { timeIntervalSince1970 }
+}
+
+public enum PostgresStoreError: Error, CustomStringConvertible {
+    case cannotOpen(String, String)
+    case corrupt(String)
+
+    public var description: String {
+        switch self {
+        case .cannotOpen(let url, let reason): "cannot open database \(url): \(reason)"
+        case .corrupt(let reason): reason
+        }
+    }
+}

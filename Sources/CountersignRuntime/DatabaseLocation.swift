@@ -1,0 +1,59 @@
+import CountersignCore
+import CountersignPostgres
+import CountersignStore
+import Foundation
+import Logging
+
+/// What `--database` names: an SQLite file (the embedded default), or a
+/// PostgreSQL database shared by the nodes of a cluster.
+public enum DatabaseLocation: Sendable, Equatable {
+    case sqlite(path: String)
+    case postgres(PostgresSettings)
+
+    /// The systemd credential holding the PostgreSQL password.
+    public static let passwordCredential = "database-password"
+
+    /// A cluster's database from its URL; `password` is used when the URL carries none.
+    public static func postgres(url: String, password: String?) throws -> DatabaseLocation {
+        do {
+            return .postgres(try PostgresSettings(url: url, password: password))
+        } catch {
+            throw ConfigurationError("invalid PostgreSQL URL in --database: \(error.description)")
+        }
+    }
+
+    /// The database as logs and messages may show it (never a password).
+    public var display: String {
+        switch self {
+        case .sqlite(let path): path
+        case .postgres(let settings): settings.redacted
+        }
+    }
+
+    public var isCluster: Bool {
+        if case .postgres = self { return true }
+        return false
+    }
+
+    /// Opens (and migrates) the database.
+    /// - Parameter nodeID: a cluster node's name (its outbox leases, `/healthz`), asked for only on PostgreSQL.
+    public func open(nodeID: () -> String, logger: Logger) async throws -> any CountersignStorage {
+        switch self {
+        case .sqlite(let path): try SQLiteStore(path: path, logger: logger)
+        case .postgres(let settings): try await PostgresStore(settings: settings, nodeID: nodeID(), logger: logger)
+        }
+    }
+
+    /// A node's default name: host name and port (process id when the port is chosen by the system).
+    public static func defaultNodeID(port: Int) -> String {
+        let host = hostName()
+        return port == 0 ? "\(host)-pid\(getpid())" : "\(host):\(port)"
+    }
+
+    /// This machine's name, as `gethostname` gives it (no resolver lookup).
+    public static func hostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

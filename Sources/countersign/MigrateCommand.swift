@@ -1,0 +1,53 @@
+import ArgumentParser
+import CountersignCore
+import CountersignPostgres
+import CountersignRuntime
+import CountersignStore
+import Foundation
+import Logging
+
+/// `countersign migrate --from PATH --to postgres://…`: moves a daemon from
+/// its SQLite file to a cluster's PostgreSQL database.
+struct Migrate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Copy users, devices, integrations, live requests and the audit trail from an SQLite file into an empty PostgreSQL database.",
+        discussion: """
+            Stop the daemon first. Live requests keep their ids and deadlines; finished requests, used codes and sent mail stay \
+            behind. Give every node the SQLite daemon's secret key (countersign.key beside the file) with --secret-key-file.
+            """)
+
+    @Option(help: "The SQLite database file to copy from.") var from: String
+    @Option(help: "The empty PostgreSQL database to copy into: postgres://USER@HOST:PORT/DATABASE?sslmode=…") var to: String
+    @Option(help: "File holding the PostgreSQL password, when the URL has none.") var databasePasswordFile: String?
+
+    func run() async throws {
+        guard FileManager.default.fileExists(atPath: from) else { throw ValidationError("no SQLite database at \(from)") }
+        guard PostgresSettings.isURL(to) else { throw ValidationError("--to must be a postgres:// URL") }
+        var flags = [ConfigurationLoader.database.flag: to]
+        flags[ConfigurationLoader.databasePasswordFile.flag] = databasePasswordFile
+        let target = try await loadOrExit {
+            try ConfigurationLoader(flags: flags, environment: ProcessInfo.processInfo.environment, configFile: nil).database()
+        }
+        guard case .postgres(let settings) = target else { throw ValidationError("--to must be a postgres:// URL") }
+        var logger = Logger(label: "countersign")
+        logger.logLevel = .warning
+        let source = try await loadOrExit { try SQLiteStore(path: from, logger: logger) }
+        let destination = try await loadOrExit {
+            try await PostgresStore(settings: settings, nodeID: "migrate-\(DatabaseLocation.hostName())", logger: logger)
+        }
+        defer { try? destination.close() }
+        guard try await destination.isEmpty() else {
+            FileHandle.standardError.write(Data("countersign: \(settings.redacted) is not empty; migrate copies only into an empty database\n".utf8))
+            throw ExitCode.failure
+        }
+        var tables: [(table: MigratedTable, rows: [[(column: String, value: StoredValue)]])] = []
+        for table in MigratedTable.allCases {
+            tables.append((table, try await source.export(table)))
+        }
+        try await destination.importRows(tables)
+        print("copied from \(from) to \(settings.redacted):")
+        for (table, rows) in tables {
+            print("  \(table.rawValue): \(rows.count)")
+        }
+    }
+}

@@ -1,0 +1,251 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import PostgresTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Two real daemons on one PostgreSQL database behave as one: the requester
+/// on one node, the device on the other; 50 completes split over both, one
+/// wins; a node's notification connection cut, no wake-up lost; one node
+/// killed with SIGKILL mid-flow while the other carries on.
+@Suite(.enabled(if: PostgresTestServer.isAvailable, Comment(rawValue: PostgresTestServer.skipNote)))
+struct ClusterProcessTests {
+    typealias JSON = [String: any Sendable]
+
+    static func call(_ method: HTTPMethod, _ url: String, json: JSON? = nil, headers: [(String, String)] = []) async throws -> (Int, JSON) {
+        try await IntegrationExamplesTests.call(method, url, json: json, headers: headers)
+    }
+
+    /// `countersign integration add NAME` on `database`: the integration's API key, as printed.
+    static func addIntegration(_ name: String, database: String) throws -> String {
+        let added = try DaemonProcessTests.command(["integration", "add", name, "--database", database])
+        #expect(added.status == 0, "\(added.output)")
+        return try #require(
+            added.output.split(separator: "\n").first { $0.hasPrefix("API key:") }.map { $0.dropFirst(8).trimmingCharacters(in: .whitespaces) })
+    }
+
+    /// Creates ana@example.com through `requester`, enrolls her phone through `device`: the phone's key header.
+    static func enrollAna(requester: String, device: String, auth: [(String, String)]) async throws -> [(String, String)] {
+        #expect(try await call(.POST, "\(requester)/v1/users", json: ["email": "ana@example.com"], headers: auth).0 == 201)
+        let code = try #require(
+            try await call(.POST, "\(requester)/v1/users/ana@example.com/enrollments", headers: auth).1["enrollmentCode"] as? String)
+        let (enrolled, login) = try await call(
+            .POST, "\(device)/api/mobile/auth/enroll", json: ["enrollmentCode": code, "deviceName": "Ana's phone", "platform": "android"])
+        #expect(enrolled == 200)
+        return [("X-API-Key", try #require(login["apiKey"] as? String))]
+    }
+
+    @Test func twoNodesOnOneDatabaseActAsOneDaemon() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            let server = try PostgresTestServer.shared()
+            let database = try server.newDatabase()
+            let databaseName = PostgresTestServer.databaseName(of: database)
+            let key = folder.appendingPathComponent("secret-key")
+            try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: key)
+            let apiKey = try Self.addIntegration("Cluster Admin", database: database)
+            let ports = [try DaemonProcessTests.freePort(), try DaemonProcessTests.freePort()]
+            let bases = ports.map { "http://127.0.0.1:\($0)" }
+            func start(_ node: Int) async throws -> Process {
+                try await MailDeliveryProcessTests.startDaemon(
+                    ["--database", database, "--secret-key-file", key.path, "--node-id", "node-\(node)"], port: ports[node],
+                    log: folder.appendingPathComponent("node-\(node).log"))
+            }
+            var nodes = [try await start(0), try await start(1)]
+            defer { for node in nodes where node.isRunning { kill(node.processIdentifier, SIGKILL) } }
+            for (index, base) in bases.enumerated() {
+                let (status, health) = try await Self.call(.GET, "\(base)/healthz")
+                #expect(status == 200)
+                #expect(health["node"] as? String == "node-\(index)")
+                #expect(health["notifications"] as? String == "ok")
+            }
+
+            // Enrolled through node 0, the device answers through node 1.
+            let auth = [("Authorization", "Bearer \(apiKey)")]
+            let device = try await Self.enrollAna(requester: bases[0], device: bases[1], auth: auth)
+
+            /// Creates an approval on `requester`'s node, long-polls it there, answers on `approver`'s node;
+            /// returns the id and how long the long poll took to answer after the answer was sent.
+            func approve(requester: Int, approver: Int) async throws -> (String, Duration) {
+                let (created, approval) = try await Self.call(
+                    .POST, "\(bases[requester])/v1/approvals", json: ["user": "ana@example.com", "action": "sign_in", "title": "Sign in"],
+                    headers: auth)
+                #expect(created == 201)
+                let id = try #require(approval["approvalId"] as? String)
+                let number = try #require(approval["numberCode"] as? String)
+                async let polled = Self.call(.GET, "\(bases[requester])/v1/approvals/\(id)?wait=20", headers: auth)
+                // The device sees it on the other node (no stale read), then answers there.
+                let (_, pending) = try await Self.call(.GET, "\(bases[approver])/api/mobile/approvals/pending", headers: device)
+                #expect((pending["approvals"] as? [JSON])?.contains { $0["requestId"] as? String == id } == true)
+                try await Task.sleep(for: .milliseconds(300))  // the long poll is parked by now
+                let clock = ContinuousClock()
+                let sent = clock.now
+                let (answered, _) = try await Self.call(
+                    .POST, "\(bases[approver])/api/mobile/approvals/\(id)/respond", json: ["decision": "approve", "numberCode": number],
+                    headers: device)
+                #expect(answered == 200)
+                let (status, state) = try await polled
+                let waited = clock.now - sent
+                #expect(status == 200)
+                #expect(state["status"] as? String == "approved")
+                return (id, waited)
+            }
+
+            // The requester on node 0, the device on node 1: the long poll is woken across nodes.
+            let (first, wake) = try await approve(requester: 0, approver: 1)
+            #expect(wake < .seconds(5), "the long poll answered \(wake) after the approval on the other node")
+            #expect(try await Self.call(.GET, "\(bases[1])/v1/approvals/\(first)", headers: auth).1["status"] as? String == "approved")
+
+            // 50 concurrent completes split over both nodes: one 200, 49 × 409.
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for index in 0..<50 {
+                    group.addTask { try await Self.call(.POST, "\(bases[index % 2])/v1/approvals/\(first)/complete", headers: auth).0 }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == 200 }.count == 1)
+            #expect(statuses.filter { $0 == 409 }.count == 49)
+
+            // Node 0's notification connection is cut: it reconnects, and the next wake-up still arrives.
+            let cut = try server.psql(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(databaseName)' AND query LIKE 'LISTEN%'",
+                database: databaseName)
+            #expect(cut == "2")
+            let clock = ContinuousClock()
+            let cutAt = clock.now
+            while try await Self.call(.GET, "\(bases[0])/healthz").1["notifications"] as? String != "ok" {
+                guard clock.now - cutAt < .seconds(10) else { throw PostgresTestError("node 0 did not reconnect") }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let (_, afterCut) = try await approve(requester: 0, approver: 1)
+            #expect(afterCut < .seconds(5))
+
+            // A long poll parked while the connection is down re-reads after it comes back: nothing is lost.
+            let (_, parked) = try await Self.call(
+                .POST, "\(bases[0])/v1/approvals", json: ["user": "ana@example.com", "action": "sign_in", "title": "Parked"], headers: auth)
+            let parkedID = try #require(parked["approvalId"] as? String)
+            async let parkedPoll = Self.call(.GET, "\(bases[0])/v1/approvals/\(parkedID)?wait=20", headers: auth)
+            try await Task.sleep(for: .milliseconds(300))
+            try server.psql(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(databaseName)' AND query LIKE 'LISTEN%'",
+                database: databaseName)
+            #expect(
+                try await Self.call(
+                    .POST, "\(bases[1])/api/mobile/approvals/\(parkedID)/respond",
+                    json: ["decision": "deny"], headers: device
+                ).0 == 200)
+            #expect(try await parkedPoll.1["status"] as? String == "denied")
+
+            // Node 1 is killed mid-flow (an approval it created is pending): node 0 carries on with it.
+            let (_, orphan) = try await Self.call(
+                .POST, "\(bases[1])/v1/approvals", json: ["user": "ana@example.com", "action": "sign_in", "title": "Orphan"], headers: auth)
+            let orphanID = try #require(orphan["approvalId"] as? String)
+            let orphanNumber = try #require(orphan["numberCode"] as? String)
+            kill(nodes[1].processIdentifier, SIGKILL)
+            nodes[1].waitUntilExit()
+            #expect(
+                try await Self.call(
+                    .POST, "\(bases[0])/api/mobile/approvals/\(orphanID)/respond", json: ["decision": "approve", "numberCode": orphanNumber],
+                    headers: device
+                ).0 == 200)
+            #expect(try await Self.call(.POST, "\(bases[0])/v1/approvals/\(orphanID)/complete", headers: auth).0 == 200)
+            // And the killed node comes back to the same state.
+            nodes[1] = try await start(1)
+            #expect(try await Self.call(.GET, "\(bases[1])/v1/approvals/\(orphanID)", headers: auth).1["status"] as? String == "completed")
+
+            // The trail of the race: one completion.
+            let trail = try DaemonProcessTests.command(["audit", "--database", database, "--kind", "completed"])
+            #expect(trail.output.split(separator: "\n").filter { $0.contains(" completed ") }.count == 2, "\(trail.output)")
+            let logs = try [0, 1].map { try String(contentsOf: folder.appendingPathComponent("node-\($0).log"), encoding: .utf8) }.joined()
+            #expect(!logs.contains(server.password) && !logs.contains(apiKey))
+        }
+    }
+}
+
+extension ClusterProcessTests {
+    @Test func migrateMovesADaemonFromSQLiteAndItsLiveRequestsKeepWorking() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            // A daemon on SQLite with an integration, a user, an enrolled device, a pending approval and audit rows.
+            let file = folder.appendingPathComponent("countersign.sqlite").path
+            let apiKey = try Self.addIntegration("Moving Admin", database: file)
+            let port = try DaemonProcessTests.freePort()
+            let base = "http://127.0.0.1:\(port)"
+            let log = folder.appendingPathComponent("daemon.log")
+            var daemon = try await MailDeliveryProcessTests.startDaemon(["--database", file], port: port, log: log)
+            defer { if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) } }
+            let auth = [("Authorization", "Bearer \(apiKey)")]
+            let device = try await Self.enrollAna(requester: base, device: base, auth: auth)
+            let (_, approval) = try await Self.call(
+                .POST, "\(base)/v1/approvals", json: ["user": "ana@example.com", "action": "sign_in", "title": "Before the move", "ttl": 300],
+                headers: auth)
+            let id = try #require(approval["approvalId"] as? String)
+            let number = try #require(approval["numberCode"] as? String)
+            kill(daemon.processIdentifier, SIGTERM)
+            daemon.waitUntilExit()
+
+            // The move, then a second one refused: the target is no longer empty.
+            let server = try PostgresTestServer.shared()
+            let database = try server.newDatabase()
+            let moved = try DaemonProcessTests.command(["migrate", "--from", file, "--to", database])
+            #expect(moved.status == 0, "\(moved.output)")
+            #expect(moved.output.contains("users: 1") && moved.output.contains("devices: 1") && moved.output.contains("integrations: 1"))
+            #expect(moved.output.contains("approval_requests: 1"))
+            let auditLine = try #require(moved.output.split(separator: "\n").first { $0.contains("audit_events:") })
+            #expect((Int(auditLine.split(separator: " ").last ?? "") ?? 0) >= 4, "\(moved.output)")
+            #expect(!moved.output.contains(server.password))
+            let again = try DaemonProcessTests.command(["migrate", "--from", file, "--to", database])
+            #expect(again.status != 0 && again.output.contains("is not empty"), "\(again.output)")
+
+            // On PostgreSQL, with the SQLite daemon's key: the same keys work and the pending approval goes on.
+            daemon = try await MailDeliveryProcessTests.startDaemon(
+                ["--database", database, "--secret-key-file", folder.appendingPathComponent("countersign.key").path], port: port, log: log)
+            let (_, pending) = try await Self.call(.GET, "\(base)/api/mobile/approvals/pending", headers: device)
+            #expect((pending["approvals"] as? [JSON])?.first?["title"] as? String == "Before the move")
+            #expect(
+                try await Self.call(
+                    .POST, "\(base)/api/mobile/approvals/\(id)/respond", json: ["decision": "approve", "numberCode": number], headers: device
+                ).0 == 200)
+            #expect(try await Self.call(.POST, "\(base)/v1/approvals/\(id)/complete", headers: auth).0 == 200)
+            let trail = try DaemonProcessTests.command(["audit", "--database", database, "--email", "ana@example.com"])
+            #expect(trail.output.contains("user_created") && trail.output.contains("completed"), "\(trail.output)")
+        }
+    }
+}
+
+extension ClusterProcessTests {
+    @Test func bothNodesSweepButARequestExpiresOnce() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            let database = try PostgresTestServer.shared().newDatabase()
+            let key = folder.appendingPathComponent("secret-key")
+            try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: key)
+            let apiKey = try Self.addIntegration("Sweeping Admin", database: database)
+            let ports = [try DaemonProcessTests.freePort(), try DaemonProcessTests.freePort()]
+            let bases = ports.map { "http://127.0.0.1:\($0)" }
+            var nodes: [Process] = []
+            defer { for node in nodes where node.isRunning { kill(node.processIdentifier, SIGKILL) } }
+            for node in 0..<2 {
+                nodes.append(
+                    try await MailDeliveryProcessTests.startDaemon(
+                        ["--database", database, "--secret-key-file", key.path, "--node-id", "node-\(node)"], port: ports[node],
+                        log: folder.appendingPathComponent("node-\(node).log")))
+            }
+            let auth = [("Authorization", "Bearer \(apiKey)")]
+            _ = try await Self.enrollAna(requester: bases[0], device: bases[1], auth: auth)
+            let (_, approval) = try await Self.call(
+                .POST, "\(bases[0])/v1/approvals", json: ["user": "ana@example.com", "action": "sign_in", "title": "Unanswered", "ttl": 10],
+                headers: auth)
+            let id = try #require(approval["approvalId"] as? String)
+            // A long poll on the node that did not create it is answered by the expiry.
+            let (_, polled) = try await Self.call(.GET, "\(bases[1])/v1/approvals/\(id)?wait=25", headers: auth)
+            #expect(polled["status"] as? String == "expired")
+            // Both nodes have swept past the deadline (each sweeps a few times a second); the trail has one expiry.
+            try await Task.sleep(for: .seconds(3))
+            let trail = try DaemonProcessTests.command(["audit", "--database", database, "--kind", "expired"])
+            #expect(trail.output.split(separator: "\n").filter { $0.contains(" expired ") }.count == 1, "\(trail.output)")
+        }
+    }
+}

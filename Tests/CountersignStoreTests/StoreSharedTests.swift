@@ -1,0 +1,271 @@
+import CountersignCore
+import CountersignPostgres
+import CountersignStore
+import Foundation
+import Logging
+import PostgresTestSupport
+import Testing
+
+/// More of the store suite, on both backends: outbox claims, the email
+/// reset's tries, enrollment codes, idempotency keys, the audit trail and the
+/// reads a cluster's broker makes. Two stores opened on one database stand for
+/// two nodes racing.
+extension StoreTests {
+    func item(_ id: String, kind: OutboxKind = .mail, reference: String? = nil, at now: Date) -> OutboxItem {
+        OutboxItem(
+            id: id, kind: kind, reference: reference, userID: nil, payload: Data("{}".utf8), createdAt: now, nextAttemptAt: now,
+            deadline: now.addingTimeInterval(3600))
+    }
+
+    @Test(arguments: Backend.available) func twoNodesClaimEachOutboxItemOnceAndALapsedLeaseFreesIt(backend: Backend) async throws {
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let database = try newDatabase(backend)
+        let nodeA = try await open(backend, database, node: "a")
+        let nodeB = try await open(backend, database, node: "b")
+        let now = Date()
+        let reset = EmailResetTicket(
+            id: "reset", userID: nil, email: "ana@example.com", codeHash: "c", tokenHash: "t", createdAt: now, expiresAt: now.addingTimeInterval(600))
+        _ = try await nodeA.issueEmailReset(reset, mail: item("m0", at: now))
+        for index in 1..<40 {
+            let ticket = EmailResetTicket(
+                id: "reset\(index)", userID: nil, email: "u\(index)@example.com", codeHash: "c\(index)", tokenHash: "t\(index)", createdAt: now,
+                expiresAt: now.addingTimeInterval(600))
+            _ = try await nodeB.issueEmailReset(ticket, mail: item("m\(index)", at: now))
+        }
+        // Both nodes claim at once, in small batches, until nothing is due.
+        async let claimedByA = Self.claimAll(nodeA, now: now)
+        async let claimedByB = Self.claimAll(nodeB, now: now)
+        let (a, b) = try await (claimedByA, claimedByB)
+        #expect(Set(a).isDisjoint(with: Set(b)))
+        #expect(Set(a + b).count == 40 && a.count + b.count == 40)
+        #expect(try await nodeA.outboxDepth()[.mail] == 40)
+        // Node A "dies" holding its items: once the lease lapses, B takes them.
+        #expect(try await nodeB.claimOutbox(now: now.addingTimeInterval(1), lease: 60, limit: 100).isEmpty)
+        let retaken = try await nodeB.claimOutbox(now: now.addingTimeInterval(61), lease: 60, limit: 100)
+        #expect(retaken.count == 40)
+        #expect(retaken.allSatisfy { $0.attempts == 2 })
+        for item in retaken { #expect(try await nodeB.finishOutbox(id: item.id, as: .delivered, detail: "250", at: now)) }
+        #expect(try await nodeA.finishOutbox(id: retaken[0].id, as: .delivered, detail: "250", at: now) == false)
+        #expect(try await nodeA.outboxDepth()[.mail, default: 0] == 0)
+    }
+
+    static func claimAll(_ store: any CountersignStorage, now: Date) async throws -> [String] {
+        var claimed: [String] = []
+        while true {
+            let batch = try await store.claimOutbox(now: now, lease: 60, limit: 3)
+            if batch.isEmpty { return claimed }
+            claimed += batch.map(\.id)
+        }
+    }
+
+    @Test(arguments: Backend.available) func aWebhookEventWaitsForTheEarlierEventsOfItsApproval(backend: Backend) async throws {
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let store = try await open(backend)
+        let now = Date()
+        let integration = Integration(
+            id: "int_1", name: "Admin", webhookURL: "https://hooks.example.com/", webhookSecret: "whsec_x", enabled: true, createdAt: now)
+        try await store.createIntegration(integration, apiKeyHash: "kh")
+        let user = try await store.createUser(email: "ana@example.com", passwordHash: "h")
+        var request = pending("r1", user: user)
+        request.prompt = ApprovalPrompt(integrationID: "int_1", integrationName: "Admin", userEmail: user.email, title: "t", body: "b", context: [:])
+        _ = try await store.insert(request)
+        var machine = ApprovalStateMachine(request)
+        guard case .persist(let approval) = machine.respond(.approve, numberCode: "47", deviceID: "d1", at: now) else {
+            Issue.record("approve refused")
+            return
+        }
+        #expect(
+            try await store.apply(approval, to: machine.request, event: item("evt_1", kind: .webhook, reference: "r1", at: now), writeTime: { now }))
+        guard case .persist(let completion) = machine.complete(at: now) else {
+            Issue.record("complete refused")
+            return
+        }
+        #expect(
+            try await store.apply(completion, to: machine.request, event: item("evt_2", kind: .webhook, reference: "r1", at: now), writeTime: { now })
+        )
+        #expect(try await store.claimOutbox(now: now, lease: 60, limit: 10).map(\.id) == ["evt_1"])
+        #expect(try await store.claimOutbox(now: now, lease: 60, limit: 10).isEmpty)
+        #expect(try await store.finishOutbox(id: "evt_1", as: .delivered, detail: "200", at: now))
+        #expect(try await store.claimOutbox(now: now, lease: 60, limit: 10).map(\.id) == ["evt_2"])
+        #expect(try await store.webhookDeliveries(failedOnly: false, limit: 10).map(\.id) == ["evt_2", "evt_1"])
+        #expect(try await store.redeliverWebhook(eventID: "evt_1", now: now))
+    }
+
+    @Test(arguments: Backend.available) func racingTriesOfAnEmailCodeStopAtTheLimit(backend: Backend) async throws {
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let database = try newDatabase(backend)
+        let nodes = [try await open(backend, database, node: "a"), try await open(backend, database, node: "b")]
+        let now = Date()
+        let user = try await nodes[0].createUser(email: "ana@example.com", passwordHash: "old")
+        let ticket = EmailResetTicket(
+            id: "e1", userID: user.id, email: user.email, codeHash: "c", tokenHash: "t", createdAt: now, expiresAt: now.addingTimeInterval(600))
+        _ = try await nodes[0].issueEmailReset(ticket, mail: nil)
+        let taken = try await withThrowingTaskGroup(of: Int?.self) { group in
+            for index in 0..<20 { group.addTask { try await nodes[index % 2].takeEmailResetTry(id: "e1", maxTries: 5, now: now) } }
+            return try await group.reduce(into: [Int]()) { if let tries = $1 { $0.append(tries) } }
+        }
+        #expect(taken.sorted() == [1, 2, 3, 4, 5])
+        let redeemed = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for index in 0..<10 { group.addTask { try await nodes[index % 2].redeemEmailReset(id: "e1", passwordHash: "new\(index)", now: now) } }
+            return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+        }
+        #expect(redeemed == 1)
+        #expect(try await nodes[1].user(id: user.id)?.passwordHash.hasPrefix("new") == true)
+    }
+
+    @Test(arguments: Backend.available) func anEnrollmentCodeAndAnIdempotencyKeyAreTakenOnce(backend: Backend) async throws {
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let database = try newDatabase(backend)
+        let nodes = [try await open(backend, database, node: "a"), try await open(backend, database, node: "b")]
+        let now = Date()
+        let (user, created) = try await nodes[0].ensureUser(email: "Ana@example.com")
+        #expect(created)
+        #expect(try await nodes[1].ensureUser(email: "ana@example.com").created == false)
+        try await nodes[0].createEnrollment(
+            codeHash: "code", userID: user.id, integrationID: "int_1", createdAt: now, expiresAt: now.addingTimeInterval(600))
+        let redeemed = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for index in 0..<10 { group.addTask { try await nodes[index % 2].redeemEnrollment(codeHash: "code", now: now) != nil } }
+            return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+        }
+        #expect(redeemed == 1)
+        let inserted = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for index in 0..<8 {
+                group.addTask {
+                    var request = self.pending("i\(index)", user: user)
+                    request.subject = "subject-\(index)"
+                    let record = IdempotencyRecord(
+                        integrationID: "int_1", key: "k", requestHash: "h", approvalID: request.id, answer: Data("a\(index)".utf8), createdAt: now)
+                    do {
+                        _ = try await nodes[index % 2].insert(request, idempotency: record, supersededEvent: { _ in nil })
+                        return true
+                    } catch is IdempotencyKeyTaken {
+                        return false
+                    }
+                }
+            }
+            return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+        }
+        #expect(inserted == 1)
+        let record = try #require(try await nodes[1].idempotencyRecord(integrationID: "int_1", key: "k", since: now.addingTimeInterval(-1)))
+        #expect(try await nodes[0].request(id: record.approvalID) != nil)
+    }
+
+    @Test(arguments: Backend.available) func theBrokersReadsOfPendingDueAndLiveRequests(backend: Backend) async throws {
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let store = try await open(backend)
+        let ana = try await store.createUser(email: "ana@example.com", passwordHash: "h")
+        let bob = try await store.createUser(email: "bob@example.com", passwordHash: "h")
+        let now = Date()
+        _ = try await store.insert(pending("old", user: ana, at: now.addingTimeInterval(-100)))
+        var second = pending("new", user: ana, at: now.addingTimeInterval(-10))
+        second.subject = "other"
+        _ = try await store.insert(second)
+        _ = try await store.insert(pending("bob", user: bob, at: now))
+        #expect(try await store.pendingRequests(userID: ana.id, now: now).map(\.id) == ["new"])
+        #expect(try await store.dueRequests(now: now, limit: 10).map(\.id) == ["old"])
+        #expect(try await store.liveCounts() == [.pending: 3])
+        #expect(store.isShared == (backend == .postgres))
+    }
+
+    @Test(arguments: Backend.available) func theAuditTrailFiltersByEmailKindAndTime(backend: Backend) async throws {
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let store = try await open(backend)
+        let ana = try await store.createUser(email: "ana@example.com", passwordHash: "h")
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        try await store.append([
+            AuditEvent(at: t0, kind: .requestCreated, userID: ana.id, requestRef: "ref1", detail: "one"),
+            AuditEvent(at: t0.addingTimeInterval(10), kind: .rateLimited, email: "ana@example.com", detail: "two"),
+            AuditEvent(at: t0.addingTimeInterval(20), kind: .requestCreated, email: "bob@example.com", detail: "three"),
+        ])
+        #expect(try await store.auditEvents(since: nil, email: "ANA@example.com", kind: nil, limit: 10).map(\.detail) == ["one", "two"])
+        #expect(try await store.auditEvents(since: nil, email: nil, kind: .requestCreated, limit: 10).map(\.detail) == ["one", "three"])
+        #expect(try await store.auditEvents(since: t0.addingTimeInterval(5), email: nil, kind: nil, limit: 1).map(\.detail) == ["three"])
+        #expect(try await store.auditEvents(requestRef: "ref1").first?.email == "ana@example.com")
+        #expect(try await store.pruneAudit(before: t0.addingTimeInterval(15)) == 2)
+    }
+
+    // MARK: PostgreSQL only
+
+    @Test(.enabled(if: PostgresTestServer.isAvailable, Comment(rawValue: PostgresTestServer.skipNote)))
+    func nodesStartingTogetherMigrateOnceAndShareTheirRateCounters() async throws {
+        let database = try newDatabase(.postgres)
+        let settings = try PostgresSettings(url: database)
+        let nodes = try await withThrowingTaskGroup(of: PostgresStore.self) { group in
+            for index in 0..<4 { group.addTask { try await PostgresStore(settings: settings, nodeID: "n\(index)", logger: Logger(label: "test")) } }
+            return try await group.reduce(into: [PostgresStore]()) { $0.append($1) }
+        }
+        let server = try PostgresTestServer.shared()
+        let name = PostgresTestServer.databaseName(of: database)
+        #expect(try server.psql("SELECT count(*) FROM schema_migrations", database: name) == "\(PostgresStore.migrations.count)")
+        // 40 attempts spread over the nodes against a limit of 10: 10 admitted in all.
+        let limit = RateLimit(count: 10, window: 60)
+        let now = Date()
+        let admitted = try await withThrowingTaskGroup(of: RateLimiter.Reservation?.self) { group in
+            for index in 0..<40 {
+                group.addTask {
+                    let (admission, _) = try await nodes[index % 4].reserve(.loginFailuresPerIP, key: "203.0.113.9", limit: limit, now: now)
+                    if case .admitted(let reservation) = admission { return reservation }
+                    return nil
+                }
+            }
+            return try await group.reduce(into: [RateLimiter.Reservation]()) { if let reservation = $1 { $0.append(reservation) } }
+        }
+        #expect(admitted.count == 10)
+        guard case .refused(let retryAfter) = try await nodes[0].reserve(.loginFailuresPerIP, key: "203.0.113.9", limit: limit, now: now).admission
+        else {
+            Issue.record("an 11th attempt was admitted")
+            return
+        }
+        #expect((1...60).contains(retryAfter))
+        // A refund on one node frees a place for another; the key is stored hashed.
+        try await nodes[1].refund(.loginFailuresPerIP, admitted[0])
+        if case .refused = try await nodes[2].reserve(.loginFailuresPerIP, key: "203.0.113.9", limit: limit, now: now).admission {
+            Issue.record("the refunded place was not free")
+        }
+        #expect(try server.psql("SELECT count(*) FROM rate_counters WHERE key LIKE '%203.0.113%'", database: name) == "0")
+        // A new window after the old one ends.
+        if case .refused = try await nodes[3].reserve(.loginFailuresPerIP, key: "203.0.113.9", limit: limit, now: now.addingTimeInterval(61))
+            .admission
+        {
+            Issue.record("the next window was refused")
+        }
+    }
+
+    @Test(.enabled(if: PostgresTestServer.isAvailable, Comment(rawValue: PostgresTestServer.skipNote)))
+    func aCommittedTransitionNotifiesTheOtherNodeAndACutConnectionRecovers() async throws {
+        let database = try newDatabase(.postgres)
+        let settings = try PostgresSettings(url: database)
+        let nodeA = try await PostgresStore(settings: settings, nodeID: "a", logger: Logger(label: "test"))
+        let nodeB = try await PostgresStore(settings: settings, nodeID: "b", logger: Logger(label: "test"))
+        let (changes, continuation) = AsyncStream.makeStream(of: String.self)
+        nodeA.listen(onChange: { continuation.yield($0) }, onGap: { continuation.yield("<gap>") })
+        var received = changes.makeAsyncIterator()
+        #expect(await received.next() == "<gap>")
+        #expect(nodeA.cluster == ClusterHealth(node: "a", notifications: "ok"))
+        let user = try await nodeB.createUser(email: "ana@example.com", passwordHash: "h")
+        let request = pending("r1", user: user)
+        _ = try await nodeB.insert(request)
+        var machine = ApprovalStateMachine(request)
+        guard case .persist(let approval) = machine.respond(.approve, numberCode: "47", deviceID: "d1", at: Date()) else {
+            Issue.record("approve refused")
+            return
+        }
+        #expect(try await nodeB.apply(approval, to: machine.request))
+        #expect(await received.next() == "r1")
+        // The listening connection is cut: it comes back and reports the gap.
+        let server = try PostgresTestServer.shared()
+        let name = PostgresTestServer.databaseName(of: database)
+        let cut = try server.psql(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(name)' AND query LIKE 'LISTEN%'", database: name)
+        #expect(cut == "1")
+        #expect(await received.next() == "<gap>")
+        #expect(nodeA.cluster?.notifications == "ok")
+        guard case .persist(let completion) = machine.complete(at: Date()) else {
+            Issue.record("complete refused")
+            return
+        }
+        #expect(try await nodeB.apply(completion, to: machine.request))
+        #expect(await received.next() == "r1")
+        try nodeA.close()
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A throw-away PostgreSQL server for the tests (`scripts/pg-test-server.sh`):
+/// one per test process, started on first use on a free loopback port, and
+/// stopped by its watchdog when the test process ends, also on a crash.
+public struct PostgresTestServer: Sendable {
+    public let port: Int
+    public let password: String
+
+    /// Why the PostgreSQL tests did not run, for the line Swift Testing prints.
+    public static let skipNote =
+        "PostgreSQL is not installed: run `apt-get install postgresql` (Debian), then `swift test`; .ci/run installs it and never skips these"
+
+    /// Whether the tests that need PostgreSQL run: a server is installed, or
+    /// `COUNTERSIGN_REQUIRE_POSTGRES` is set (CI), where a missing one fails them.
+    public static var isAvailable: Bool {
+        if ProcessInfo.processInfo.environment["COUNTERSIGN_REQUIRE_POSTGRES"] != nil { return true }
+        let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
+        return versions.contains { FileManager.default.isExecutableFile(atPath: "/usr/lib/postgresql/\($0)/bin/initdb") }
+    }
+
+    private static let started = Mutex<Result<PostgresTestServer, any Error>?>(nil)
+
+    /// The process's server, started on first use.
+    public static func shared() throws -> PostgresTestServer {
+        try started.withLock { started in
+            if let started { return try started.get() }
+            let result = Result { try start() }
+            started = result
+            return try result.get()
+        }
+    }
+
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("scripts/pg-test-server.sh").path
+
+    private static func start() throws -> PostgresTestServer {
+        let (status, output) = try run("/usr/bin/env", ["bash", script, "\(getpid())"])
+        let fields = output.split(whereSeparator: \.isWhitespace)
+        guard status == 0, fields.count == 3, let port = Int(fields[0]) else {
+            throw PostgresTestError("cannot start PostgreSQL (\(script)): \(output)")
+        }
+        return PostgresTestServer(port: port, password: String(fields[1]))
+    }
+
+    /// A new, empty database; its URL.
+    public func newDatabase() throws -> String {
+        let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        _ = try psql("CREATE DATABASE \(name)")
+        return url(database: name)
+    }
+
+    /// The database a URL of ``newDatabase()`` names.
+    public static func databaseName(of url: String) -> String {
+        URLComponents(string: url).map { String($0.path.dropFirst()) } ?? ""
+    }
+
+    public func url(database: String) -> String {
+        "postgres://countersign:\(password)@127.0.0.1:\(port)/\(database)?sslmode=disable"
+    }
+
+    /// Runs SQL as the superuser; the output, unaligned, without headers.
+    @discardableResult
+    public func psql(_ sql: String, database: String = "postgres") throws -> String {
+        let (status, output) = try Self.run(
+            "/usr/bin/env", ["psql", "-X", "-q", "-A", "-t", "-h", "127.0.0.1", "-p", "\(port)", "-U", "countersign", "-d", database, "-c", sql],
+            environment: ["PGPASSWORD": password])
+        guard status == 0 else { throw PostgresTestError("psql failed: \(output)") }
+        return output.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Runs a command to its end, through `posix_spawn` and `waitpid`, its
+    /// output through a file: the server and its watchdog outlive the command
+    /// and keep what they inherit (Foundation's `Process` waits for them).
+    static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (Int32, String) {
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-pg-\(UUID().uuidString).out")
+        defer { try? FileManager.default.removeItem(at: output) }
+        let command = ([executable] + arguments).map(shellQuoted).joined(separator: " ") + " </dev/null >\(shellQuoted(output.path)) 2>&1"
+        let variables = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { "\($0.key)=\($0.value)" }
+        let words: [String] = ["/bin/sh", "-c", command]
+        let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+        let envp: [UnsafeMutablePointer<CChar>?] = variables.map { strdup($0) } + [nil]
+        defer { for pointer in argv + envp { free(pointer) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, "/bin/sh", nil, nil, argv, envp)
+        guard spawned == 0 else { throw PostgresTestError("cannot run \(executable): error \(spawned)") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        let exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        return (exitStatus, (try? String(contentsOf: output, encoding: .utf8)) ?? "")
+    }
+
+    static func shellQuoted(_ word: String) -> String {
+        "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'"
+    }
+}
+
+public struct PostgresTestError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

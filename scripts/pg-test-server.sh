@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Starts a throw-away PostgreSQL server for the tests and benchmarks: initdb
+# into a new temporary directory (as an unprivileged user when run as root:
+# the server refuses root), password authentication, listening on 127.0.0.1
+# only, on a free port. It stops itself (and removes its directory) when the
+# process WATCH_PID ends, however that ends.
+#
+# usage: pg-test-server.sh WATCH_PID
+# prints one line: PORT PASSWORD DIRECTORY (the superuser is "countersign")
+# exit 2: no PostgreSQL server installed (Debian: apt-get install postgresql)
+set -euo pipefail
+# Descriptors inherited from the caller (another test's pipe, say) must not
+# stay open in the server and the watchdog, which outlive this script.
+for fd in /proc/$$/fd/*; do
+  n=${fd##*/}
+  if [ "$n" -gt 2 ] 2>/dev/null; then eval "exec $n>&-" 2>/dev/null || true; fi
+done
+watch_pid=${1:?usage: pg-test-server.sh WATCH_PID}
+bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
+if [ -z "$bindir" ] || [ ! -x "$bindir/initdb" ]; then
+  echo "pg-test-server: no PostgreSQL server installed (Debian: apt-get install postgresql)" >&2
+  exit 2
+fi
+dir=$(mktemp -d "${TMPDIR:-/tmp}/countersign-pg.XXXXXX")
+as_owner=()
+if [ "$(id -u)" = 0 ]; then
+  chown nobody:nogroup "$dir"
+  as_owner=(setpriv --reuid=nobody --regid=nogroup --clear-groups --)
+fi
+password=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+printf '%s' "$password" > "$dir/password"
+[ "$(id -u)" = 0 ] && chown nobody:nogroup "$dir/password"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cd "$dir"
+"${as_owner[@]}" "$bindir/initdb" -D "$dir/data" -U countersign --auth=scram-sha-256 --pwfile="$dir/password" -E UTF8 --no-sync \
+  >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
+rm -f "$dir/password"
+"${as_owner[@]}" "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+  -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off" start >/dev/null \
+  || { cat "$dir/server.log" >&2; exit 1; }
+# The watchdog: in its own session, so that it outlives a killed parent group.
+setsid bash -c "while kill -0 $watch_pid 2>/dev/null; do sleep 0.5; done
+  ${as_owner[*]} $bindir/pg_ctl -D $dir/data -m immediate stop >/dev/null 2>&1; rm -rf $dir" </dev/null >/dev/null 2>&1 &
+echo "$port $password $dir"
