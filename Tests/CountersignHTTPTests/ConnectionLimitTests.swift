@@ -52,9 +52,10 @@ import Testing
         try await withTestDaemon(configure: { $0.longPollsPerAddress = 2 }) { daemon in
             let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             let started = ContinuousClock.now
-            async let first = daemon.status(id, wait: 2)
-            async let second = daemon.status(id, wait: 2)
-            try await Task.sleep(for: .milliseconds(300))
+            // Held for 5 s, so both are still parked when the third comes, however slow the start.
+            async let first = daemon.status(id, wait: 5)
+            async let second = daemon.status(id, wait: 5)
+            try await Task.sleep(for: .seconds(1))
             // Two are held: the third, asking to wait 20 s, gets the current state at once.
             let asked = ContinuousClock.now
             let third = try await daemon.status(id, wait: 20)
@@ -62,7 +63,7 @@ import Testing
             #expect(third["status"] == "pending")
             #expect(ContinuousClock.now - asked < .seconds(10))
             _ = try await (first, second)
-            #expect(ContinuousClock.now - started >= .seconds(2))
+            #expect(ContinuousClock.now - started >= .seconds(5))
             // The slots are given back: a long poll is held again.
             let holdStarted = ContinuousClock.now
             _ = try await daemon.status(id, wait: 1)

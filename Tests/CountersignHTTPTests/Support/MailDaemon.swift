@@ -57,13 +57,16 @@ extension TestDaemon {
         return answer.status == 200
     }
 
-    /// Waits until the audit trail holds an event of `kind` (the writer works in batches).
-    func waitForAudit(_ kind: AuditKind, timeout: Duration = .seconds(15)) async throws -> [AuditEvent] {
+    /// Waits until the audit trail's events of `kind` satisfy `done` (by default: there is one);
+    /// the writer stores them in batches, after the answers.
+    func waitForAudit(
+        _ kind: AuditKind, timeout: Duration = .seconds(15), until done: ([AuditEvent]) -> Bool = { !$0.isEmpty }
+    ) async throws -> [AuditEvent] {
         let clock = ContinuousClock()
         let start = clock.now
         while true {
             let events = try await server.store.auditEvents(since: nil, email: nil, kind: kind, limit: 100)
-            if !events.isEmpty || clock.now - start > timeout { return events }
+            if done(events) || clock.now - start > timeout { return events }
             try await Task.sleep(for: .milliseconds(50))
         }
     }
