@@ -38,6 +38,9 @@ public enum PushSetup {
         }
     }
 
+    /// Streams sent on one HTTP/2 connection before the client moves to a new one.
+    public static let streamsPerConnection = 150
+
     /// One shared client: HTTP/2 when the server offers it, the system's trust
     /// roots plus `caFile` when given.
     public static func makeClient(caFile: String?) throws -> HTTPClient {
@@ -51,6 +54,15 @@ public enum PushSetup {
         var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
         configuration.httpVersion = .automatic
         configuration.timeout = .init(connect: .seconds(10), read: .seconds(15))
+        // A server may answer a stream completely and then reset it with
+        // RST_STREAM(NO_ERROR) (RFC 9113 §8.1). swift-nio-http2 counts every
+        // reset it receives, and after 200 on one connection within 30 s it
+        // sends GOAWAY(ENHANCE_YOUR_CALM) and stops reading that connection
+        // promptly, so the sends behind it wait out their deadline. Moving to
+        // a new connection after `streamsPerConnection` streams keeps each one
+        // under that count; the pool opens the next connection while the last
+        // streams of the old one finish.
+        configuration.maximumUsesPerConnection = streamsPerConnection
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 }

@@ -1,0 +1,141 @@
+import Crypto
+import Foundation
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+import SwiftASN1
+import Synchronization
+import X509
+
+/// An HTTP/2 server over TLS on 127.0.0.1 that answers every request with a
+/// complete 200 before reading its body, then resets the stream with
+/// `RST_STREAM(NO_ERROR)`, as RFC 9113 §8.1 allows (nginx's `return 200` does
+/// this). It answers Google's token endpoint and FCM's `messages:send` alike,
+/// and counts the GOAWAY frames the client sends it.
+final class EarlyAnswerServer: Sendable {
+    /// The self-signed certificate's PEM, for the client's trust roots.
+    let certificatePEM: String
+    private let tls: TLSConfiguration
+    private let counts = Counts()
+
+    final class Counts: Sendable {
+        private let state = Mutex((answered: 0, resets: 0, goAways: 0))
+        var answered: Int { state.withLock { $0.answered } }
+        var resets: Int { state.withLock { $0.resets } }
+        var goAways: Int { state.withLock { $0.goAways } }
+        func answer() { state.withLock { $0.answered += 1 } }
+        func reset() { state.withLock { $0.resets += 1 } }
+        func goAway() { state.withLock { $0.goAways += 1 } }
+    }
+
+    var answered: Int { counts.answered }
+    var resets: Int { counts.resets }
+    /// GOAWAY frames received from the client (swift-nio-http2 sends
+    /// `ENHANCE_YOUR_CALM` when it judges the resets an attack).
+    var goAways: Int { counts.goAways }
+
+    init() throws {
+        let key = P256.Signing.PrivateKey()
+        let name = try DistinguishedName { CommonName("127.0.0.1") }
+        let now = Date()
+        let certificate = try Certificate(
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: .init(key.publicKey),
+            notValidBefore: now - 3600,
+            notValidAfter: now + 3600,
+            issuer: name,
+            subject: name,
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                SubjectAlternativeNames([.ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1]))])
+            },
+            issuerPrivateKey: .init(key))
+        certificatePEM = try certificate.serializeAsPEM().pemString
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(certificatePEM.utf8), format: .pem))],
+            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(key.pemRepresentation.utf8), format: .pem)))
+        tls.applicationProtocols = ["h2"]
+        self.tls = tls
+    }
+
+    /// Serves on a free port while `body` runs with `https://127.0.0.1:PORT`.
+    func serve<T: Sendable>(_ body: (String) async throws -> T) async throws -> T {
+        let context = try NIOSSLContext(configuration: tls)
+        let counts = self.counts
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(NIOSSLServerHandler(context: context))
+                    _ = try sync.configureHTTP2Pipeline(
+                        mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()
+                    ) { stream in
+                        stream.eventLoop.makeCompletedFuture {
+                            try stream.pipeline.syncOperations.addHandler(EarlyAnswer(counts: counts))
+                        }
+                    }
+                    try sync.addHandler(GoAwayCounter(counts: counts))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let result: Result<T, any Error>
+        do {
+            result = .success(try await body("https://127.0.0.1:\(channel.localAddress?.port ?? 0)"))
+        } catch {
+            result = .failure(error)
+        }
+        try? await channel.close()
+        return try result.get()
+    }
+
+    /// One stream: the answer goes out on the request's HEADERS, the body is never read.
+    private final class EarlyAnswer: ChannelInboundHandler {
+        typealias InboundIn = HTTP2Frame.FramePayload
+        typealias OutboundOut = HTTP2Frame.FramePayload
+        let counts: Counts
+        var answered = false
+
+        init(counts: Counts) { self.counts = counts }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard case .headers(let request) = unwrapInboundIn(data), !answered else { return }
+            answered = true
+            let json =
+                request.headers.first(name: ":path") == "/token"
+                ? #"{"access_token":"ya29.early","expires_in":3599,"token_type":"Bearer"}"#
+                : #"{"name":"projects/countersign-test/messages/0:1"}"#
+            let body = context.channel.allocator.buffer(string: json)
+            let head: HPACKHeaders = [":status": "200", "content-type": "application/json", "content-length": "\(body.readableBytes)"]
+            context.write(wrapOutboundOut(.headers(.init(headers: head))), promise: nil)
+            let sent = context.eventLoop.makePromise(of: Void.self)
+            context.writeAndFlush(wrapOutboundOut(.data(.init(data: .byteBuffer(body), endStream: true))), promise: sent)
+            counts.answer()
+            guard let streamID = try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID),
+                let connection = context.channel.parent
+            else { return }
+            let counts = self.counts
+            // After the answer has left: the reset a client must not take as a failure.
+            sent.futureResult.whenSuccess {
+                counts.reset()
+                connection.writeAndFlush(HTTP2Frame(streamID: streamID, payload: .rstStream(.noError)), promise: nil)
+            }
+        }
+    }
+
+    /// Frames of the connection itself reach the parent pipeline.
+    private final class GoAwayCounter: ChannelInboundHandler {
+        typealias InboundIn = HTTP2Frame
+        let counts: Counts
+
+        init(counts: Counts) { self.counts = counts }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            if case .goAway = unwrapInboundIn(data).payload { counts.goAway() }
+            context.fireChannelRead(data)
+        }
+    }
+}

@@ -1,0 +1,57 @@
+import AsyncHTTPClient
+import CountersignCore
+import CountersignPush
+import FakeFCM
+import Foundation
+import Logging
+import Testing
+
+/// A server may answer completely and then reset the stream with
+/// `RST_STREAM(NO_ERROR)` (RFC 9113 §8.1); every such push is delivered.
+@Suite struct EarlyAnswerTests {
+    @Test(.timeLimit(.minutes(1))) func aCompleteAnswerFollowedByAResetIsDeliveredAtFullRate() async throws {
+        let server = try EarlyAnswerServer()
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("early-answer-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let caFile = folder.appendingPathComponent("ca.pem").path
+        try server.certificatePEM.write(toFile: caFile, atomically: true, encoding: .utf8)
+        let keys = try await FakeFCM()
+        let logger = Logger(label: "early-answer-test")
+
+        try await server.serve { base in
+            let account = try ServiceAccount.parse(try keys.serviceAccountJSON(base: base), source: "early")
+            let client = try PushSetup.makeClient(caFile: caFile)
+            do {
+                let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
+                var configuration = FCMSender.Configuration(endpoint: base)
+                // One try each, with a short wait: a stalled connection shows as a failed send.
+                configuration.maxAttempts = 1
+                configuration.requestTimeout = 5
+                let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: configuration, deadTokens: nil)
+                // Well past swift-nio-http2's 200 resets per connection and 30 s, many in flight at once.
+                let total = 600
+                let outcomes = await withTaskGroup(of: PushOutcome.self) { group in
+                    var outcomes: [PushOutcome] = []
+                    for index in 0..<total {
+                        if index >= 64, let outcome = await group.next() { outcomes.append(outcome) }
+                        group.addTask {
+                            await sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("token-\(index)"), logger: logger)
+                        }
+                    }
+                    for await outcome in group { outcomes.append(outcome) }
+                    return outcomes
+                }
+                #expect(outcomes.count == total)
+                #expect(outcomes.filter { $0 == .sent }.count == total)
+                #expect(server.goAways == 0, "the client took the resets for an attack")
+                #expect(server.resets >= total, "every answer was followed by a reset")
+                #expect(sender.health == .ok)
+                try await client.shutdown()
+            } catch {
+                try? await client.shutdown()
+                throw error
+            }
+        }
+    }
+}
