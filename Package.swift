@@ -199,6 +199,11 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
         ),
+        // The benchmark suite's reference route (benchmarks/suite.py).
+        .executableTarget(
+            name: "countersign-bare-route",
+            dependencies: [.product(name: "Hummingbird", package: "hummingbird")]
+        ),
         .executableTarget(
             name: "countersign-push-bench",
             dependencies: [

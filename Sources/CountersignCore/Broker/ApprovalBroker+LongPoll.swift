@@ -30,7 +30,8 @@ extension ApprovalBroker {
         let number = nextWaiter
         nextWaiter += 1
         let timer = Task { [weak self] in
-            try? await Task.sleep(for: timeout)
+            // Cancelled once the waiter was woken otherwise: then no hop back onto the actor.
+            guard (try? await Task.sleep(for: timeout)) != nil else { return }
             await self?.wake(id, waiter: number)
         }
         await withTaskCancellationHandler {

@@ -373,6 +373,8 @@ public actor ApprovalBroker {
 
     private func didCommit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext, logger: Logger) {
         mirror(request)
+        // The waiting long polls first: the metrics, audit and log line below need not delay their answer.
+        wake(request.id)
         observer(transition)
         var details: [String] = []
         if let prompt = request.prompt { details.append("integration \(prompt.integrationName)") }
@@ -393,7 +395,6 @@ public actor ApprovalBroker {
             "approval request \(transition.to.rawValue)",
             metadata: ["request": "\(request.logReference)", "from": "\(transition.from.rawValue)", "cause": "\(transition.cause.rawValue)"]
         )
-        wake(request.id)
         if transition.from == .pending, let userID = request.userID {
             push(.resolved(requestID: request.id, userID: userID, status: transition.to), logger: logger)
         }

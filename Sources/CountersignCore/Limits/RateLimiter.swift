@@ -71,10 +71,11 @@ public final class RateLimiter: Sendable {
     }
 
     /// Counts one event for `key` unless the limit is reached.
-    /// - Parameter refusal: what to report, once per window, if this attempt is refused.
+    /// - Parameter refusal: what to report, once per window, if this attempt is
+    ///   refused; made only then.
     /// - Returns: `nil` when allowed, else the whole seconds until it will be.
-    public func hit(_ key: String, now: Date = Date(), refusal: AuditEvent? = nil) -> Int? {
-        switch reserve(key, now: now, refusal: refusal) {
+    public func hit(_ key: String, now: Date = Date(), refusal: @autoclosure () -> AuditEvent? = nil) -> Int? {
+        switch reserve(key, now: now, refusal: refusal()) {
         case .admitted: nil
         case .refused(let retryAfter): retryAfter
         }
@@ -84,7 +85,7 @@ public final class RateLimiter: Sendable {
     /// however many attempts run in parallel, at most `limit.count` are
     /// admitted per window. ``refund(_:)`` takes back one that succeeded, so
     /// that only failures stay counted (failure limits).
-    public func reserve(_ key: String, now: Date = Date(), refusal: AuditEvent? = nil) -> Admission {
+    public func reserve(_ key: String, now: Date = Date(), refusal: @autoclosure () -> AuditEvent? = nil) -> Admission {
         let now = now.timeIntervalSince1970
         let window = limit.window
         let maximum = limit.count
@@ -94,7 +95,7 @@ public final class RateLimiter: Sendable {
             if var entry = state.entries[key] {
                 if entry.count >= maximum {
                     entry.refusals += 1
-                    if entry.firstRefusal == nil { entry.firstRefusal = refusal }
+                    if entry.firstRefusal == nil { entry.firstRefusal = refusal() }
                     state.entries[key] = entry
                     return .refused(retryAfter: max(1, Int((entry.opened + window - now).rounded(.up))))
                 }
@@ -113,14 +114,14 @@ public final class RateLimiter: Sendable {
 
     /// Records a refusal decided elsewhere (a cluster's shared counter) for
     /// the once-per-window report, as if this node's own count were full.
-    public func noteRefusal(_ key: String, opened: Date, refusal: AuditEvent?) {
+    public func noteRefusal(_ key: String, opened: Date, refusal: @autoclosure () -> AuditEvent?) {
         let opened = opened.timeIntervalSince1970
         let maximum = limit.count
         let capacity = capacity
         state.withLock { state in
             if var entry = state.entries[key], entry.opened == opened {
                 entry.refusals += 1
-                if entry.firstRefusal == nil { entry.firstRefusal = refusal }
+                if entry.firstRefusal == nil { entry.firstRefusal = refusal() }
                 state.entries[key] = entry
                 return
             }
@@ -130,7 +131,7 @@ public final class RateLimiter: Sendable {
             while state.entries.count >= capacity, let oldest = state.order.popFirst() {
                 Self.remove(oldest, from: &state, capacity: capacity)
             }
-            state.entries[key] = Entry(count: maximum, opened: opened, refusals: 1, firstRefusal: refusal)
+            state.entries[key] = Entry(count: maximum, opened: opened, refusals: 1, firstRefusal: refusal())
             state.order.append((key, opened))
         }
     }

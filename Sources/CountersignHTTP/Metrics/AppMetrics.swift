@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Metrics
 import Prometheus
+import Synchronization
 
 /// Every metric the daemon exports, named in one place, recorded through
 /// swift-metrics into this server's own Prometheus registry (served at `/metrics`).
@@ -34,11 +35,30 @@ public final class AppMetrics: Sendable {
         self.factory = factory
     }
 
+    /// One request's counter and timer; labels are route templates, so there are few.
+    private struct HTTPSeries: Hashable {
+        var method: String
+        var route: String
+        var status: Int
+    }
+    private let httpHandles = Mutex<[HTTPSeries: (counter: Metrics.Counter, timer: Metrics.Timer)]>([:])
+
     func httpRequest(method: String, route: String, status: Int, duration: Duration) {
-        Counter(label: Name.httpRequests, dimensions: [("method", method), ("route", route), ("status", String(status))], factory: factory)
-            .increment()
-        Metrics.Timer(label: Name.httpDuration, dimensions: [("method", method), ("route", route)], factory: factory)
-            .recordNanoseconds(duration.nanoseconds)
+        let series = HTTPSeries(method: method, route: route, status: status)
+        // Made once per series: the registry's lookup takes its global lock and hashes every label.
+        let handles =
+            httpHandles.withLock { $0[series] }
+            ?? {
+                let made = (
+                    counter: Metrics.Counter(
+                        label: Name.httpRequests, dimensions: [("method", method), ("route", route), ("status", String(status))], factory: factory),
+                    timer: Metrics.Timer(label: Name.httpDuration, dimensions: [("method", method), ("route", route)], factory: factory)
+                )
+                httpHandles.withLock { $0[series] = made }
+                return made
+            }()
+        handles.counter.increment()
+        handles.timer.recordNanoseconds(duration.nanoseconds)
     }
 
     public func transition(_ transition: Transition) {

@@ -33,7 +33,10 @@ struct AbuseGuard: Sendable {
         _ name: RateLimitName, _ key: String, _ message: String, context: AppRequestContext, request: Request,
         userID: String? = nil, email: String? = nil
     ) async throws -> RateLimiter.Reservation {
-        let refusal = AuditEvent(kind: .rateLimited, userID: userID, email: email, context: request.auditContext(context), detail: name.rawValue)
+        // Made only for a refusal the report has not got yet: most attempts are admitted.
+        func refusal() -> AuditEvent {
+            AuditEvent(kind: .rateLimited, userID: userID, email: email, context: request.auditContext(context), detail: name.rawValue)
+        }
         let limiter = limits[name]
         let admission: RateLimiter.Admission
         if let shared = limits.shared {
@@ -41,10 +44,10 @@ struct AbuseGuard: Sendable {
             admission = decided
             if case .refused = decided {
                 // Reported once per window by this node, like its own refusals.
-                limiter.noteRefusal(key, opened: opened, refusal: refusal)
+                limiter.noteRefusal(key, opened: opened, refusal: refusal())
             }
         } else {
-            admission = limiter.reserve(key, refusal: refusal)
+            admission = limiter.reserve(key, refusal: refusal())
         }
         switch admission {
         case .admitted(let reservation):

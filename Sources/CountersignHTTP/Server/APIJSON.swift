@@ -1,10 +1,10 @@
 import Foundation
 
-/// The encoder of every JSON answer.
+/// The encoder of every JSON answer: one, shared (its options never change).
 enum APIJSON {
-    static var encoder: JSONEncoder {
+    static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return encoder
-    }
+    }()
 }

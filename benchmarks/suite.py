@@ -1,0 +1,569 @@
+#!/usr/bin/env python3
+"""The benchmark suite: every row of the performance table, measured in one run
+on 127.0.0.1, each beside its reference where one exists, printed as one table.
+
+    python3 benchmarks/suite.py                 # builds release, runs every row (about 10 minutes)
+    python3 benchmarks/suite.py --skip-build --rows status,wake
+
+Needs wrk (Debian's `wrk`) and, for the push rows, nginx with HTTP/2 (Debian's
+`nginx-light`), the fast FCM stub and firebase-admin (`pip install
+firebase-admin`); see `--fcm-stub`. A row whose tools are missing prints why
+instead of a figure. Limits are raised for the run through the same
+`--rate-limit` and cap settings an operator has; bcrypt runs at cost 4.
+
+Rows:
+  status     GET …/status/{id} of a pending request ÷ a bare Hummingbird route
+             answering "ok" (countersign-bare-route), `wrk -t1 -c64`, same run,
+             alternating, per round
+  wake       approve sent → waiting long poll answered: p50/p95/p99/max, idle
+             and while wrk polls status on 64 connections
+  creates    durable creates/s: phone initiate for unknown emails (bcrypt cost
+             4) and POST /v1/approvals (no bcrypt), wrk on 16 connections
+  memory     RSS delta ÷ live requests, after creating --live requests
+  restart    kill -9 with those requests live, then start → READY=1 (sd_notify)
+  longpoll   --held long polls held at once from distinct X-Forwarded-For
+             addresses: RSS per waiting poll, and when the last is answered
+             after the approval
+  push       prompts/s through the whole daemon (initiate → fan-out → FCM send)
+             to the nginx stub ÷ firebase-admin's send_each/send_each_async to
+             the same stub; and the same daemon against the stub's early-answer
+             mode (complete 200, then RST_STREAM(NO_ERROR))
+"""
+import argparse, http.client, json, os, platform, re, resource, selectors, shutil, signal, socket, statistics
+import subprocess, sys, tempfile, threading, time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from daemon import free_port, rss_kib  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PASSWORD = "correct horse battery"
+NEW_PASSWORD = "staple orbit lantern"
+RAISED = ["--bcrypt-cost", "4", "--bcrypt-queue", "256",
+          "--rate-limit", "statusPollsPerIP=1000000000/1", "--rate-limit", "resetInitiatePerIP=1000000000/1",
+          "--rate-limit", "resetInitiatePerEmail=1000000000/1", "--rate-limit", "respondPerDevice=1000000000/1",
+          "--rate-limit", "approvalsPerUser=1000000000/1", "--rate-limit", "approvalsPerIntegration=1000000000/1",
+          "--rate-limit", "loginFailuresPerIP=1000000000/1"]
+
+
+def log(message):
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def histogram(values):
+    return (f"p50 {statistics.median(values):.2f} · p95 {percentile(values, 95):.2f} · "
+            f"p99 {percentile(values, 99):.2f} · max {max(values):.2f} ms")
+
+
+def wait_for_port(port, process, seconds=60):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"process exited with {process.returncode} before listening on {port}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port} after {seconds} s")
+
+
+class Daemon:
+    """`countersign serve` on a database in a folder of its own; restartable on the same database."""
+
+    def __init__(self, binary, extra=(), database=None):
+        self.binary, self.extra = binary, list(extra)
+        self.folder = tempfile.mkdtemp(prefix="countersign-bench-")
+        self.database = database or f"{self.folder}/bench.sqlite"
+        self.port = free_port()
+        self.process = None
+
+    def command(self, *arguments, stdin=None):
+        return subprocess.run([self.binary, *arguments, "--database", self.database], input=stdin,
+                              capture_output=True, text=True, check=True).stdout
+
+    def start(self, notify_socket=None):
+        environment = dict(os.environ)
+        if notify_socket:
+            environment["NOTIFY_SOCKET"] = notify_socket
+        self.process = subprocess.Popen(
+            [self.binary, "serve", "--database", self.database, "--listen", f"127.0.0.1:{self.port}", "--log-level", "error",
+             *self.extra], stderr=subprocess.DEVNULL, env=environment)
+        if not notify_socket:
+            wait_for_port(self.port, self.process)
+        return self.process
+
+    def rss_kib(self):
+        return rss_kib(self.process.pid)
+
+    def stop(self, kill=False):
+        if self.process and self.process.poll() is None:
+            if kill:
+                self.process.kill()
+            else:
+                self.process.terminate()
+            self.process.wait(timeout=60)
+
+    def close(self):
+        self.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.close()
+
+
+class Client:
+    """One keep-alive connection."""
+
+    def __init__(self, port, timeout=60):
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+
+    def call(self, method, path, body=None, headers=None):
+        all_headers = dict(headers or {})
+        if body is not None:
+            all_headers["Content-Type"] = "application/json"
+        self.connection.request(method, path, body=None if body is None else json.dumps(body), headers=all_headers)
+        response = self.connection.getresponse()
+        raw = response.read()
+        try:
+            return response.status, json.loads(raw or b"{}")
+        except ValueError:
+            return response.status, {"text": raw.decode(errors="replace")}
+
+
+def metric_sum(port, name, **labels):
+    """Sum of a Prometheus metric's samples whose labels include `labels`."""
+    text = Client(port).call("GET", "/metrics")[1].get("text", "")
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        if all(f'{key}="{value}"' in line for key, value in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def wrk(port, path, seconds, connections=64, script=None):
+    """Runs wrk; returns (2xx answers per second, wrk's output)."""
+    command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
+    if script:
+        command += ["-s", script]
+    output = subprocess.run([*command, f"http://127.0.0.1:{port}{path}"], capture_output=True, text=True, check=True).stdout
+    total = int(re.search(r"(\d+) requests in", output).group(1))
+    duration = float(re.search(r"requests in ([\d.]+)s", output).group(1))
+    failed = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output)
+    bad = (int(failed.group(1)) if failed else 0)
+    if errors:
+        bad += sum(int(g) for g in errors.groups()[1:3])
+    return (total - bad) / duration, output
+
+
+def initiate(client, email):
+    status, answer = client.call("POST", "/api/mobile/auth/reset/phone/initiate", {"email": email, "newPassword": NEW_PASSWORD})
+    assert status == 200, (status, answer)
+    return answer
+
+
+def login(client, email, token=None):
+    body = {"email": email, "password": PASSWORD, "deviceName": "bench", "platform": "android"}
+    if token:
+        body["fcmToken"] = token
+    status, answer = client.call("POST", "/api/mobile/auth/login", body)
+    assert status == 200, (status, answer)
+    return answer["apiKey"]
+
+
+def add_user(daemon, email):
+    daemon.command("user", "add", email, "--bcrypt-cost", "4", stdin=PASSWORD + "\n")
+
+
+# ---------------------------------------------------------------- rows
+
+
+def row_status(args, rows):
+    bare_port = free_port()
+    bare = subprocess.Popen([args.bare, str(bare_port)], stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    try:
+        wait_for_port(bare_port, bare)
+        with Daemon(args.binary, RAISED + ["--request-ttl", "3600"]) as daemon:
+            daemon.start()
+            request = initiate(Client(daemon.port), "nobody@bench.test")["requestId"]
+            path = f"/api/mobile/auth/reset/phone/status/{request}"
+            ratios, figures = [], []
+            for round_ in range(args.rounds):
+                reference, _ = wrk(bare_port, path, args.seconds)
+                measured, _ = wrk(daemon.port, path, args.seconds)
+                ratios.append(measured / reference)
+                figures.append(f"{measured:,.0f}/{reference:,.0f}")
+                log(f"status round {round_ + 1}: {measured:,.0f} vs bare {reference:,.0f} req/s = {measured / reference:.2f}")
+    finally:
+        bare.terminate()
+        bare.wait()
+    rows.append(("status poll ÷ bare route (wrk -t1 -c64)", ", ".join(f"{r:.2f}" for r in ratios) + f" (req/s {'; '.join(figures)})", "≥ 0.8"))
+
+
+def wake_rounds(daemon, key, rounds):
+    client = Client(daemon.port)
+    wake = []
+    for _ in range(rounds):
+        started = initiate(client, "ana@bench.test")
+        request = started["requestId"]
+        result = {}
+
+        def poll():
+            status, body = Client(daemon.port).call("GET", f"/api/mobile/auth/reset/phone/status/{request}?wait=10")
+            result["at"] = time.perf_counter()
+            result["status"] = body.get("status")
+
+        thread = threading.Thread(target=poll)
+        thread.start()
+        time.sleep(0.03)  # the long poll arrives and parks
+        sent = time.perf_counter()
+        status, answer = client.call("POST", f"/api/mobile/approvals/{request}/respond",
+                                     {"decision": "approve", "numberCode": started.get("numberCode")}, headers={"X-API-Key": key})
+        thread.join()
+        assert status == 200 and result.get("status") == "approved", (status, answer, result)
+        wake.append((result["at"] - sent) * 1000)
+    return wake
+
+
+def row_wake(args, rows):
+    with Daemon(args.binary, RAISED + ["--request-ttl", "3600"]) as daemon:
+        add_user(daemon, "ana@bench.test")
+        daemon.start()
+        key = login(Client(daemon.port), "ana@bench.test")
+        idle = wake_rounds(daemon, key, args.wake_rounds)
+        log(f"wake idle: {histogram(idle)}")
+        rows.append(("approve → long poll answered, idle", histogram(idle), "p99 ≤ 5 ms"))
+
+        request = initiate(Client(daemon.port), "nobody@bench.test")["requestId"]
+        # wrk polls in the background for as long as the rounds take.
+        process = subprocess.Popen(["wrk", "-t1", "-c64", "-d600s", f"http://127.0.0.1:{daemon.port}/api/mobile/auth/reset/phone/status/{request}"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(1)
+            loaded = wake_rounds(daemon, key, args.wake_rounds)
+        finally:
+            process.send_signal(signal.SIGINT)
+            process.wait()
+        log(f"wake under load: {histogram(loaded)}")
+        rows.append(("same, while wrk polls status on 64 connections", histogram(loaded), "p99 ≤ 15 ms"))
+
+
+CREATE_LUA = """
+counter = 0
+request = function()
+  counter = counter + 1
+  local body = string.format('{"email":"u%d-%d@bench.test","newPassword":"staple orbit lantern"}', math.random(1, 1000000000), counter)
+  return wrk.format("POST", "/api/mobile/auth/reset/phone/initiate", {["Content-Type"] = "application/json"}, body)
+end
+"""
+
+APPROVALS_LUA = """
+counter = 0
+request = function()
+  counter = counter + 1
+  local body = string.format('{"user":"user%d@bench.test","action":"bench.%d.%d","title":"Benchmark","body":"one approval"}',
+                             counter % USERS, math.random(1, 1000000000), counter)
+  return wrk.format("POST", "/v1/approvals", {["Content-Type"] = "application/json", ["Authorization"] = "Bearer KEY"}, body)
+end
+"""
+
+
+def lua(folder, name, text):
+    path = os.path.join(folder, name)
+    with open(path, "w") as file:
+        file.write(text)
+    return path
+
+
+def row_creates(args, rows):
+    with Daemon(args.binary, RAISED) as daemon:
+        daemon.start()
+        script = lua(daemon.folder, "create.lua", CREATE_LUA)
+        rate, _ = wrk(daemon.port, "/", args.seconds, connections=16, script=script)
+        log(f"creates (phone initiate, bcrypt 4): {rate:,.0f}/s")
+        rows.append(("durable creates/s, phone initiate (unknown emails, bcrypt 4, 16 conn.)", f"{rate:,.0f}", "≥ 2,000"))
+
+    with Daemon(args.binary, RAISED) as daemon:
+        daemon.start()
+        added = daemon.command("integration", "add", "bench")
+        key = next(line.split()[-1] for line in added.splitlines() if line.startswith("API key:"))
+        api = Client(daemon.port)
+        users = 200
+        for index in range(users):
+            email = f"user{index}@bench.test"
+            api.call("POST", "/v1/users", {"email": email}, headers={"Authorization": f"Bearer {key}"})
+            _, issued = api.call("POST", f"/v1/users/{email}/enrollments", headers={"Authorization": f"Bearer {key}"})
+            status, _ = api.call("POST", "/api/mobile/auth/enroll",
+                                 {"enrollmentCode": issued["enrollmentCode"], "deviceName": "bench", "platform": "android"})
+            assert status == 200, status
+        script = lua(daemon.folder, "approvals.lua", APPROVALS_LUA.replace("USERS", str(users)).replace("KEY", key))
+        rate, _ = wrk(daemon.port, "/", args.seconds, connections=16, script=script)
+        log(f"creates (POST /v1/approvals): {rate:,.0f}/s")
+        rows.append(("durable creates/s, POST /v1/approvals (no bcrypt, 16 conn.)", f"{rate:,.0f}", "≥ 5,000"))
+
+
+def notify_listener():
+    """A datagram socket standing in for systemd's notification socket."""
+    path = os.path.join(tempfile.mkdtemp(prefix="countersign-notify-"), "notify")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(path)
+    return listener, path
+
+
+def wait_ready(listener, seconds=120):
+    listener.settimeout(seconds)
+    while True:
+        message = listener.recv(4096).decode()
+        if "READY=1" in message:
+            return time.perf_counter()
+
+
+def row_memory_and_restart(args, rows):
+    with Daemon(args.binary, RAISED + ["--request-ttl", "3600"]) as daemon:
+        daemon.start()
+        time.sleep(1)
+        before = daemon.rss_kib()
+        script = lua(daemon.folder, "create.lua", CREATE_LUA)
+        live = 0
+        while live < args.live:
+            wrk(daemon.port, "/", 10, connections=16, script=script)
+            live = int(metric_sum(daemon.port, "countersign_live_requests", state="pending"))
+            log(f"memory: {live:,} live requests")
+        time.sleep(1)
+        after = daemon.rss_kib()
+        per = (after - before) * 1024 / live
+        log(f"memory: RSS {before / 1024:.0f} → {after / 1024:.0f} MiB for {live:,} live: {per:,.0f} bytes each")
+        rows.append(("memory per live request (RSS delta ÷ live)", f"{per / 1024:.2f} KiB ({live:,} live; RSS {before / 1024:.0f} → {after / 1024:.0f} MiB)", "≤ 1 KiB"))
+
+        daemon.stop(kill=True)
+        listener, path = notify_listener()
+        began = time.perf_counter()
+        daemon.start(notify_socket=path)
+        ready = wait_ready(listener)
+        wait_for_port(daemon.port, daemon.process)
+        reloaded = int(metric_sum(daemon.port, "countersign_live_requests", state="pending"))
+        rss = daemon.rss_kib()
+        log(f"restart: READY after {ready - began:.2f} s with {reloaded:,} live (RSS {rss / 1024:.0f} MiB)")
+        rows.append(("kill -9, restart → READY", f"{ready - began:.2f} s with {reloaded:,} live (RSS after {rss / 1024:.0f} MiB)", "≤ 2 s with 100k"))
+
+
+def row_longpoll(args, rows):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    held = min(args.held, hard - 500)
+    extra = RAISED + ["--request-ttl", "3600", "--trusted-proxy", "127.0.0.1", "--long-polls-per-address", "1000000",
+                      "--long-polls-max", "1000000", "--idle-timeout", "120"]
+    with Daemon(args.binary, extra) as daemon:
+        add_user(daemon, "ana@bench.test")
+        daemon.start()
+        key = login(Client(daemon.port), "ana@bench.test")
+        started = initiate(Client(daemon.port), "ana@bench.test")
+        request = started["requestId"]
+        time.sleep(1)
+        before = daemon.rss_kib()
+        sockets = []
+        opened = time.perf_counter()
+        for index in range(held):
+            s = socket.create_connection(("127.0.0.1", daemon.port))
+            address = f"10.{index >> 16 & 255}.{index >> 8 & 255}.{index & 255}"
+            s.sendall(f"GET /api/mobile/auth/reset/phone/status/{request}?wait=30 HTTP/1.1\r\n"
+                      f"Host: localhost\r\nX-Forwarded-For: {address}\r\n\r\n".encode())
+            sockets.append(s)
+        log(f"longpoll: {held:,} sent in {time.perf_counter() - opened:.1f} s")
+        # Every poll parked: waiting count from the broker's gauge is not exported, so wait until none is answered early.
+        time.sleep(2)
+        after = daemon.rss_kib()
+        selector = selectors.DefaultSelector()
+        for s in sockets:
+            s.setblocking(False)
+            selector.register(s, selectors.EVENT_READ)
+        early = sum(1 for _ in selector.select(timeout=0))
+        sent = time.perf_counter()
+        status, _ = Client(daemon.port).call("POST", f"/api/mobile/approvals/{request}/respond",
+                                             {"decision": "approve", "numberCode": started.get("numberCode")},
+                                             headers={"X-API-Key": key})
+        assert status == 200, status
+        answered, approved, last = 0, 0, sent
+        deadline = sent + 30
+        while answered < held and time.perf_counter() < deadline:
+            for selected, _ in selector.select(timeout=1):
+                data = selected.fileobj.recv(4096)
+                selector.unregister(selected.fileobj)
+                answered += 1
+                approved += b'"approved"' in data
+                last = time.perf_counter()
+        for s in sockets:
+            s.close()
+        per = (after - before) * 1024 / held
+        log(f"longpoll: RSS {before / 1024:.0f} → {after / 1024:.0f} MiB: {per / 1024:.1f} KiB each; {early} answered early; "
+            f"{answered:,} answered ({approved:,} approved), the last {last - sent:.2f} s after the approval")
+        rows.append((f"{held:,} long polls held at once", f"{per / 1024:.1f} KiB each (RSS {before / 1024:.0f} → {after / 1024:.0f} MiB); "
+                     f"{approved:,}/{held:,} answered approved, last after {last - sent:.2f} s", "≤ 16 KB each; all within 0.5 s"))
+
+
+def start_stub(stub, mode=None):
+    folder = tempfile.mkdtemp(prefix="countersign-fcm-stub-")
+    environment = dict(os.environ)
+    if mode:
+        environment["MODE"] = mode
+    subprocess.run([os.path.join(stub, "start.sh"), folder], env=environment, check=True, capture_output=True, text=True)
+    return folder
+
+
+def stop_stub(folder):
+    try:
+        with open(os.path.join(folder, "nginx.pid")) as file:
+            os.kill(int(file.read().strip()), signal.SIGTERM)
+    except (OSError, ValueError):
+        pass
+    time.sleep(0.5)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def daemon_push_rate(args, folder):
+    extra = RAISED + ["--request-ttl", "3600", "--fcm-service-account", f"{folder}/sa.json", "--fcm-ca-file", f"{folder}/ca.pem",
+                      "--fcm-endpoint", "https://127.0.0.1:18443"]
+    users, devices = args.push_users, args.push_devices
+    with Daemon(args.binary, extra) as daemon:
+        for index in range(users):
+            add_user(daemon, f"user{index}@bench.test")
+        daemon.start()
+
+        def enrol(index):
+            client = Client(daemon.port)
+            for device in range(devices):
+                login(client, f"user{index}@bench.test", token=f"bench-token-{index}-{device}-" + "x" * 120)
+
+        threads = [threading.Thread(target=enrol, args=(index,)) for index in range(users)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        time.sleep(1)
+        expected = users * devices * args.push_rounds
+        base = metric_sum(daemon.port, "countersign_pushes_total", outcome="sent")
+        began = time.perf_counter()
+
+        def requester(index):
+            client = Client(daemon.port)
+            for _ in range(args.push_rounds):
+                initiate(client, f"user{index}@bench.test")
+
+        threads = [threading.Thread(target=requester, args=(index,)) for index in range(users)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        # Prompts, plus the resolution notice each superseded request sends to the same devices.
+        expected += users * devices * (args.push_rounds - 1)
+        sent, last_change, previous = 0, time.perf_counter(), -1
+        while sent < expected and time.perf_counter() - last_change < 5:
+            sent = metric_sum(daemon.port, "countersign_pushes_total", outcome="sent") - base
+            if sent != previous:
+                previous, last_change = sent, time.perf_counter()
+            time.sleep(0.05)
+        elapsed = last_change - began
+        others = metric_sum(daemon.port, "countersign_pushes_total") - base - sent
+        return sent / elapsed, int(sent), expected, int(others)
+
+
+def row_push(args, rows):
+    stub = args.fcm_stub
+    if not (stub and os.path.exists(os.path.join(stub, "start.sh"))):
+        rows.append(("push", f"not measured: no FCM stub at {stub}", "≥ 10× firebase-admin"))
+        return
+    if not shutil.which("nginx"):
+        rows.append(("push", "not measured: nginx is not installed (apt-get install nginx-light)", "≥ 10× firebase-admin"))
+        return
+    folder = start_stub(stub)
+    try:
+        reference = 0.0
+        try:
+            output = subprocess.run([sys.executable, os.path.join(stub, "bench_firebase_admin.py"), "--stub", folder, "-n", str(args.admin_messages)],
+                                    capture_output=True, text=True, check=True, timeout=600).stdout
+            for line in output.splitlines():
+                log(line)
+                found = re.search(r"= (\d+) msg/s", line)
+                if found:
+                    reference = max(reference, float(found.group(1)))
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
+            log(f"firebase-admin failed: {error}")
+        rate, sent, expected, others = daemon_push_rate(args, folder)
+        log(f"push: {rate:,.0f} msg/s ({sent:,} of {expected:,} sent, {others} other outcomes)")
+    finally:
+        stop_stub(folder)
+    ratio = f"{rate / reference:.1f}×" if reference else "no reference"
+    rows.append(("push msg/s, whole daemon ÷ firebase-admin (best mode), same stub",
+                 f"{rate:,.0f} vs {reference:,.0f} = {ratio} ({sent:,}/{expected:,} sent, {others} not)", "≥ 10×"))
+
+    folder = start_stub(stub, mode="early-answer")
+    try:
+        early, sent, expected, others = daemon_push_rate(args, folder)
+        log(f"push, early answer + RST_STREAM(NO_ERROR): {early:,.0f} msg/s ({sent:,} of {expected:,} sent, {others} other outcomes)")
+    finally:
+        stop_stub(folder)
+    rows.append(("push msg/s, stub answers early then RST_STREAM(NO_ERROR)",
+                 f"{early:,.0f} ({sent:,}/{expected:,} sent, {others} not; {early / rate:.2f} of the normal stub)", "same rate, nothing dropped"))
+
+
+ROWS = {"status": row_status, "wake": row_wake, "creates": row_creates, "memory": row_memory_and_restart,
+        "longpoll": row_longpoll, "push": row_push}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--skip-build", action="store_true")
+    parser.add_argument("--rows", default=",".join(ROWS))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--wake-rounds", type=int, default=300)
+    parser.add_argument("--live", type=int, default=100_000)
+    parser.add_argument("--held", type=int, default=18_000)
+    parser.add_argument("--push-users", type=int, default=50)
+    parser.add_argument("--push-devices", type=int, default=40)
+    parser.add_argument("--push-rounds", type=int, default=4)
+    parser.add_argument("--admin-messages", type=int, default=5000)
+    parser.add_argument("--binary", help="the daemon to measure (default: the release build's)")
+    parser.add_argument("--fcm-stub", default=os.path.join(ROOT, "..", "shared", "bench", "fcm-stub"))
+    args = parser.parse_args()
+
+    if not shutil.which("wrk"):
+        sys.exit("wrk is needed: apt-get install wrk")
+    if not args.skip_build:
+        log("building release (countersign, countersign-bare-route)")
+        for product in ("countersign", "countersign-bare-route"):
+            subprocess.run(["swift", "build", "-c", "release", "--product", product], cwd=ROOT, check=True)
+    bin_path = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    args.binary = args.binary or os.path.join(bin_path, "countersign")
+    args.bare = os.path.join(bin_path, "countersign-bare-route")
+
+    rows = []
+    for name in args.rows.split(","):
+        log(f"row: {name}")
+        try:
+            ROWS[name](args, rows)
+        except Exception as error:  # a broken row still leaves the others' figures
+            rows.append((name, f"failed: {error!r}", ""))
+
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), platform.machine())
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    print(f"\n{time.strftime('%Y-%m-%d')} · {os.cpu_count()} cores ({cpu}) · commit {commit} · release build · "
+          f"python3 benchmarks/suite.py {' '.join(sys.argv[1:])}".rstrip())
+    print("\n| what | measured | target |\n| --- | --- | --- |")
+    for what, measured, target in rows:
+        print(f"| {what} | {measured} | {target} |")
+
+
+if __name__ == "__main__":
+    main()
