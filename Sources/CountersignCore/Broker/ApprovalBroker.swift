@@ -28,7 +28,7 @@ public actor ApprovalBroker {
     private let observer: @Sendable (Transition) -> Void
 
     /// Pending and approved requests, by id (empty on a shared database).
-    private var live: [String: ApprovalRequest] = [:]
+    private let live = LiveIndex()
     /// Other processes change the database too: read through, keep no index.
     private let shared: Bool
     /// Long-poll waiters, by request id, then by waiter number (see `ApprovalBroker+LongPoll.swift`).
@@ -67,9 +67,7 @@ public actor ApprovalBroker {
     /// Loads the live requests from the database and expires the overdue ones.
     public func start() async throws {
         if !shared {
-            for request in try await store.liveRequests() {
-                live[request.id] = request
-            }
+            live.load(try await store.liveRequests())
             logger.info("approval index loaded", metadata: ["live": "\(live.count)"])
         }
         try await expireDue()
@@ -83,7 +81,7 @@ public actor ApprovalBroker {
         let due =
             shared
             ? try await store.dueRequests(now: now, limit: 1000)
-            : live.values.filter { ($0.deadline ?? .distantFuture) <= now }
+            : live.filter { ($0.deadline ?? .distantFuture) <= now }
         for request in due {
             var machine = ApprovalStateMachine(request)
             guard let transition = machine.expireIfDue(at: now) else { continue }
@@ -95,7 +93,7 @@ public actor ApprovalBroker {
     /// Counts of live requests by state, for status lines and metrics.
     public func liveCounts() async -> [ApprovalState: Int] {
         guard shared else {
-            return live.values.reduce(into: [:]) { counts, request in counts[request.state, default: 0] += 1 }
+            return live.countsByState()
         }
         do {
             return try await store.liveCounts()
@@ -198,7 +196,7 @@ public actor ApprovalBroker {
             guard let transition = machine.supersede(at: now) else { return nil }
             return WebhookEvent.outboxItem(for: machine.request, after: transition)
         }
-        live[request.id] = request
+        mirror(request)
         for old in superseded {
             var machine = ApprovalStateMachine(old)
             if let transition = machine.supersede(at: now) {
@@ -228,13 +226,14 @@ public actor ApprovalBroker {
     /// A requester's request as a reader must see it now (a live request past
     /// its deadline reads `expired`): an integration's own (`integrationID`),
     /// or with `nil` a phone reset's. Anyone else's is `nil`.
-    public func status(of id: String, integrationID: String? = nil) async throws -> ApprovalRequest? {
+    /// Not on the actor: a read waits for no transition, sweep or wake-up.
+    nonisolated public func status(of id: String, integrationID: String? = nil) async throws -> ApprovalRequest? {
         guard let request = try await current(id), request.integrationID == integrationID else { return nil }
         return request
     }
 
     /// The request as a reader must see it now, whoever made it.
-    func current(_ id: String) async throws -> ApprovalRequest? {
+    nonisolated func current(_ id: String) async throws -> ApprovalRequest? {
         guard var request = try await load(id) else { return nil }
         request.state = ApprovalStateMachine(request).state(at: now())
         return request
@@ -264,7 +263,8 @@ public actor ApprovalBroker {
     public func pendingRequests(ofUser userID: String) async throws -> [ApprovalRequest] {
         let now = now()
         if shared { return try await store.pendingRequests(userID: userID, now: now) }
-        return live.values
+        return
+            live
             .filter { $0.userID == userID && ApprovalStateMachine($0).state(at: now) == .pending }
             .sorted { $0.createdAt > $1.createdAt }
     }
@@ -413,14 +413,10 @@ public actor ApprovalBroker {
 
     private func mirror(_ request: ApprovalRequest) {
         guard !shared else { return }
-        if request.state.isLive {
-            live[request.id] = request
-        } else {
-            live[request.id] = nil
-        }
+        live.mirror(request)
     }
 
-    private func load(_ id: String) async throws -> ApprovalRequest? {
+    nonisolated private func load(_ id: String) async throws -> ApprovalRequest? {
         if !shared, let request = live[id] { return request }
         guard SecureToken.isWellFormed(id) else { return nil }
         return try await store.request(id: id)

@@ -77,6 +77,26 @@ struct PhoneResetController: Sendable {
             try container.encode(errorMessage, forKey: .errorMessage)
         }
 
+        /// The most frequent answer of the daemon, written straight into a
+        /// buffer: the same bytes as ``APIJSON/encoder`` gives (sorted keys), for
+        /// values that need no escaping, which every value of this answer is; any
+        /// other falls back to the encoder.
+        func response(from request: Request, context: some RequestContext) throws -> Response {
+            guard let text = plainJSON else { return try APIJSON.encoder.encode(self, from: request, context: context) }
+            let buffer = ByteBuffer(string: text)
+            return Response(
+                status: .ok,
+                headers: [.contentType: "application/json; charset=utf-8", .contentLength: String(buffer.readableBytes)],
+                body: .init(byteBuffer: buffer))
+        }
+
+        var plainJSON: String? {
+            let message = errorMessage.map { "\"\($0)\"" } ?? "null"
+            let values = [requestId, status.rawValue, expiresAt, errorMessage ?? ""]
+            guard values.allSatisfy(JSONText.needsNoEscaping) else { return nil }
+            return #"{"errorMessage":\#(message),"expiresAt":"\#(expiresAt)","requestId":"\#(requestId)","status":"\#(status.rawValue)"}"#
+        }
+
         enum CodingKeys: String, CodingKey { case requestId, status, expiresAt, errorMessage }
     }
 

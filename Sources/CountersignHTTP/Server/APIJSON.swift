@@ -8,3 +8,12 @@ enum APIJSON {
         return encoder
     }()
 }
+
+/// Text that can stand between JSON quotes as it is.
+enum JSONText {
+    /// Printable ASCII other than `"` and `\`: JSON needs no escape for it
+    /// (``APIJSON/encoder`` leaves `/` as it is).
+    static func needsNoEscaping(_ text: String) -> Bool {
+        text.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
+    }
+}
