@@ -7,7 +7,7 @@ extension SQLiteStore: ApprovalStore {
         _ request: ApprovalRequest, idempotency: IdempotencyRecord?, supersededEvent: @escaping @Sendable (ApprovalRequest) -> OutboxItem?
     ) async throws -> [ApprovalRequest] {
         let prompt = try request.prompt?.storedJSON()
-        return try await pool.write { db in
+        return try await group.write { db in
             let now = request.createdAt.storedValue
             if let idempotency {
                 // A key older than its window is free again.
@@ -143,7 +143,7 @@ extension SQLiteStore: ApprovalStore {
     ) async throws -> Bool {
         guard let deadline = DeadlineCheck(transition) else { return false }  // terminal states never change
         let setsPassword = transition.setsPassword(of: request)
-        return try await pool.write { db in
+        return try await group.write { db in
             // Completing a reset needs the held hash, which the update below clears: read it first.
             let held =
                 setsPassword

@@ -8,6 +8,8 @@ import Logging
 /// power loss before the HTTP answer leaves.
 public final class SQLiteStore: Sendable {
     let pool: DatabasePool
+    /// Creates and transitions: those arriving together share one transaction and fsync.
+    let group: GroupCommit
     public let path: String
 
     /// Opens (creating if needed) the database at `path` and migrates it.
@@ -28,6 +30,7 @@ public final class SQLiteStore: Sendable {
             throw StoreError.cannotOpen(path, "\(error)")
         }
         self.path = path
+        group = GroupCommit(pool: pool)
         let migrator = Self.migrator
         let before = try pool.read { db in try migrator.appliedIdentifiers(db) }
         try migrator.migrate(pool)

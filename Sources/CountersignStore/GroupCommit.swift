@@ -1,0 +1,93 @@
+import GRDB
+import Synchronization
+
+/// Writes that arrive together share one transaction, and so one fsync of
+/// the WAL (`synchronous = FULL` still holds): while a batch commits, the
+/// writes arriving queue up, and the next batch takes them all. A lone write
+/// waits for no timer.
+///
+/// Each write runs in a savepoint of its own, so one that throws takes back
+/// only its own changes and gets its own error. Every caller is answered only
+/// once the whole transaction has committed; if the commit fails, every write
+/// of the batch gets that error (none of them is durable).
+final class GroupCommit: Sendable {
+    private struct Job: Sendable {
+        /// Answers a caller whose write never ran.
+        let fail: @Sendable (any Error) -> Void
+        /// Runs the write in its savepoint; returns how to answer the caller once the batch commits.
+        let run: @Sendable (Database) -> @Sendable (Result<Void, any Error>) -> Void
+    }
+
+    private struct Queue: Sendable {
+        var jobs: [Job] = []
+        var scheduled = false
+    }
+
+    private let pool: DatabasePool
+    private let queue = Mutex(Queue())
+
+    init(pool: DatabasePool) {
+        self.pool = pool
+    }
+
+    func write<T: Sendable>(_ work: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            let job = Job(fail: { continuation.resume(throwing: $0) }) { db in
+                let outcome: Result<T, any Error>
+                do {
+                    var value: T?
+                    try db.inSavepoint {
+                        value = try work(db)
+                        return .commit
+                    }
+                    outcome = .success(value!)
+                } catch {
+                    outcome = .failure(error)
+                }
+                return { committed in
+                    switch (committed, outcome) {
+                    case (.failure(let error), .success): continuation.resume(throwing: error)
+                    default: continuation.resume(with: outcome)
+                    }
+                }
+            }
+            let schedule = queue.withLock { queue in
+                queue.jobs.append(job)
+                defer { queue.scheduled = true }
+                return !queue.scheduled
+            }
+            if schedule { drain() }
+        }
+    }
+
+    /// Queues one batch on the database's writer: it takes every job waiting when it starts.
+    private func drain() {
+        pool.asyncWriteWithoutTransaction { [self] db in
+            let jobs = queue.withLock { queue in
+                defer {
+                    queue.jobs = []
+                    queue.scheduled = false
+                }
+                return queue.jobs
+            }
+            var answers: [@Sendable (Result<Void, any Error>) -> Void] = []
+            answers.reserveCapacity(jobs.count)
+            do {
+                try db.inTransaction(.immediate) {
+                    for job in jobs {
+                        answers.append(job.run(db))
+                        // Some errors (a full disk, I/O) make SQLite roll the whole transaction back.
+                        guard db.isInsideTransaction else { throw DatabaseError(message: "the transaction was rolled back") }
+                    }
+                    return .commit
+                }
+            } catch {
+                // Nothing of this batch is durable: the answered ones fail too, the others get the same error.
+                for answer in answers { answer(.failure(error)) }
+                for job in jobs.dropFirst(answers.count) { job.fail(error) }
+                return
+            }
+            for answer in answers { answer(.success(())) }
+        }
+    }
+}
