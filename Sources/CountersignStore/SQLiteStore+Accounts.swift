@@ -6,12 +6,12 @@ extension SQLiteStore: AccountStore {
     public func createUser(email: String, passwordHash: String) async throws -> User {
         let user = User(id: SecureToken.recordID(), email: User.normalize(email: email), passwordHash: passwordHash, createdAt: Date())
         return try await pool.write { db in
-            if try Bool.fetchOne(db, sql: "SELECT 1 FROM users WHERE email = ?", arguments: [user.email]) != nil {
+            if try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM users WHERE email = ?"), arguments: [user.email]) != nil {
                 throw AccountError.emailTaken
             }
-            try db.execute(
-                sql: "INSERT INTO users (id, email, password_hash, created_at) VALUES (?, ?, ?, ?)",
-                arguments: [user.id, user.email, user.passwordHash, user.createdAt.storedValue]
+            try db.cachedStatement(sql: "INSERT INTO users (id, email, password_hash, created_at) VALUES (?, ?, ?, ?)").execute(arguments: [
+                user.id, user.email, user.passwordHash, user.createdAt.storedValue,
+            ]
             )
             return user
         }
@@ -19,26 +19,26 @@ extension SQLiteStore: AccountStore {
 
     public func user(email: String) async throws -> User? {
         try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM users WHERE email = ?", arguments: [User.normalize(email: email)])
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM users WHERE email = ?"), arguments: [User.normalize(email: email)])
                 .map(User.init(row:))
         }
     }
 
     public func user(id: String) async throws -> User? {
         try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM users WHERE id = ?", arguments: [id]).map(User.init(row:))
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM users WHERE id = ?"), arguments: [id]).map(User.init(row:))
         }
     }
 
     public func users() async throws -> [User] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM users ORDER BY email").map(User.init(row:))
+            try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM users ORDER BY email")).map(User.init(row:))
         }
     }
 
     public func setPassword(userID: String, passwordHash: String) async throws {
         try await pool.write { db in
-            try db.execute(sql: "UPDATE users SET password_hash = ? WHERE id = ?", arguments: [passwordHash, userID])
+            try db.cachedStatement(sql: "UPDATE users SET password_hash = ? WHERE id = ?").execute(arguments: [passwordHash, userID])
             if db.changesCount == 0 { throw AccountError.unknownUser }
         }
     }
@@ -58,8 +58,7 @@ extension SQLiteStore: AccountStore {
             if let fcmToken {
                 // The same phone again for this user: replace that device, keeping its id.
                 if let existing = try Row.fetchOne(
-                    db,
-                    sql: "SELECT * FROM devices WHERE user_id = ? AND fcm_token = ?",
+                    db.cachedStatement(sql: "SELECT * FROM devices WHERE user_id = ? AND fcm_token = ?"),
                     arguments: [userID, fcmToken]
                 ) {
                     var device = try Device(row: existing)
@@ -67,9 +66,9 @@ extension SQLiteStore: AccountStore {
                     device.platform = platform
                     device.pushEnabled = true
                     device.publicKey = publicKey
-                    try db.execute(
-                        sql: "UPDATE devices SET name = ?, platform = ?, push_enabled = 1, api_key_hash = ?, public_key = ? WHERE id = ?",
-                        arguments: [name, platform, apiKeyHash, publicKey?.json, device.id]
+                    try db.cachedStatement(
+                        sql: "UPDATE devices SET name = ?, platform = ?, push_enabled = 1, api_key_hash = ?, public_key = ? WHERE id = ?"
+                    ).execute(arguments: [name, platform, apiKeyHash, publicKey?.json, device.id]
                     )
                     return device
                 }
@@ -84,14 +83,14 @@ extension SQLiteStore: AccountStore {
                 createdAt: Date(),
                 publicKey: publicKey
             )
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO devices (id, user_id, name, platform, fcm_token, push_enabled, api_key_hash, created_at, public_key)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    device.id, userID, name, platform, fcmToken, device.pushEnabled, apiKeyHash, device.createdAt.storedValue, publicKey?.json,
-                ]
+                    """
+            ).execute(arguments: [
+                device.id, userID, name, platform, fcmToken, device.pushEnabled, apiKeyHash, device.createdAt.storedValue, publicKey?.json,
+            ]
             )
             return device
         }
@@ -99,14 +98,14 @@ extension SQLiteStore: AccountStore {
 
     public func device(apiKeyHash: String) async throws -> Device? {
         let device = try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM devices WHERE api_key_hash = ?", arguments: [apiKeyHash])
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM devices WHERE api_key_hash = ?"), arguments: [apiKeyHash])
                 .map(Device.init(row:))
         }
         // Seen now: written at most once a minute, so that most requests stay reads.
         let now = Date()
         if let device, (device.lastSeenAt.map { now.timeIntervalSince($0) } ?? .infinity) >= Device.lastSeenResolution {
             try await pool.write { db in
-                try db.execute(sql: "UPDATE devices SET last_seen_at = ? WHERE id = ?", arguments: [now.storedValue, device.id])
+                try db.cachedStatement(sql: "UPDATE devices SET last_seen_at = ? WHERE id = ?").execute(arguments: [now.storedValue, device.id])
             }
         }
         return device
@@ -114,39 +113,41 @@ extension SQLiteStore: AccountStore {
 
     public func devices(userID: String) async throws -> [Device] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM devices WHERE user_id = ? ORDER BY created_at", arguments: [userID])
+            try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM devices WHERE user_id = ? ORDER BY created_at"), arguments: [userID])
                 .map(Device.init(row:))
         }
     }
 
     public func setDeviceKey(deviceID: String, key: DeviceKey, replacing current: DeviceKey?) async throws -> Bool {
         try await pool.write { db in
-            try db.execute(
-                sql: "UPDATE devices SET public_key = ? WHERE id = ? AND public_key IS ?", arguments: [key.json, deviceID, current?.json])
+            try db.cachedStatement(sql: "UPDATE devices SET public_key = ? WHERE id = ? AND public_key IS ?").execute(arguments: [
+                key.json, deviceID, current?.json,
+            ])
             return db.changesCount == 1
         }
     }
 
     public func replaceAPIKey(deviceID: String, apiKeyHash: String) async throws {
         try await pool.write { db in
-            try db.execute(sql: "UPDATE devices SET api_key_hash = ? WHERE id = ?", arguments: [apiKeyHash, deviceID])
+            try db.cachedStatement(sql: "UPDATE devices SET api_key_hash = ? WHERE id = ?").execute(arguments: [apiKeyHash, deviceID])
         }
     }
 
     public func updatePushToken(deviceID: String, fcmToken: String?) async throws {
         try await pool.write { db in
-            guard let userID = try String.fetchOne(db, sql: "SELECT user_id FROM devices WHERE id = ?", arguments: [deviceID]) else { return }
+            guard let userID = try String.fetchOne(db.cachedStatement(sql: "SELECT user_id FROM devices WHERE id = ?"), arguments: [deviceID]) else {
+                return
+            }
             let fcmToken = try Self.tokenUnlessClaimed(fcmToken, byOtherThan: userID, db)
             if let fcmToken {
                 // The phone moved to this device of the same user: the old one stops getting its prompts.
-                try db.execute(
-                    sql: "UPDATE devices SET fcm_token = NULL, push_enabled = 0 WHERE fcm_token = ? AND user_id = ? AND id != ?",
-                    arguments: [fcmToken, userID, deviceID]
-                )
+                try db.cachedStatement(sql: "UPDATE devices SET fcm_token = NULL, push_enabled = 0 WHERE fcm_token = ? AND user_id = ? AND id != ?")
+                    .execute(arguments: [fcmToken, userID, deviceID]
+                    )
             }
-            try db.execute(
-                sql: "UPDATE devices SET fcm_token = ?, push_enabled = ? WHERE id = ?",
-                arguments: [fcmToken, fcmToken != nil, deviceID]
+            try db.cachedStatement(sql: "UPDATE devices SET fcm_token = ?, push_enabled = ? WHERE id = ?").execute(arguments: [
+                fcmToken, fcmToken != nil, deviceID,
+            ]
             )
         }
     }
@@ -156,29 +157,27 @@ extension SQLiteStore: AccountStore {
         guard let token else { return nil }
         let claimed =
             try Bool.fetchOne(
-                db, sql: "SELECT 1 FROM devices WHERE fcm_token = ? AND user_id != ? LIMIT 1", arguments: [token, userID]) ?? false
+                db.cachedStatement(sql: "SELECT 1 FROM devices WHERE fcm_token = ? AND user_id != ? LIMIT 1"), arguments: [token, userID]) ?? false
         return claimed ? nil : token
     }
 
     public func disablePush(deviceID: String, fcmToken: String) async throws {
         try await pool.write { db in
-            try db.execute(
-                sql: "UPDATE devices SET push_enabled = 0 WHERE id = ? AND fcm_token = ?",
-                arguments: [deviceID, fcmToken]
+            try db.cachedStatement(sql: "UPDATE devices SET push_enabled = 0 WHERE id = ? AND fcm_token = ?").execute(arguments: [deviceID, fcmToken]
             )
         }
     }
 
     public func silencePrompts(userID: String, until: Date?) async throws {
         try await pool.write { db in
-            try db.execute(sql: "UPDATE users SET silenced_until = ? WHERE id = ?", arguments: [until?.storedValue, userID])
+            try db.cachedStatement(sql: "UPDATE users SET silenced_until = ? WHERE id = ?").execute(arguments: [until?.storedValue, userID])
             if db.changesCount == 0 { throw AccountError.unknownUser }
         }
     }
 
     public func deleteDevice(id: String) async throws -> Bool {
         try await pool.write { db in
-            try db.execute(sql: "DELETE FROM devices WHERE id = ?", arguments: [id])
+            try db.cachedStatement(sql: "DELETE FROM devices WHERE id = ?").execute(arguments: [id])
             return db.changesCount == 1
         }
     }

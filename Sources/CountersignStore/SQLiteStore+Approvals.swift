@@ -11,60 +11,59 @@ extension SQLiteStore: ApprovalStore {
             let now = request.createdAt.storedValue
             if let idempotency {
                 // A key older than its window is free again.
-                try db.execute(
-                    sql: "DELETE FROM idempotency_keys WHERE integration_id = ? AND key = ? AND created_at <= ?",
+                try db.cachedStatement(sql: "DELETE FROM idempotency_keys WHERE integration_id = ? AND key = ? AND created_at <= ?").execute(
                     arguments: [
                         idempotency.integrationID, idempotency.key, idempotency.createdAt.addingTimeInterval(-IdempotencyRecord.window).storedValue,
                     ])
                 if try Bool.fetchOne(
-                    db, sql: "SELECT 1 FROM idempotency_keys WHERE integration_id = ? AND key = ?",
+                    db.cachedStatement(sql: "SELECT 1 FROM idempotency_keys WHERE integration_id = ? AND key = ?"),
                     arguments: [idempotency.integrationID, idempotency.key]) != nil
                 {
                     throw IdempotencyKeyTaken()
                 }
-                try db.execute(
+                try db.cachedStatement(
                     sql: """
                         INSERT INTO idempotency_keys (integration_id, key, request_hash, approval_id, answer, created_at)
                         VALUES (?, ?, ?, ?, ?, ?)
-                        """,
-                    arguments: [
-                        idempotency.integrationID, idempotency.key, idempotency.requestHash, idempotency.approvalID, idempotency.answer, now,
-                    ])
+                        """
+                ).execute(arguments: [
+                    idempotency.integrationID, idempotency.key, idempotency.requestHash, idempotency.approvalID, idempotency.answer, now,
+                ])
             }
             let superseded = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT * FROM approval_requests
-                    WHERE subject = ? AND action = ? AND integration_id IS ? AND state = 'pending' AND expires_at > ?
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT * FROM approval_requests
+                        WHERE subject = ? AND action = ? AND integration_id IS ? AND state = 'pending' AND expires_at > ?
+                        """),
                 arguments: [request.subject, request.action.rawValue, request.integrationID, now]
             ).map(ApprovalRequest.init(row:))
             for old in superseded {
                 if let event = supersededEvent(old) { try Self.queueWebhook(event, integrationID: old.integrationID, db) }
                 // The same change as ApprovalStateMachine.supersede(at:).
-                try db.execute(
+                try db.cachedStatement(
                     sql: """
                         UPDATE approval_requests SET state = 'cancelled', updated_at = ?, new_password_hash = NULL, version = version + 1
                         WHERE id = ? AND state = 'pending'
-                        """,
-                    arguments: [now, old.id]
+                        """
+                ).execute(arguments: [now, old.id]
                 )
             }
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO approval_requests (
                         id, user_id, subject, action, state, created_at, expires_at, completion_window,
                         complete_by, updated_at, number_code_salt, number_code_hash, new_password_hash,
                         requester_ip, requester_user_agent, responding_device_id, integration_id, prompt)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    request.id, request.userID, request.subject, request.action.rawValue, request.state.rawValue,
-                    now, request.expiresAt.storedValue, request.completionWindow,
-                    request.completeBy?.storedValue, request.updatedAt.storedValue,
-                    request.numberCode?.salt, request.numberCode?.hash, request.newPasswordHash,
-                    request.requester.ip, request.requester.userAgent, request.respondingDeviceID, request.integrationID, prompt,
-                ]
+                    """
+            ).execute(arguments: [
+                request.id, request.userID, request.subject, request.action.rawValue, request.state.rawValue,
+                now, request.expiresAt.storedValue, request.completionWindow,
+                request.completeBy?.storedValue, request.updatedAt.storedValue,
+                request.numberCode?.salt, request.numberCode?.hash, request.newPasswordHash,
+                request.requester.ip, request.requester.userAgent, request.respondingDeviceID, request.integrationID, prompt,
+            ]
             )
             return superseded
         }
@@ -72,14 +71,14 @@ extension SQLiteStore: ApprovalStore {
 
     public func request(id: String) async throws -> ApprovalRequest? {
         try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM approval_requests WHERE id = ?", arguments: [id])
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM approval_requests WHERE id = ?"), arguments: [id])
                 .map(ApprovalRequest.init(row:))
         }
     }
 
     public func liveRequests() async throws -> [ApprovalRequest] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM approval_requests WHERE state IN ('pending', 'approved')")
+            try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM approval_requests WHERE state IN ('pending', 'approved')"))
                 .map(ApprovalRequest.init(row:))
         }
     }
@@ -87,8 +86,8 @@ extension SQLiteStore: ApprovalStore {
     public func pendingRequests(userID: String, now: Date) async throws -> [ApprovalRequest] {
         try await pool.read { db in
             try Row.fetchAll(
-                db,
-                sql: "SELECT * FROM approval_requests WHERE user_id = ? AND state = 'pending' AND expires_at > ? ORDER BY created_at DESC",
+                db.cachedStatement(
+                    sql: "SELECT * FROM approval_requests WHERE user_id = ? AND state = 'pending' AND expires_at > ? ORDER BY created_at DESC"),
                 arguments: [userID, now.storedValue]
             ).map(ApprovalRequest.init(row:))
         }
@@ -97,11 +96,11 @@ extension SQLiteStore: ApprovalStore {
     public func dueRequests(now: Date, limit: Int) async throws -> [ApprovalRequest] {
         try await pool.read { db in
             try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT * FROM approval_requests
-                    WHERE (state = 'pending' AND expires_at <= ?) OR (state = 'approved' AND complete_by <= ?) LIMIT ?
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT * FROM approval_requests
+                        WHERE (state = 'pending' AND expires_at <= ?) OR (state = 'approved' AND complete_by <= ?) LIMIT ?
+                        """),
                 arguments: [now.storedValue, now.storedValue, limit]
             ).map(ApprovalRequest.init(row:))
         }
@@ -111,7 +110,7 @@ extension SQLiteStore: ApprovalStore {
         try await pool.read { db in
             var counts: [ApprovalState: Int] = [:]
             for row in try Row.fetchAll(
-                db, sql: "SELECT state, COUNT(*) AS n FROM approval_requests WHERE state IN ('pending', 'approved') GROUP BY state")
+                db.cachedStatement(sql: "SELECT state, COUNT(*) AS n FROM approval_requests WHERE state IN ('pending', 'approved') GROUP BY state"))
             {
                 if let state = ApprovalState(rawValue: row["state"]) { counts[state] = row["n"] }
             }
@@ -126,16 +125,16 @@ extension SQLiteStore: ApprovalStore {
     /// integration has a webhook now (an `INSERT … SELECT`, in the caller's transaction).
     static func queueWebhook(_ event: OutboxItem, integrationID: String?, _ db: Database) throws {
         guard let integrationID else { return }
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 INSERT INTO outbox (id, kind, reference, user_id, payload, state, created_at, next_attempt_at, deadline, attempts)
                 SELECT ?, ?, ?, ?, ?, 'pending', ?, ?, ?, 0
                 WHERE EXISTS (SELECT 1 FROM integrations WHERE id = ? AND webhook_url IS NOT NULL)
-                """,
-            arguments: [
-                event.id, event.kind.rawValue, event.reference, event.userID, event.payload, event.createdAt.storedValue,
-                event.nextAttemptAt.storedValue, event.deadline.storedValue, integrationID,
-            ])
+                """
+        ).execute(arguments: [
+            event.id, event.kind.rawValue, event.reference, event.userID, event.payload, event.createdAt.storedValue,
+            event.nextAttemptAt.storedValue, event.deadline.storedValue, integrationID,
+        ])
     }
 
     public func apply(
@@ -148,20 +147,20 @@ extension SQLiteStore: ApprovalStore {
             let held =
                 setsPassword
                 ? try Row.fetchOne(
-                    db, sql: "SELECT user_id, new_password_hash FROM approval_requests WHERE id = ?", arguments: [request.id])
+                    db.cachedStatement(sql: "SELECT user_id, new_password_hash FROM approval_requests WHERE id = ?"), arguments: [request.id])
                 : nil
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE approval_requests
                     SET state = ?, updated_at = ?, complete_by = ?, new_password_hash = ?, responding_device_id = ?,
                         device_key_bound = ?, version = version + 1
                     WHERE id = ? AND state = ? AND \(deadline.column) \(deadline.comparison) ?
-                    """,
-                arguments: [
-                    transition.to.rawValue, transition.at.storedValue, request.completeBy?.storedValue,
-                    request.newPasswordHash, request.respondingDeviceID, request.deviceKeyBound,
-                    request.id, transition.from.rawValue, writeTime().storedValue,
-                ]
+                    """
+            ).execute(arguments: [
+                transition.to.rawValue, transition.at.storedValue, request.completeBy?.storedValue,
+                request.newPasswordHash, request.respondingDeviceID, request.deviceKeyBound,
+                request.id, transition.from.rawValue, writeTime().storedValue,
+            ]
             )
             guard db.changesCount == 1 else { return false }
             if let event { try Self.queueWebhook(event, integrationID: request.integrationID, db) }
@@ -170,7 +169,7 @@ extension SQLiteStore: ApprovalStore {
                 guard let userID: String = held?["user_id"], let hash: String = held?["new_password_hash"] else {
                     throw DatabaseError(message: "approved request \(request.logReference) holds no password hash")
                 }
-                try db.execute(sql: "UPDATE users SET password_hash = ? WHERE id = ?", arguments: [hash, userID])
+                try db.cachedStatement(sql: "UPDATE users SET password_hash = ? WHERE id = ?").execute(arguments: [hash, userID])
             }
             return true
         }

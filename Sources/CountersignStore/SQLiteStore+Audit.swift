@@ -7,15 +7,15 @@ extension SQLiteStore: AuditStore {
         guard !events.isEmpty else { return }
         try await pool.write { db in
             for event in events {
-                try db.execute(
+                try db.cachedStatement(
                     sql: """
                         INSERT INTO audit_events (at, kind, user_id, email, device_id, request_ref, ip, user_agent, detail, proof, proof_key)
                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                        """,
-                    arguments: [
-                        event.at.storedValue, event.kind.rawValue, event.userID, event.email, event.deviceID,
-                        event.requestRef, event.ip, event.userAgent, event.detail, event.proof, event.proofKey,
-                    ]
+                        """
+                ).execute(arguments: [
+                    event.at.storedValue, event.kind.rawValue, event.userID, event.email, event.deviceID,
+                    event.requestRef, event.ip, event.userAgent, event.detail, event.proof, event.proofKey,
+                ]
                 )
             }
         }
@@ -41,13 +41,13 @@ extension SQLiteStore: AuditStore {
             }
             let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
             let rows = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT * FROM (
-                        SELECT a.*, u.email AS user_email FROM audit_events a LEFT JOIN users u ON u.id = a.user_id
-                        \(filter) ORDER BY a.id DESC LIMIT ?
-                    ) ORDER BY id
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT * FROM (
+                            SELECT a.*, u.email AS user_email FROM audit_events a LEFT JOIN users u ON u.id = a.user_id
+                            \(filter) ORDER BY a.id DESC LIMIT ?
+                        ) ORDER BY id
+                        """),
                 arguments: arguments + [limit]
             )
             return rows.compactMap(AuditEvent.init(row:))
@@ -57,11 +57,11 @@ extension SQLiteStore: AuditStore {
     public func auditEvents(requestRef: String) async throws -> [AuditEvent] {
         try await pool.read { db in
             try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT a.*, u.email AS user_email FROM audit_events a LEFT JOIN users u ON u.id = a.user_id
-                    WHERE a.request_ref = ? ORDER BY a.id LIMIT 1000
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT a.*, u.email AS user_email FROM audit_events a LEFT JOIN users u ON u.id = a.user_id
+                        WHERE a.request_ref = ? ORDER BY a.id LIMIT 1000
+                        """),
                 arguments: [requestRef]
             ).compactMap(AuditEvent.init(row:))
         }
@@ -69,7 +69,7 @@ extension SQLiteStore: AuditStore {
 
     public func pruneAudit(before date: Date) async throws -> Int {
         try await pool.write { db in
-            try db.execute(sql: "DELETE FROM audit_events WHERE at < ?", arguments: [date.storedValue])
+            try db.cachedStatement(sql: "DELETE FROM audit_events WHERE at < ?").execute(arguments: [date.storedValue])
             return db.changesCount
         }
     }
@@ -77,8 +77,7 @@ extension SQLiteStore: AuditStore {
     /// Removes terminal approval requests last changed before `date`; returns how many.
     public func pruneFinishedRequests(before date: Date) async throws -> Int {
         try await pool.write { db in
-            try db.execute(
-                sql: "DELETE FROM approval_requests WHERE state NOT IN ('pending', 'approved') AND updated_at < ?",
+            try db.cachedStatement(sql: "DELETE FROM approval_requests WHERE state NOT IN ('pending', 'approved') AND updated_at < ?").execute(
                 arguments: [date.storedValue]
             )
             return db.changesCount

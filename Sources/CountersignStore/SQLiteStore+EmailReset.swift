@@ -8,26 +8,25 @@ extension SQLiteStore: EmailResetStore {
             let now = ticket.createdAt.storedValue
             // Earlier unsent mails of the replaced tickets are useless now: they go with them.
             let dropped = try String.fetchAll(
-                db,
-                sql: """
-                    UPDATE outbox SET state = 'dropped', payload = NULL, lease_until = NULL, finished_at = ?,
-                        last_error = 'replaced by a newer code'
-                    WHERE state = 'pending' AND reference IN (SELECT id FROM email_resets WHERE email = ? AND state = 'active')
-                    RETURNING id
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        UPDATE outbox SET state = 'dropped', payload = NULL, lease_until = NULL, finished_at = ?,
+                            last_error = 'replaced by a newer code'
+                        WHERE state = 'pending' AND reference IN (SELECT id FROM email_resets WHERE email = ? AND state = 'active')
+                        RETURNING id
+                        """),
                 arguments: [now, ticket.email])
-            try db.execute(
-                sql: "UPDATE email_resets SET state = 'replaced', finished_at = ? WHERE email = ? AND state = 'active'",
+            try db.cachedStatement(sql: "UPDATE email_resets SET state = 'replaced', finished_at = ? WHERE email = ? AND state = 'active'").execute(
                 arguments: [now, ticket.email])
             let replaced = db.changesCount
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO email_resets (id, user_id, email, code_hash, token_hash, created_at, expires_at, tries, state)
                     VALUES (?, ?, ?, ?, ?, ?, ?, 0, 'active')
-                    """,
-                arguments: [
-                    ticket.id, ticket.userID, ticket.email, ticket.codeHash, ticket.tokenHash, now, ticket.expiresAt.storedValue,
-                ])
+                    """
+            ).execute(arguments: [
+                ticket.id, ticket.userID, ticket.email, ticket.codeHash, ticket.tokenHash, now, ticket.expiresAt.storedValue,
+            ])
             if let mail { try Self.insert(mail, db) }
             return (replaced, dropped)
         }
@@ -36,7 +35,7 @@ extension SQLiteStore: EmailResetStore {
     public func activeEmailReset(email: String) async throws -> EmailResetTicket? {
         try await pool.read { db in
             try Row.fetchOne(
-                db, sql: "SELECT * FROM email_resets WHERE email = ? AND state = 'active' ORDER BY created_at DESC LIMIT 1",
+                db.cachedStatement(sql: "SELECT * FROM email_resets WHERE email = ? AND state = 'active' ORDER BY created_at DESC LIMIT 1"),
                 arguments: [email]
             ).map(EmailResetTicket.init(row:))
         }
@@ -44,40 +43,41 @@ extension SQLiteStore: EmailResetStore {
 
     public func emailReset(tokenHash: String) async throws -> EmailResetTicket? {
         try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM email_resets WHERE token_hash = ?", arguments: [tokenHash]).map(EmailResetTicket.init(row:))
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM email_resets WHERE token_hash = ?"), arguments: [tokenHash]).map(
+                EmailResetTicket.init(row:))
         }
     }
 
     public func takeEmailResetTry(id: String, maxTries: Int, now: Date) async throws -> Int? {
         try await pool.write { db in
             try Int.fetchOne(
-                db,
-                sql: """
-                    UPDATE email_resets SET tries = tries + 1
-                    WHERE id = ? AND state = 'active' AND tries < ? AND expires_at > ?
-                    RETURNING tries
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        UPDATE email_resets SET tries = tries + 1
+                        WHERE id = ? AND state = 'active' AND tries < ? AND expires_at > ?
+                        RETURNING tries
+                        """),
                 arguments: [id, maxTries, now.storedValue])
         }
     }
 
     public func returnEmailResetTry(id: String) async throws {
         try await pool.write { db in
-            try db.execute(sql: "UPDATE email_resets SET tries = tries - 1 WHERE id = ? AND state = 'active' AND tries > 0", arguments: [id])
+            try db.cachedStatement(sql: "UPDATE email_resets SET tries = tries - 1 WHERE id = ? AND state = 'active' AND tries > 0").execute(
+                arguments: [id])
         }
     }
 
     public func redeemEmailReset(id: String, passwordHash: String, now: Date) async throws -> Bool {
         try await pool.write { db in
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE email_resets SET state = 'used', finished_at = ?
                     WHERE id = ? AND state = 'active' AND expires_at > ? AND user_id IS NOT NULL
-                    """,
-                arguments: [now.storedValue, id, now.storedValue])
+                    """
+            ).execute(arguments: [now.storedValue, id, now.storedValue])
             guard db.changesCount == 1 else { return false }
-            try db.execute(
-                sql: "UPDATE users SET password_hash = ? WHERE id = (SELECT user_id FROM email_resets WHERE id = ?)",
+            try db.cachedStatement(sql: "UPDATE users SET password_hash = ? WHERE id = (SELECT user_id FROM email_resets WHERE id = ?)").execute(
                 arguments: [passwordHash, id])
             return db.changesCount == 1
         }
@@ -86,11 +86,10 @@ extension SQLiteStore: EmailResetStore {
     /// Email resets and outbox items that ended (or expired) before `date`.
     public func pruneFinishedResets(before date: Date) async throws -> Int {
         try await pool.write { db in
-            try db.execute(
-                sql: "DELETE FROM email_resets WHERE (state != 'active' AND finished_at < ?) OR expires_at < ?",
+            try db.cachedStatement(sql: "DELETE FROM email_resets WHERE (state != 'active' AND finished_at < ?) OR expires_at < ?").execute(
                 arguments: [date.storedValue, date.storedValue])
             let resets = db.changesCount
-            try db.execute(sql: "DELETE FROM outbox WHERE state != 'pending' AND finished_at < ?", arguments: [date.storedValue])
+            try db.cachedStatement(sql: "DELETE FROM outbox WHERE state != 'pending' AND finished_at < ?").execute(arguments: [date.storedValue])
             let outbox = db.changesCount
             return resets + outbox + (try Self.pruneIntegrationRecords(now: Date(), db))
         }

@@ -5,55 +5,58 @@ import GRDB
 extension SQLiteStore: IntegrationStore {
     public func createIntegration(_ integration: Integration, apiKeyHash: String) async throws {
         try await pool.write { db in
-            if try Bool.fetchOne(db, sql: "SELECT 1 FROM integrations WHERE name = ?", arguments: [integration.name]) != nil {
+            if try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM integrations WHERE name = ?"), arguments: [integration.name]) != nil {
                 throw IntegrationError.nameTaken
             }
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO integrations (id, name, api_key_hash, webhook_url, webhook_secret, enabled, created_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    integration.id, integration.name, apiKeyHash, integration.webhookURL, integration.webhookSecret, integration.enabled,
-                    integration.createdAt.storedValue,
-                ])
+                    """
+            ).execute(arguments: [
+                integration.id, integration.name, apiKeyHash, integration.webhookURL, integration.webhookSecret, integration.enabled,
+                integration.createdAt.storedValue,
+            ])
         }
     }
 
     public func integrations() async throws -> [Integration] {
-        try await pool.read { db in try Row.fetchAll(db, sql: "SELECT * FROM integrations ORDER BY name").map(Integration.init(row:)) }
+        try await pool.read { db in try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM integrations ORDER BY name")).map(Integration.init(row:))
+        }
     }
 
     public func integration(id: String) async throws -> Integration? {
         try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM integrations WHERE id = ?", arguments: [id]).map(Integration.init(row:))
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM integrations WHERE id = ?"), arguments: [id]).map(Integration.init(row:))
         }
     }
 
     public func integration(apiKeyHash: String) async throws -> Integration? {
         try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM integrations WHERE api_key_hash = ?", arguments: [apiKeyHash]).map(Integration.init(row:))
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM integrations WHERE api_key_hash = ?"), arguments: [apiKeyHash]).map(
+                Integration.init(row:))
         }
     }
 
     public func rotateIntegrationKey(id: String, apiKeyHash: String) async throws -> Bool {
         try await pool.write { db in
-            try db.execute(sql: "UPDATE integrations SET api_key_hash = ? WHERE id = ?", arguments: [apiKeyHash, id])
+            try db.cachedStatement(sql: "UPDATE integrations SET api_key_hash = ? WHERE id = ?").execute(arguments: [apiKeyHash, id])
             return db.changesCount == 1
         }
     }
 
     public func setWebhook(integrationID: String, url: String?, secret: String?) async throws -> Bool {
         try await pool.write { db in
-            try db.execute(
-                sql: "UPDATE integrations SET webhook_url = ?, webhook_secret = ? WHERE id = ?", arguments: [url, secret, integrationID])
+            try db.cachedStatement(sql: "UPDATE integrations SET webhook_url = ?, webhook_secret = ? WHERE id = ?").execute(arguments: [
+                url, secret, integrationID,
+            ])
             return db.changesCount == 1
         }
     }
 
     public func setIntegrationEnabled(id: String, enabled: Bool) async throws -> Bool {
         try await pool.write { db in
-            try db.execute(sql: "UPDATE integrations SET enabled = ? WHERE id = ?", arguments: [enabled, id])
+            try db.cachedStatement(sql: "UPDATE integrations SET enabled = ? WHERE id = ?").execute(arguments: [enabled, id])
             return db.changesCount == 1
         }
     }
@@ -61,27 +64,28 @@ extension SQLiteStore: IntegrationStore {
     public func ensureUser(email: String) async throws -> (user: User, created: Bool) {
         let email = User.normalize(email: email)
         return try await pool.write { db in
-            if let existing = try Row.fetchOne(db, sql: "SELECT * FROM users WHERE email = ?", arguments: [email]) {
+            if let existing = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM users WHERE email = ?"), arguments: [email]) {
                 return (try User(row: existing), false)
             }
             // No password: the empty hash matches none (login checks a decoy instead).
             let user = User(id: SecureToken.recordID(), email: email, passwordHash: "", createdAt: Date())
-            try db.execute(
-                sql: "INSERT INTO users (id, email, password_hash, created_at) VALUES (?, ?, ?, ?)",
-                arguments: [user.id, user.email, user.passwordHash, user.createdAt.storedValue])
+            try db.cachedStatement(sql: "INSERT INTO users (id, email, password_hash, created_at) VALUES (?, ?, ?, ?)").execute(arguments: [
+                user.id, user.email, user.passwordHash, user.createdAt.storedValue,
+            ])
             return (user, true)
         }
     }
 
     public func device(id: String) async throws -> Device? {
-        try await pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM devices WHERE id = ?", arguments: [id]).map(Device.init(row:)) }
+        try await pool.read { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM devices WHERE id = ?"), arguments: [id]).map(Device.init(row:))
+        }
     }
 
     public func createEnrollment(codeHash: String, userID: String, integrationID: String, createdAt: Date, expiresAt: Date) async throws {
         try await pool.write { db in
-            try db.execute(
-                sql: "INSERT INTO enrollments (code_hash, user_id, integration_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
-                arguments: [codeHash, userID, integrationID, createdAt.storedValue, expiresAt.storedValue])
+            try db.cachedStatement(sql: "INSERT INTO enrollments (code_hash, user_id, integration_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?)")
+                .execute(arguments: [codeHash, userID, integrationID, createdAt.storedValue, expiresAt.storedValue])
         }
     }
 
@@ -89,11 +93,13 @@ extension SQLiteStore: IntegrationStore {
         try await pool.write { db in
             guard
                 let row = try Row.fetchOne(
-                    db, sql: "SELECT user_id, integration_id FROM enrollments WHERE code_hash = ? AND used_at IS NULL AND expires_at > ?",
+                    db.cachedStatement(
+                        sql: "SELECT user_id, integration_id FROM enrollments WHERE code_hash = ? AND used_at IS NULL AND expires_at > ?"),
                     arguments: [codeHash, now.storedValue])
             else { return nil }
-            try db.execute(
-                sql: "UPDATE enrollments SET used_at = ? WHERE code_hash = ? AND used_at IS NULL", arguments: [now.storedValue, codeHash])
+            try db.cachedStatement(sql: "UPDATE enrollments SET used_at = ? WHERE code_hash = ? AND used_at IS NULL").execute(arguments: [
+                now.storedValue, codeHash,
+            ])
             guard db.changesCount == 1 else { return nil }
             return (row["user_id"], row["integration_id"])
         }
@@ -102,7 +108,7 @@ extension SQLiteStore: IntegrationStore {
     public func idempotencyRecord(integrationID: String, key: String, since: Date) async throws -> IdempotencyRecord? {
         try await pool.read { db in
             try Row.fetchOne(
-                db, sql: "SELECT * FROM idempotency_keys WHERE integration_id = ? AND key = ? AND created_at > ?",
+                db.cachedStatement(sql: "SELECT * FROM idempotency_keys WHERE integration_id = ? AND key = ? AND created_at > ?"),
                 arguments: [integrationID, key, since.storedValue]
             ).map { row in
                 IdempotencyRecord(
@@ -117,7 +123,7 @@ extension SQLiteStore: IntegrationStore {
             failedOnly ? "AND (state IN ('failed', 'dropped') OR (state = 'pending' AND attempts > 0 AND last_error IS NOT NULL))" : ""
         return try await pool.read { db in
             try Row.fetchAll(
-                db, sql: "SELECT * FROM outbox WHERE kind = 'webhook' \(condition) ORDER BY created_at DESC, rowid DESC LIMIT ?",
+                db.cachedStatement(sql: "SELECT * FROM outbox WHERE kind = 'webhook' \(condition) ORDER BY created_at DESC, rowid DESC LIMIT ?"),
                 arguments: [limit]
             ).compactMap(OutboxEntry.init(row:))
         }
@@ -125,24 +131,24 @@ extension SQLiteStore: IntegrationStore {
 
     public func redeliverWebhook(eventID: String, now: Date) async throws -> Bool {
         try await pool.write { db in
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE outbox SET state = 'pending', next_attempt_at = ?, deadline = ?, attempts = 0, lease_until = NULL,
                         last_error = NULL, finished_at = NULL
                     WHERE id = ? AND kind = 'webhook' AND payload IS NOT NULL AND (state != 'pending' OR lease_until IS NULL)
-                    """,
-                arguments: [now.storedValue, now.addingTimeInterval(WebhookEvent.deliveryWindow).storedValue, eventID])
+                    """
+            ).execute(arguments: [now.storedValue, now.addingTimeInterval(WebhookEvent.deliveryWindow).storedValue, eventID])
             return db.changesCount == 1
         }
     }
 
     /// Removes enrollment codes and idempotency keys past their use; returns how many.
     static func pruneIntegrationRecords(now: Date, _ db: Database) throws -> Int {
-        try db.execute(sql: "DELETE FROM enrollments WHERE expires_at < ?", arguments: [now.storedValue])
+        try db.cachedStatement(sql: "DELETE FROM enrollments WHERE expires_at < ?").execute(arguments: [now.storedValue])
         let enrollments = db.changesCount
-        try db.execute(
-            sql: "DELETE FROM idempotency_keys WHERE created_at < ?",
-            arguments: [now.addingTimeInterval(-IdempotencyRecord.window).storedValue])
+        try db.cachedStatement(sql: "DELETE FROM idempotency_keys WHERE created_at < ?").execute(arguments: [
+            now.addingTimeInterval(-IdempotencyRecord.window).storedValue
+        ])
         return enrollments + db.changesCount
     }
 }

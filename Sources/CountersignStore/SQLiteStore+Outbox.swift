@@ -16,36 +16,37 @@ extension SQLiteStore: OutboxStore {
     static let knownKinds = "[" + OutboxKind.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ",") + "]"
 
     static func insert(_ item: OutboxItem, _ db: Database) throws {
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 INSERT INTO outbox (id, kind, reference, user_id, payload, state, created_at, next_attempt_at, deadline, attempts)
                 VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)
-                """,
-            arguments: [
-                item.id, item.kind.rawValue, item.reference, item.userID, item.payload, item.createdAt.storedValue,
-                item.nextAttemptAt.storedValue, item.deadline.storedValue, item.attempts,
-            ])
+                """
+        ).execute(arguments: [
+            item.id, item.kind.rawValue, item.reference, item.userID, item.payload, item.createdAt.storedValue,
+            item.nextAttemptAt.storedValue, item.deadline.storedValue, item.attempts,
+        ])
     }
 
     public func claimOutbox(now: Date, lease: TimeInterval, limit: Int) async throws -> [OutboxItem] {
         // Most rounds find nothing due: look first without taking the write lock.
         let due = try await pool.read { db in
             try Bool.fetchOne(
-                db, sql: "SELECT 1 FROM outbox \(Self.dueCondition) LIMIT 1", arguments: [now.storedValue, now.storedValue, Self.knownKinds])
+                db.cachedStatement(sql: "SELECT 1 FROM outbox \(Self.dueCondition) LIMIT 1"),
+                arguments: [now.storedValue, now.storedValue, Self.knownKinds])
                 ?? false
         }
         guard due else { return [] }
         return try await pool.write { db in
             let rows = try Row.fetchAll(
-                db, sql: "SELECT * FROM outbox \(Self.dueCondition) ORDER BY next_attempt_at LIMIT ?",
+                db.cachedStatement(sql: "SELECT * FROM outbox \(Self.dueCondition) ORDER BY next_attempt_at LIMIT ?"),
                 arguments: [now.storedValue, now.storedValue, Self.knownKinds, limit])
             var items: [OutboxItem] = []
             for row in rows {
                 guard var item = try OutboxItem(row: row) else { continue }
                 item.attempts += 1
-                try db.execute(
-                    sql: "UPDATE outbox SET lease_until = ?, attempts = ? WHERE id = ?",
-                    arguments: [now.addingTimeInterval(lease).storedValue, item.attempts, item.id])
+                try db.cachedStatement(sql: "UPDATE outbox SET lease_until = ?, attempts = ? WHERE id = ?").execute(arguments: [
+                    now.addingTimeInterval(lease).storedValue, item.attempts, item.id,
+                ])
                 items.append(item)
             }
             return items
@@ -54,36 +55,36 @@ extension SQLiteStore: OutboxStore {
 
     public func rescheduleOutbox(id: String, at date: Date, error: String) async throws -> Bool {
         try await pool.write { db in
-            try db.execute(
-                sql: "UPDATE outbox SET next_attempt_at = ?, lease_until = NULL, last_error = ? WHERE id = ? AND state = 'pending'",
-                arguments: [date.storedValue, error, id])
+            try db.cachedStatement(
+                sql: "UPDATE outbox SET next_attempt_at = ?, lease_until = NULL, last_error = ? WHERE id = ? AND state = 'pending'"
+            ).execute(arguments: [date.storedValue, error, id])
             return db.changesCount == 1
         }
     }
 
     public func finishOutbox(id: String, as end: OutboxEnd, detail: String, at date: Date) async throws -> Bool {
         try await pool.write { db in
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE outbox SET state = ?, payload = CASE WHEN kind = 'mail' THEN NULL ELSE payload END,
                         lease_until = NULL, last_error = ?, finished_at = ?
                     WHERE id = ? AND state = 'pending'
-                    """,
-                arguments: [end.rawValue, end == .delivered ? nil : detail, date.storedValue, id])
+                    """
+            ).execute(arguments: [end.rawValue, end == .delivered ? nil : detail, date.storedValue, id])
             return db.changesCount == 1
         }
     }
 
     public func releaseOutboxLeases() async throws {
         try await pool.write { db in
-            try db.execute(sql: "UPDATE outbox SET lease_until = NULL WHERE state = 'pending' AND lease_until IS NOT NULL")
+            try db.cachedStatement(sql: "UPDATE outbox SET lease_until = NULL WHERE state = 'pending' AND lease_until IS NOT NULL").execute()
         }
     }
 
     public func outboxDepth() async throws -> [OutboxKind: Int] {
         try await pool.read { db in
             var depth: [OutboxKind: Int] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT kind, COUNT(*) AS n FROM outbox WHERE state = 'pending' GROUP BY kind") {
+            for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT kind, COUNT(*) AS n FROM outbox WHERE state = 'pending' GROUP BY kind")) {
                 if let kind = OutboxKind(rawValue: row["kind"]) { depth[kind] = row["n"] }
             }
             return depth
