@@ -23,7 +23,10 @@ public func buildApplication(
     let application = Application(
         router: router,
         server: GuardedHTTP1Channel.builder(idleTimeout: dependencies.idleTimeout, headTimeout: dependencies.headTimeout),
-        configuration: .init(address: address, serverName: "countersign"),
+        // Thousands of long polls may connect at once; with the default queue of
+        // 256 a burst overflows it, and the kernel drops connections that then
+        // retry a second later. The kernel caps it at net.core.somaxconn.
+        configuration: .init(address: address, serverName: "countersign", backlog: 4096),
         services: services + [
             ExpiryService(broker: dependencies.broker, interval: .milliseconds(250), logger: logger),
             AuditWriter(log: dependencies.audit, store: dependencies.store, logger: logger),
