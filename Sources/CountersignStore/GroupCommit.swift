@@ -45,9 +45,10 @@ final class GroupCommit: Sendable {
                     outcome = .failure(error)
                 }
                 return { committed in
-                    switch (committed, outcome) {
-                    case (.failure(let error), .success): continuation.resume(throwing: error)
-                    default: continuation.resume(with: outcome)
+                    switch committed {
+                    // Nothing of the batch is durable: whatever this write saw of the others did not happen.
+                    case .failure(let error): continuation.resume(throwing: error)
+                    case .success: continuation.resume(with: outcome)
                     }
                 }
             }

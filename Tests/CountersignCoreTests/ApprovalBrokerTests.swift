@@ -122,6 +122,25 @@ import Testing
         }
     }
 
+    /// A long poll reads its request off the actor, then parks on it: an answer
+    /// committed in between (its wake-up found no waiter) must end the wait at
+    /// once, not at the timeout. Here the answer lands exactly in that gap.
+    @Test func anAnswerBetweenALongPollsReadAndItsParkingIsNotMissed() async throws {
+        try await Self.withHarness { harness in
+            let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
+            let broker = try await harness.broker()
+            let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
+            let read = try #require(try await broker.status(of: request.id))
+            #expect(read.state == .pending)
+            _ = try await broker.respond(to: request.id, userID: user.id, deviceID: "d", decision: .approve, numberCode: code)
+            let started = ContinuousClock.now
+            await broker.park(request.id, for: .seconds(20), unlessChangedFrom: read.version)
+            #expect(ContinuousClock.now - started < .seconds(10), "the wait missed the answer and ran to its timeout")
+            #expect(await broker.waiters[request.id] == nil)
+            #expect(try await broker.waitForChange(of: request.id, timeout: .seconds(20))?.state == .approved)
+        }
+    }
+
     @Test func aNewRequestSupersedesThePendingOneAndWakesItsLongPoll() async throws {
         try await Self.withHarness { harness in
             _ = try await harness.store.createUser(email: Self.email, passwordHash: "hash")

@@ -17,7 +17,7 @@ extension ApprovalBroker {
         while request.state == .pending, !draining, !Task.isCancelled {
             let left = clock.now.duration(to: deadline)
             guard left > .zero else { break }
-            await park(id, for: left)
+            await park(id, for: left, unlessChangedFrom: request.version)
             guard let now = try await status(of: id, integrationID: integrationID) else { return nil }
             if now.version != request.version || now.state != .pending { return now }
             request = now
@@ -26,7 +26,10 @@ extension ApprovalBroker {
     }
 
     /// Parks the caller until the request changes, `timeout` passes, the caller is cancelled or the server drains.
-    private func park(_ id: String, for timeout: Duration) async {
+    /// The read before parking was not on the actor: a transition committed in
+    /// between has already woken the waiters it found, so a request whose index
+    /// entry is no longer at `version` is not waited for.
+    func park(_ id: String, for timeout: Duration, unlessChangedFrom version: Int) async {
         let number = nextWaiter
         nextWaiter += 1
         let timer = Task { [weak self] in
@@ -45,7 +48,7 @@ extension ApprovalBroker {
                 // cancellation itself; and since both run on the actor, one of
                 // the two always sees the other, and the continuation can never
                 // be left parked. The same holds for `draining`.
-                if Task.isCancelled || draining {
+                if Task.isCancelled || draining || changed(id, since: version) {
                     continuation.resume()
                 } else {
                     waiters[id, default: [:]][number] = continuation

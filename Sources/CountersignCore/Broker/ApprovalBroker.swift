@@ -416,6 +416,12 @@ public actor ApprovalBroker {
         live.mirror(request)
     }
 
+    /// Whether request `id` has moved past `version` here (finished requests leave
+    /// the index). On a shared database the cluster's notifications tell instead.
+    func changed(_ id: String, since version: Int) -> Bool {
+        !shared && live[id]?.version != version
+    }
+
     nonisolated private func load(_ id: String) async throws -> ApprovalRequest? {
         if !shared, let request = live[id] { return request }
         guard SecureToken.isWellFormed(id) else { return nil }
