@@ -31,7 +31,13 @@ public struct ApprovalRequest: Sendable, Equatable {
     /// Whether that device's answer was signed with its device key.
     public var deviceKeyBound: Bool?
     /// What an integration asked to show; `nil` for the phone reset.
-    public var prompt: ApprovalPrompt?
+    public var prompt: ApprovalPrompt? {
+        get { promptBox?.prompt }
+        set { promptBox = newValue.map(PromptBox.init) }
+    }
+    /// Held out of line: the broker keeps every live request in memory, and
+    /// most (every phone reset) have no prompt to take up room for.
+    private var promptBox: PromptBox?
     /// How many transitions the request has been through: a row with a higher
     /// version is newer than one with a lower.
     public var version: Int
@@ -70,7 +76,7 @@ public struct ApprovalRequest: Sendable, Equatable {
         self.requester = requester
         self.respondingDeviceID = respondingDeviceID
         self.deviceKeyBound = deviceKeyBound
-        self.prompt = prompt
+        self.promptBox = prompt.map(PromptBox.init)
         self.version = version
     }
 
@@ -98,5 +104,18 @@ extension ApprovalRequest {
 
     public static func logReference(of id: String) -> String {
         String(SecureToken.sha256Hex(id).prefix(12))
+    }
+}
+
+/// An integration's prompt, out of line (see ``ApprovalRequest/prompt``); replaced, never changed.
+private final class PromptBox: Sendable, Equatable {
+    let prompt: ApprovalPrompt
+
+    init(_ prompt: ApprovalPrompt) {
+        self.prompt = prompt
+    }
+
+    static func == (lhs: PromptBox, rhs: PromptBox) -> Bool {
+        lhs.prompt == rhs.prompt
     }
 }

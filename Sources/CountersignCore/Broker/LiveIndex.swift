@@ -3,32 +3,43 @@ import Synchronization
 /// The broker's pending and approved requests, by id. Only the broker writes,
 /// on its actor after each commit; readers look a request up under the lock
 /// without queueing on the actor behind other work.
+///
+/// Each request is held in a box: a dictionary keeps its values inline in
+/// buckets of which up to half stand empty, and a request is some 300 bytes,
+/// so inline values would cost more than the requests themselves.
 final class LiveIndex: Sendable {
-    private let requests = Mutex<[String: ApprovalRequest]>([:])
+    private final class Box: Sendable {
+        let request: ApprovalRequest
+        init(_ request: ApprovalRequest) { self.request = request }
+    }
+
+    private let requests = Mutex<[String: Box]>([:])
 
     subscript(id: String) -> ApprovalRequest? {
-        requests.withLock { $0[id] }
+        requests.withLock { $0[id]?.request }
     }
 
     var count: Int { requests.withLock { $0.count } }
 
     /// Holds `request` while it is live, forgets it once it has finished.
     func mirror(_ request: ApprovalRequest) {
-        requests.withLock { $0[request.id] = request.state.isLive ? request : nil }
+        let box = request.state.isLive ? Box(request) : nil
+        requests.withLock { $0[request.id] = box }
     }
 
     func load(_ loaded: [ApprovalRequest]) {
+        let boxes = loaded.map(Box.init)
         requests.withLock { requests in
-            requests.reserveCapacity(requests.count + loaded.count)
-            for request in loaded { requests[request.id] = request }
+            requests.reserveCapacity(requests.count + boxes.count)
+            for box in boxes { requests[box.request.id] = box }
         }
     }
 
     func filter(_ isIncluded: (ApprovalRequest) -> Bool) -> [ApprovalRequest] {
-        requests.withLock { $0.values.filter(isIncluded) }
+        requests.withLock { $0.values.lazy.map(\.request).filter(isIncluded) }
     }
 
     func countsByState() -> [ApprovalState: Int] {
-        requests.withLock { $0.values.reduce(into: [:]) { counts, request in counts[request.state, default: 0] += 1 } }
+        requests.withLock { $0.values.reduce(into: [:]) { counts, box in counts[box.request.state, default: 0] += 1 } }
     }
 }
