@@ -83,7 +83,7 @@ final class GroupCommit: Sendable {
                     return .commit
                 }
             } catch {
-                // Nothing of this batch is durable: the answered ones fail too, the others get the same error.
+                // Nothing of this batch is durable: the writes that ran fail too, those that did not get the same error.
                 for answer in answers { answer(.failure(error)) }
                 for job in jobs.dropFirst(answers.count) { job.fail(error) }
                 return

@@ -21,16 +21,13 @@ final class EarlyAnswerServer: Sendable {
     private let counts = Counts()
 
     final class Counts: Sendable {
-        private let state = Mutex((answered: 0, resets: 0, goAways: 0))
-        var answered: Int { state.withLock { $0.answered } }
+        private let state = Mutex((resets: 0, goAways: 0))
         var resets: Int { state.withLock { $0.resets } }
         var goAways: Int { state.withLock { $0.goAways } }
-        func answer() { state.withLock { $0.answered += 1 } }
         func reset() { state.withLock { $0.resets += 1 } }
         func goAway() { state.withLock { $0.goAways += 1 } }
     }
 
-    var answered: Int { counts.answered }
     var resets: Int { counts.resets }
     /// GOAWAY frames received from the client (swift-nio-http2 sends
     /// `ENHANCE_YOUR_CALM` when it judges the resets an attack).
@@ -113,7 +110,6 @@ final class EarlyAnswerServer: Sendable {
             context.write(wrapOutboundOut(.headers(.init(headers: head))), promise: nil)
             let sent = context.eventLoop.makePromise(of: Void.self)
             context.writeAndFlush(wrapOutboundOut(.data(.init(data: .byteBuffer(body), endStream: true))), promise: sent)
-            counts.answer()
             guard let streamID = try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID),
                 let connection = context.channel.parent
             else { return }

@@ -48,7 +48,7 @@ extension ApprovalBroker {
                 // cancellation itself; and since both run on the actor, one of
                 // the two always sees the other, and the continuation can never
                 // be left parked. The same holds for `draining`.
-                if Task.isCancelled || draining || changed(id, since: version) {
+                if Task.isCancelled || draining || hasMoved(id, pastVersion: version) {
                     continuation.resume()
                 } else {
                     waiters[id, default: [:]][number] = continuation

@@ -418,7 +418,7 @@ public actor ApprovalBroker {
 
     /// Whether request `id` has moved past `version` here (finished requests leave
     /// the index). On a shared database the cluster's notifications tell instead.
-    func changed(_ id: String, since version: Int) -> Bool {
+    func hasMoved(_ id: String, pastVersion version: Int) -> Bool {
         !shared && live[id]?.version != version
     }
 
