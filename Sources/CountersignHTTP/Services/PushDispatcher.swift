@@ -25,6 +25,7 @@ struct PushDispatcher: Service {
                     logger.error("cannot read devices for push", metadata: ["error": "\(error)"])
                     continue
                 }
+                let requestRef = job.requestRef
                 for device in devices {
                     if inFlight >= maxConcurrent {
                         await group.next()
@@ -37,7 +38,7 @@ struct PushDispatcher: Service {
                         if outcome != .disabled {
                             audit.record(
                                 AuditEvent(
-                                    kind: .pushed, userID: device.userID, deviceID: device.id, requestRef: job.requestRef,
+                                    kind: .pushed, userID: device.userID, deviceID: device.id, requestRef: requestRef,
                                     detail: "\(job.type): \(outcome.rawValue)"))
                         }
                     }
