@@ -19,6 +19,20 @@ import Testing
 
     @Test func sha256IsTheKnownDigest() {
         #expect(SecureToken.sha256Hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(SecureToken.sha256Hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+    }
+
+    @Test func base64URLIsRFC4648WithoutPadding() {
+        // RFC 4648 §10's vectors, and bytes that standard base64 writes as "+" and "/".
+        let vectors: [(String, String)] = [("", ""), ("f", "Zg"), ("fo", "Zm8"), ("foo", "Zm9v"), ("foob", "Zm9vYg"), ("fooba", "Zm9vYmE")]
+        for (text, encoded) in vectors { #expect(SecureToken.base64URL(Array(text.utf8)) == encoded) }
+        #expect(SecureToken.base64URL([0xFB, 0xFF]) == "-_8")
+        #expect(SecureToken.base64URL([0xFF, 0xEF, 0xBE]) == "_---")
+        for count in [1, 7, 8, 9, 12, 16, 31, 32] {
+            let token = SecureToken.generate(byteCount: count)
+            #expect(token.count == (count * 4 + 2) / 3, "\(count) bytes")
+            #expect(SecureToken.isWellFormed(token))
+        }
     }
 
     @Test func numberCodesAreTwoDigitsAndMatchOnlyThemselves() {

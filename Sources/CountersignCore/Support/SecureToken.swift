@@ -4,9 +4,15 @@ import Foundation
 /// Random identifiers and secrets, and the hash under which secrets are stored.
 public enum SecureToken {
     /// `byteCount` bytes from the system CSPRNG, base64url-encoded without padding.
+    /// Drawn eight at a time: each draw is a `getrandom` call.
     public static func generate(byteCount: Int) -> String {
         var rng = SystemRandomNumberGenerator()
-        let bytes = (0..<byteCount).map { _ in UInt8.random(in: .min ... .max, using: &rng) }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(byteCount + 7)
+        while bytes.count < byteCount {
+            withUnsafeBytes(of: rng.next() as UInt64) { bytes.append(contentsOf: $0) }
+        }
+        bytes.removeLast(bytes.count - byteCount)
         return base64URL(bytes)
     }
 
@@ -19,11 +25,19 @@ public enum SecureToken {
 
     /// Hex SHA-256, the form in which API keys are stored and looked up.
     public static func sha256Hex(_ text: String) -> String {
-        SHA256.hash(data: Array(text.utf8)).map { byte in
-            let hex = String(byte, radix: 16)
-            return byte < 16 ? "0" + hex : hex
-        }.joined()
+        let digest = SHA256.hash(data: Array(text.utf8))
+        return String(unsafeUninitializedCapacity: SHA256.byteCount * 2) { buffer in
+            var next = 0
+            for byte in digest {
+                buffer[next] = hexDigits[Int(byte >> 4)]
+                buffer[next + 1] = hexDigits[Int(byte & 0x0F)]
+                next += 2
+            }
+            return next
+        }
     }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// Whether `text` could be a token of ours: base64url characters only, bounded length.
     /// Lets callers refuse junk before it reaches the database or a log.
@@ -36,9 +50,19 @@ public enum SecureToken {
 
     /// Base64url without padding (RFC 4648 §5), as tokens and JWK members are written.
     public static func base64URL(_ bytes: some DataProtocol) -> String {
-        Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        let standard = Data(bytes).base64EncodedData()
+        return String(unsafeUninitializedCapacity: standard.count) { buffer in
+            var count = 0
+            for character in standard {
+                switch character {
+                case UInt8(ascii: "+"): buffer[count] = UInt8(ascii: "-")
+                case UInt8(ascii: "/"): buffer[count] = UInt8(ascii: "_")
+                case UInt8(ascii: "="): continue
+                default: buffer[count] = character
+                }
+                count += 1
+            }
+            return count
+        }
     }
 }
