@@ -18,7 +18,7 @@ extension SQLiteStore: AccountStore {
     }
 
     public func user(email: String) async throws -> User? {
-        try await pool.read { db in
+        try readNow { db in
             try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM users WHERE email = ?"), arguments: [User.normalize(email: email)])
                 .map(User.init(row:))
         }
@@ -97,7 +97,7 @@ extension SQLiteStore: AccountStore {
     }
 
     public func device(apiKeyHash: String) async throws -> Device? {
-        let device = try await pool.read { db in
+        let device = try readNow { db in
             try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM devices WHERE api_key_hash = ?"), arguments: [apiKeyHash])
                 .map(Device.init(row:))
         }
@@ -112,7 +112,7 @@ extension SQLiteStore: AccountStore {
     }
 
     public func devices(userID: String) async throws -> [Device] {
-        try await pool.read { db in
+        try readNow { db in
             try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM devices WHERE user_id = ? ORDER BY created_at"), arguments: [userID])
                 .map(Device.init(row:))
         }

@@ -32,7 +32,7 @@ extension SQLiteStore: IntegrationStore {
     }
 
     public func integration(apiKeyHash: String) async throws -> Integration? {
-        try await pool.read { db in
+        try readNow { db in
             try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM integrations WHERE api_key_hash = ?"), arguments: [apiKeyHash]).map(
                 Integration.init(row:))
         }
