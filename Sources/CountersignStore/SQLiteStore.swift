@@ -76,7 +76,8 @@ public final class SQLiteStore: Sendable {
     /// and such a read takes a few microseconds: less than the two thread
     /// hand-offs of an asynchronous read, which took a quarter of the time of
     /// `POST /v1/approvals`. Scans and anything that may wait stay asynchronous.
-    func readNow<T>(_ body: (Database) throws -> T) throws -> T { try lookups.read(body) }
+    /// One statement each: its own snapshot, so no transaction around it.
+    func readNow<T>(_ body: (Database) throws -> T) throws -> T { try lookups.inDatabase(body) }
 }
 
 public enum StoreError: Error, CustomStringConvertible {

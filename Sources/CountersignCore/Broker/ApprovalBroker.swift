@@ -81,7 +81,7 @@ public actor ApprovalBroker {
         let due =
             shared
             ? try await store.dueRequests(now: now, limit: 1000)
-            : live.filter { ($0.deadline ?? .distantFuture) <= now }
+            : live.due(at: now)
         for request in due {
             var machine = ApprovalStateMachine(request)
             guard let transition = machine.expireIfDue(at: now) else { continue }

@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 
 /// The broker's pending and approved requests, by id. Only the broker writes,
@@ -32,6 +33,20 @@ final class LiveIndex: Sendable {
         requests.withLock { requests in
             requests.reserveCapacity(requests.count + boxes.count)
             for box in boxes { requests[box.request.id] = box }
+        }
+    }
+
+    /// The requests whose deadline (expiry, or the end of the completion
+    /// window) is at or before `now`. Each is read in place; only those due
+    /// are copied out (a copy of every request made the sweep a twelfth of the
+    /// daemon's time at 200k live).
+    func due(at now: Date) -> [ApprovalRequest] {
+        requests.withLock { requests in
+            var due: [ApprovalRequest] = []
+            for box in requests.values where (box.request.deadline ?? .distantFuture) <= now {
+                due.append(box.request)
+            }
+            return due
         }
     }
 
