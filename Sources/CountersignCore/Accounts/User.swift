@@ -28,6 +28,6 @@ public struct User: Sendable, Equatable {
 
     /// The form under which emails are stored and compared.
     public static func normalize(email: String) -> String {
-        email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        email.trimmingWhitespace().lowercased()
     }
 }

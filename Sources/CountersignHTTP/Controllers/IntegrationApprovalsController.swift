@@ -105,7 +105,8 @@ struct IntegrationApprovalsController: Sendable {
         let integration = try await authenticator.integration(for: request)
         let checked = try Self.check(try await request.decodeJSON(as: CreateBody.self, context: context))
         let key = try Self.idempotencyKey(request)
-        let requestHash = checked.hash
+        // Hashed only when a repeat has to be recognised.
+        let requestHash = key == nil ? "" : checked.hash
         if let key, let earlier = try await firstAnswer(integration: integration, key: key, requestHash: requestHash) { return earlier }
         try await abuse.hit(
             .approvalsPerIntegration, integration.id, "Too many approvals created by this integration. Please slow down.", context: context,
