@@ -23,7 +23,8 @@ Rows:
   restart    kill -9 with those requests live, then start → READY=1 (sd_notify)
   longpoll   --held long polls held at once from distinct X-Forwarded-For
              addresses: RSS per waiting poll, and when the last is answered
-             after the approval
+             after the approval; beside it the bare route holding as many
+             requests open (its /held route), the framework's own cost
   push       prompts/s through the whole daemon (initiate → fan-out → FCM send)
              to the nginx stub ÷ firebase-admin's send_each/send_each_async to
              the same stub; and the same daemon against the stub's early-answer
@@ -357,10 +358,49 @@ def row_memory_and_restart(args, rows):
         rows.append(("kill -9, restart → READY", f"{ready - began:.2f} s with {reloaded:,} live (RSS after {rss / 1024:.0f} MiB)", "≤ 2 s with 100k"))
 
 
+def open_held(port, held, request_line):
+    """Opens `held` connections, each sending `request_line(index)`, from 8 threads; returns the sockets."""
+    sockets = []
+
+    def open_some(indices):
+        for index in indices:
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(request_line(index).encode())
+            sockets.append(s)
+
+    openers = [threading.Thread(target=open_some, args=(range(k, held, 8),)) for k in range(8)]
+    for opener in openers:
+        opener.start()
+    for opener in openers:
+        opener.join()
+    return sockets
+
+
+def bare_held_kib(args, held):
+    """The framework's own cost of a waiting request: the bare Hummingbird route holding `held` requests (KiB each)."""
+    port = free_port()
+    bare = subprocess.Popen([args.bare, str(port)], stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, bare)
+        time.sleep(1)
+        before = rss_kib(bare.pid)
+        sockets = open_held(port, held, lambda _: "GET /held?wait=60 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        time.sleep(2)
+        after = rss_kib(bare.pid)
+        for s in sockets:
+            s.close()
+        return (after - before) / held
+    finally:
+        bare.terminate()
+        bare.wait()
+
+
 def row_longpoll(args, rows):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     held = min(args.held, hard - 500)
+    reference = bare_held_kib(args, held)
+    log(f"longpoll: the bare route holding {held:,} requests: {reference:.1f} KiB each")
     extra = RAISED + ["--request-ttl", "3600", "--trusted-proxy", "127.0.0.1", "--long-polls-per-address", "1000000",
                       "--long-polls-max", "1000000", "--idle-timeout", "120"]
     with Daemon(args.binary, extra) as daemon:
@@ -371,22 +411,14 @@ def row_longpoll(args, rows):
         request = started["requestId"]
         time.sleep(1)
         before = daemon.rss_kib()
-        sockets = []
         opened = time.perf_counter()
 
-        def open_polls(indices):
-            for index in indices:
-                s = socket.create_connection(("127.0.0.1", daemon.port))
-                address = f"10.{index >> 16 & 255}.{index >> 8 & 255}.{index & 255}"
-                s.sendall(f"GET /api/mobile/auth/reset/phone/status/{request}?wait=30 HTTP/1.1\r\n"
-                          f"Host: localhost\r\nX-Forwarded-For: {address}\r\n\r\n".encode())
-                sockets.append(s)
+        def poll(index):
+            address = f"10.{index >> 16 & 255}.{index >> 8 & 255}.{index & 255}"
+            return (f"GET /api/mobile/auth/reset/phone/status/{request}?wait=30 HTTP/1.1\r\n"
+                    f"Host: localhost\r\nX-Forwarded-For: {address}\r\n\r\n")
 
-        openers = [threading.Thread(target=open_polls, args=(range(k, held, 8),)) for k in range(8)]
-        for opener in openers:
-            opener.start()
-        for opener in openers:
-            opener.join()
+        sockets = open_held(daemon.port, held, poll)
         log(f"longpoll: {held:,} sent in {time.perf_counter() - opened:.1f} s")
         # Every poll parked: waiting count from the broker's gauge is not exported, so wait until none is answered early.
         time.sleep(2)
@@ -415,7 +447,8 @@ def row_longpoll(args, rows):
         per = (after - before) * 1024 / held
         log(f"longpoll: RSS {before / 1024:.0f} → {after / 1024:.0f} MiB: {per / 1024:.1f} KiB each; {early} answered early; "
             f"{answered:,} answered ({approved:,} approved), the last {last - sent:.2f} s after the approval")
-        rows.append((f"{held:,} long polls held at once", f"{per / 1024:.1f} KiB each (RSS {before / 1024:.0f} → {after / 1024:.0f} MiB); "
+        rows.append((f"{held:,} long polls held at once", f"{per / 1024:.1f} KiB each (RSS {before / 1024:.0f} → {after / 1024:.0f} MiB; "
+                     f"the bare route holding as many: {reference:.1f} KiB each); "
                      f"{approved:,}/{held:,} answered approved ({early} early), last after {last - sent:.2f} s", "≤ 16 KB each; all within 0.5 s"))
 
 

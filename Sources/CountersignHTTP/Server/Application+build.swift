@@ -58,17 +58,20 @@ func outboxServices(_ dependencies: AppDependencies, logger: Logger) -> [any Ser
 /// Every route of the API, behind the middleware chain.
 public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestContext> {
     let router = Router(context: AppRequestContext.self)
-    // Middleware runs in the order added, each wrapping the ones after it:
-    // 1. the access log sees every request, with the final status;
-    router.add(middleware: AccessLogMiddleware())
-    // 2. metrics count every answer, errors included, by route template;
-    router.add(middleware: MetricsMiddleware(metrics: dependencies.metrics))
-    // 3. from here out, every failure becomes the contract's error body;
-    router.add(middleware: ErrorMiddleware())
-    // 4. a declared body over the limit is refused before anything reads it;
-    router.add(middleware: BodyLimitMiddleware())
-    // 5. the client address is settled before any rate limit or audit reads it.
-    router.add(middleware: ClientAddressMiddleware(trusted: dependencies.trustedProxies))
+    // Middleware runs in the order listed, each wrapping the ones after it,
+    // built as one stack of fixed types: one responder instead of five.
+    router.addMiddleware {
+        // 1. the access log sees every request, with the final status;
+        AccessLogMiddleware()
+        // 2. metrics count every answer, errors included, by route template;
+        MetricsMiddleware(metrics: dependencies.metrics)
+        // 3. from here out, every failure becomes the contract's error body;
+        ErrorMiddleware()
+        // 4. a declared body over the limit is refused before anything reads it;
+        BodyLimitMiddleware()
+        // 5. the client address is settled before any rate limit or audit reads it.
+        ClientAddressMiddleware(trusted: dependencies.trustedProxies)
+    }
 
     let abuse = AbuseGuard(limits: dependencies.rateLimits, metrics: dependencies.metrics)
     let authenticator = DeviceAuthenticator(accounts: dependencies.store)
