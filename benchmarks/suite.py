@@ -391,7 +391,7 @@ def bare_held_kib(args, held):
             s.close()
         return (after - before) / held
     finally:
-        bare.terminate()
+        bare.kill()  # a graceful stop would wait out the held requests
         bare.wait()
 
 

@@ -4,6 +4,7 @@ import JWTKit
 import Logging
 import NIOCore
 import NIOHTTP1
+import Synchronization
 
 /// OAuth2 access tokens for FCM from a service account: an RS256 assertion
 /// signed with the account's key, exchanged at its `token_uri`, cached and
@@ -25,7 +26,7 @@ public actor AccessTokenProvider {
         }
     }
 
-    struct Token {
+    struct Token: Sendable {
         var value: String
         var expiresAt: Date
     }
@@ -34,7 +35,12 @@ public actor AccessTokenProvider {
     private let client: HTTPClient
     private let keys: JWTKeyCollection
     private let logger: Logger
-    private var cached: Token?
+    private var cached: Token? {
+        didSet { current.withLock { $0 = cached } }
+    }
+    /// ``cached`` for ``token()``'s fast path: read without a hop onto the actor,
+    /// which every push made, one per message.
+    private let current = Mutex<Token?>(nil)
     private var refreshing: Task<Token, any Error>?
     /// Token exchanges made so far (for the benchmark and tests).
     public private(set) var exchanges = 0
@@ -62,7 +68,14 @@ public actor AccessTokenProvider {
     /// A valid access token, exchanging a new one when none is cached or it
     /// expires within five minutes. When that early refresh fails, the cached
     /// token is still good until it expires: it is used, and the next call tries again.
-    public func token() async throws -> String {
+    public nonisolated func token() async throws -> String {
+        if let token = current.withLock({ $0 }), token.expiresAt.timeIntervalSinceNow > Self.refreshMargin {
+            return token.value
+        }
+        return try await refreshedToken()
+    }
+
+    private func refreshedToken() async throws -> String {
         if let cached, cached.expiresAt.timeIntervalSinceNow > Self.refreshMargin {
             return cached.value
         }

@@ -55,9 +55,11 @@ public final class FCMSender: PushSender {
         self.client = client
         self.configuration = configuration
         self.deadTokens = deadTokens
+        self.sendURL = "\(configuration.endpoint)/v1/projects/\(account.projectID)/messages:send"
     }
 
-    var sendURL: String { "\(configuration.endpoint)/v1/projects/\(account.projectID)/messages:send" }
+    /// `messages:send` of the account's project, made once.
+    let sendURL: String
 
     /// `ok`; `auth_error` (credentials or permissions refused) or `misconfigured` (a
     /// 404 naming no token: wrong project id or endpoint), while nothing succeeded
@@ -74,9 +76,8 @@ public final class FCMSender: PushSender {
 
     public func send(_ job: PushJob, to device: Device, logger: Logger) async -> PushOutcome {
         guard let token = device.fcmToken else { return .rejected }
-        var logger = logger
-        logger[metadataKey: "device"] = "\(device.id)"
-        logger[metadataKey: "token"] = "\(Device.tokenSuffix(token))"
+        // The device's metadata is built only when a line is logged: most sends log none.
+        let logger = DeviceLogger(base: logger, deviceID: device.id, token: token)
         let deadline: Date =
             switch job {
             case .prompt(_, _, _, let expiresAt, _, _): expiresAt
@@ -89,7 +90,7 @@ public final class FCMSender: PushSender {
             do {
                 try await deadTokens.disablePush(deviceID: device.id, fcmToken: token)
             } catch {
-                logger.error("cannot disable push for a dead token", metadata: ["error": "\(error)"])
+                logger.tagged.error("cannot disable push for a dead token", metadata: ["error": "\(error)"])
             }
         case .sent:
             record.withLock { $0.lastSuccess = Date() }
@@ -105,66 +106,66 @@ public final class FCMSender: PushSender {
         return outcome
     }
 
-    private func deliver(_ job: PushJob, token: String, deadline: Date, logger: Logger) async -> PushOutcome {
+    private func deliver(_ job: PushJob, token: String, deadline: Date, logger: DeviceLogger) async -> PushOutcome {
         var refreshedAfter401 = false
         var attempt = 0
         while true {
             attempt += 1
             guard let message = FCMMessageBuilder.message(for: job, token: token, now: Date()), Date() < deadline else {
-                logger.notice("push dropped: it can no longer arrive before the request expires")
+                logger.tagged.notice("push dropped: it can no longer arrive before the request expires")
                 return .dropped
             }
             do {
                 try await post(message, validateOnly: false)
-                logger.debug("push sent", metadata: ["attempt": "\(attempt)"])
+                if logger.base.logLevel <= .debug { logger.tagged.debug("push sent", metadata: ["attempt": "\(attempt)"]) }
                 return .sent
             } catch let failure as FCMFailure {
                 if failure.needsFreshToken && !refreshedAfter401 {
                     refreshedAfter401 = true
-                    logger.notice("FCM refused the access token; refreshing it and retrying once")
+                    logger.tagged.notice("FCM refused the access token; refreshing it and retrying once")
                     continue
                 }
                 if failure.tokenIsDead {
-                    logger.notice("push token is dead; push disabled for this device", metadata: ["fcm": "\(failure.shortDescription)"])
+                    logger.tagged.notice("push token is dead; push disabled for this device", metadata: ["fcm": "\(failure.shortDescription)"])
                     return .tokenDead
                 }
                 if failure.isAuthFault || failure.needsFreshToken {
-                    logger.error(
+                    logger.tagged.error(
                         "FCM refused our credentials; nothing disabled",
                         metadata: ["fcm": "\(failure.shortDescription)", "detail": "\(failure.message)", "check": "\(failure.hint)"])
                     return .authError
                 }
                 if failure.isMisconfiguration {
-                    logger.error(
+                    logger.tagged.error(
                         "FCM does not know where we send; nothing disabled",
                         metadata: ["fcm": "\(failure.shortDescription)", "detail": "\(failure.message)", "check": "\(failure.hint)"])
                     return .misconfigured
                 }
                 guard failure.isRetryable else {
-                    logger.error("FCM rejected the message", metadata: ["fcm": "\(failure.shortDescription)", "detail": "\(failure.message)"])
+                    logger.tagged.error("FCM rejected the message", metadata: ["fcm": "\(failure.shortDescription)", "detail": "\(failure.message)"])
                     return .rejected
                 }
                 guard attempt < configuration.maxAttempts else {
-                    logger.warning("push gave up after \(attempt) attempts", metadata: ["fcm": "\(failure.shortDescription)"])
+                    logger.tagged.warning("push gave up after \(attempt) attempts", metadata: ["fcm": "\(failure.shortDescription)"])
                     return .dropped
                 }
                 let delay = backoff(attempt: attempt, retryAfter: failure.retryAfter)
                 guard Date().addingTimeInterval(delay) < deadline else {
-                    logger.notice(
+                    logger.tagged.notice(
                         "push dropped: the next retry would come after the request expires", metadata: ["fcm": "\(failure.shortDescription)"])
                     return .dropped
                 }
-                logger.debug("push will be retried", metadata: ["fcm": "\(failure.shortDescription)", "in": "\(delay)"])
+                logger.tagged.debug("push will be retried", metadata: ["fcm": "\(failure.shortDescription)", "in": "\(delay)"])
                 try? await Task.sleep(for: .seconds(delay))
             } catch {
                 // Connection failures: retried like UNAVAILABLE.
                 guard attempt < configuration.maxAttempts else {
-                    logger.warning("push gave up after \(attempt) attempts", metadata: ["error": "\(error)"])
+                    logger.tagged.warning("push gave up after \(attempt) attempts", metadata: ["error": "\(error)"])
                     return .dropped
                 }
                 let delay = backoff(attempt: attempt, retryAfter: nil)
                 guard Date().addingTimeInterval(delay) < deadline else { return .dropped }
-                logger.debug("push will be retried after a transport error", metadata: ["error": "\(error)"])
+                logger.tagged.debug("push will be retried after a transport error", metadata: ["error": "\(error)"])
                 try? await Task.sleep(for: .seconds(delay))
             }
         }
@@ -195,5 +196,19 @@ public final class FCMSender: PushSender {
             if failure.needsFreshToken { await tokens.invalidate(accessToken) }
             throw failure
         }
+    }
+}
+
+/// A send's logger, tagged with its device and token suffix when a line is written.
+struct DeviceLogger {
+    let base: Logger
+    let deviceID: String
+    let token: String
+
+    var tagged: Logger {
+        var logger = base
+        logger[metadataKey: "device"] = "\(deviceID)"
+        logger[metadataKey: "token"] = "\(Device.tokenSuffix(token))"
+        return logger
     }
 }
