@@ -169,7 +169,7 @@ public enum FCMMessageBuilder {
 
     /// The JSON body, or `nil` when it would exceed FCM's size limit. Written
     /// field by field (``FCMSendBody/plainJSON``) when no string in it holds a
-    /// control character, by ``encoder`` otherwise: the same bytes either way.
+    /// control character or DEL, by ``encoder`` otherwise: the same bytes either way.
     public static func encode(_ message: FCMMessage, validateOnly: Bool = false) throws -> Data? {
         let body = FCMSendBody(message: message, validateOnly: validateOnly ? true : nil)
         let data = try body.plainJSON.map { Data($0) } ?? encoder.encode(body)
@@ -306,8 +306,4 @@ struct PlainJSONWriter {
         }
         bytes.append(UInt8(ascii: "\""))
     }
-}
-
-extension Unicode.GeneralCategory {
-    fileprivate var isControl: Bool { self == .control || self == .format }
 }

@@ -67,7 +67,7 @@ public final class SQLiteStore: Sendable {
     }
 
     public func close() throws {
-        try lookups.close()
+        defer { try? lookups.close() }
         try pool.close()
     }
 

@@ -13,6 +13,7 @@ import Testing
         await propertyCheck(count: 500, input: Gen.element(of: pieces).array(of: 0...12)) { characters in
             let text = String(characters.compactMap { $0 })
             #expect(text.trimmingWhitespace() == text.trimmingCharacters(in: .whitespacesAndNewlines), "\(text.debugDescription)")
+            #expect(text.trimmingSpaces() == text.trimmingCharacters(in: .whitespaces), "\(text.debugDescription)")
         }
         #expect(User.normalize(email: " \u{3000}Ana@Example.COM\r\n") == "ana@example.com")
     }

@@ -5,14 +5,21 @@ extension StringProtocol {
     /// without the bridge through `NSString` that made it a request's
     /// costliest string call.
     public func trimmingWhitespace() -> String {
-        let scalars = String(self).unicodeScalars
-        guard let first = scalars.firstIndex(where: { !Self.isTrimmed($0) }),
-            let last = scalars.lastIndex(where: { !Self.isTrimmed($0) })
-        else { return "" }
-        return String(scalars[first...last])
+        trimming { $0.properties.isWhitespace || $0 == "\u{200B}" }
     }
 
-    private static func isTrimmed(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.properties.isWhitespace || scalar == "\u{200B}"
+    /// Without leading and trailing spaces, the scalars
+    /// `trimmingCharacters(in: .whitespaces)` trims: general category Zs,
+    /// U+0009 and U+200B (no line ends).
+    public func trimmingSpaces() -> String {
+        trimming { $0.properties.generalCategory == .spaceSeparator || $0 == "\t" || $0 == "\u{200B}" }
+    }
+
+    private func trimming(_ isTrimmed: (Unicode.Scalar) -> Bool) -> String {
+        let scalars = String(self).unicodeScalars
+        guard let first = scalars.firstIndex(where: { !isTrimmed($0) }),
+            let last = scalars.lastIndex(where: { !isTrimmed($0) })
+        else { return "" }
+        return String(scalars[first...last])
     }
 }

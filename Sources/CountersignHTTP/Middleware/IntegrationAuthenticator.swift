@@ -12,7 +12,7 @@ struct IntegrationAuthenticator: Sendable {
         guard let authorization = request.headers[.authorization] else { throw APIError.integrationUnauthorized }
         let parts = authorization.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw APIError.integrationUnauthorized }
-        let key = parts[1].trimmingWhitespace()
+        let key = parts[1].trimmingSpaces()
         guard key.hasPrefix("csk_"), SecureToken.isWellFormed(key.dropFirst(4), maxLength: 128),
             let integration = try await integrations.integration(apiKeyHash: SecureToken.sha256Hex(key)), integration.enabled
         else {
