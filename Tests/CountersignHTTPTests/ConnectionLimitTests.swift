@@ -48,6 +48,29 @@ import Testing
         }
     }
 
+    @Test func onAKeptAliveConnectionEachHeadHasItsOwnDeadline() async throws {
+        try await withTestDaemon(configure: {
+            $0.idleTimeout = .seconds(30)
+            $0.headTimeout = .seconds(1)
+        }) { daemon in
+            let connection = try RawConnection(port: try Self.port(daemon))
+            // Whole requests for longer than the deadline: none is late, so none is cut.
+            for _ in 0..<8 {
+                connection.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            let answers = await connection.read(for: .milliseconds(300))
+            #expect(answers.components(separatedBy: "HTTP/1.1 200").count - 1 == 8)
+            // Then a head that trickles: closed at its own deadline, a second after
+            // its first byte, not at a deadline an earlier request started.
+            let started = ContinuousClock.now
+            connection.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
+            let closed = try #require(await connection.waitForClose(limit: .seconds(5)))
+            #expect(ContinuousClock.now - started >= .milliseconds(950))
+            #expect(!closed.text.contains("200"))
+        }
+    }
+
     @Test func longPollsOverTheAddressCapAreAnsweredAtOnce() async throws {
         try await withTestDaemon(configure: { $0.longPollsPerAddress = 2 }) { daemon in
             let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)

@@ -43,6 +43,28 @@ final class RawConnection {
         }
     }
 
+    /// What the server sends within `duration`, whether or not it closes.
+    func read(for duration: Duration) async -> String {
+        await withCheckedContinuation { continuation in
+            let connection = UncheckedBox(self)
+            Thread.detachNewThread { continuation.resume(returning: connection.value.blockingRead(for: duration)) }
+        }
+    }
+
+    private func blockingRead(for duration: Duration) -> String {
+        let started = ContinuousClock.now
+        var timeout = timeval(tv_sec: 0, tv_usec: 50_000)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while ContinuousClock.now - started < duration {
+            let count = recv(descriptor, &buffer, buffer.count, 0)
+            if count > 0 { received += buffer[0..<count] }
+            if count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) { break }
+        }
+        return String(decoding: received, as: UTF8.self)
+    }
+
     private func blockingWaitForClose(limit: Duration) -> (text: String, after: Duration)? {
         let started = ContinuousClock.now
         var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
