@@ -141,6 +141,34 @@ import Testing
         }
     }
 
+    /// Long polls nothing answers end at their own timeouts: one timer serves
+    /// every waiter, so a shorter wait parked after a longer one must bring it forward.
+    @Test func unansweredLongPollsEndAtTheirOwnTimeouts() async throws {
+        try await Self.withHarness { harness in
+            _ = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
+            let broker = try await harness.broker()
+            let (request, _) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
+            func timedWait(_ timeout: Duration) async throws -> (ApprovalState?, Duration) {
+                let started = ContinuousClock.now
+                let state = try await broker.waitForChange(of: request.id, timeout: timeout)?.state
+                return (state, ContinuousClock.now - started)
+            }
+            async let long = timedWait(.seconds(8))
+            try await Task.sleep(for: .milliseconds(200))
+            async let short = timedWait(.seconds(1))
+            let (shortState, shortWait) = try await short
+            #expect(shortState == .pending)
+            #expect(shortWait >= .seconds(1))
+            #expect(shortWait < .seconds(5), "the shorter wait ran to the longer one's timer")
+            let (longState, longWait) = try await long
+            #expect(longState == .pending)
+            #expect(longWait >= .seconds(8))
+            #expect(await broker.waiters.isEmpty)
+            // Both timeouts fired: none is left to sleep for.
+            #expect(await broker.timeoutTimer == nil)
+        }
+    }
+
     @Test func aNewRequestSupersedesThePendingOneAndWakesItsLongPoll() async throws {
         try await Self.withHarness { harness in
             _ = try await harness.store.createUser(email: Self.email, passwordHash: "hash")

@@ -1,3 +1,5 @@
+import HeapModule
+
 /// Long polling: a requester waits for its pending request to change.
 ///
 /// Each waiter is a continuation parked in `waiters[id][number]`; whoever
@@ -32,11 +34,7 @@ extension ApprovalBroker {
     func park(_ id: String, for timeout: Duration, unlessChangedFrom version: Int) async {
         let number = nextWaiter
         nextWaiter += 1
-        let timer = Task { [weak self] in
-            // Cancelled once the waiter was woken otherwise: then no hop back onto the actor.
-            guard (try? await Task.sleep(for: timeout)) != nil else { return }
-            await self?.wake(id, waiter: number)
-        }
+        schedule(WaiterTimeout(at: ContinuousClock.now.advanced(by: timeout), id: id, number: number))
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 // The cancel-while-registering race: the caller may be cancelled
@@ -57,7 +55,36 @@ extension ApprovalBroker {
         } onCancel: {
             Task { await self.wake(id, waiter: number) }
         }
-        timer.cancel()
+    }
+
+    /// Keeps `timeout` until it is due. One task sleeps until the soonest
+    /// timeout of all waiters, where a task per waiter cost each waiting poll
+    /// its own task and each woken one a cancelled sleep to run. A timeout
+    /// whose waiter was woken otherwise stays in the heap until it is due, then wakes nothing.
+    func schedule(_ timeout: WaiterTimeout) {
+        timeouts.insert(timeout)
+        if let armed = timeoutTimer, armed.at <= timeout.at { return }
+        armTimer(for: timeout.at)
+    }
+
+    private func armTimer(for instant: ContinuousClock.Instant) {
+        timeoutTimer?.task.cancel()
+        let task = Task { [weak self] in
+            guard (try? await Task.sleep(until: instant, clock: .continuous)) != nil else { return }
+            await self?.fireTimeouts()
+        }
+        timeoutTimer = (task, instant)
+    }
+
+    /// Wakes every waiter whose timeout is due, then sleeps until the next.
+    func fireTimeouts() {
+        timeoutTimer = nil
+        let now = ContinuousClock.now
+        while let soonest = timeouts.min, soonest.at <= now {
+            timeouts.removeMin()
+            wake(soonest.id, waiter: soonest.number)
+        }
+        if let next = timeouts.min { armTimer(for: next.at) }
     }
 
     /// Answers every long poll now and every later one at once: the server is shutting down.
@@ -89,4 +116,14 @@ extension ApprovalBroker {
         if waiters[id]?.isEmpty == true { waiters[id] = nil }
         continuation.resume()
     }
+}
+
+/// When a long-poll waiter stops waiting, if nothing woke it before.
+struct WaiterTimeout: Comparable, Sendable {
+    let at: ContinuousClock.Instant
+    let id: String
+    let number: Int
+
+    static func < (lhs: Self, rhs: Self) -> Bool { (lhs.at, lhs.number) < (rhs.at, rhs.number) }
+    static func == (lhs: Self, rhs: Self) -> Bool { lhs.number == rhs.number }
 }

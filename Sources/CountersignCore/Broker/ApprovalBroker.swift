@@ -1,4 +1,5 @@
 import Foundation
+import HeapModule
 import Logging
 
 /// Owns the live approval requests: applies the decisions of
@@ -34,6 +35,10 @@ public actor ApprovalBroker {
     /// Long-poll waiters, by request id, then by waiter number (see `ApprovalBroker+LongPoll.swift`).
     var waiters: [String: [Int: CheckedContinuation<Void, Never>]] = [:]
     var nextWaiter = 0
+    /// Every parked waiter's timeout, soonest first, and the one task that
+    /// sleeps until the soonest (see `ApprovalBroker+LongPoll.swift`).
+    var timeouts = Heap<WaiterTimeout>()
+    var timeoutTimer: (task: Task<Void, Never>, at: ContinuousClock.Instant)?
     /// Set on shutdown: every long poll is answered at once.
     var draining = false
     /// When the expiry sweep last completed: the watchdog's sign of life.
