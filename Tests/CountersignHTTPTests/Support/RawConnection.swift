@@ -37,21 +37,24 @@ final class RawConnection {
     /// The blocking reads run on a thread of their own: the daemon under test
     /// shares the cooperative pool with the test, and must keep answering.
     func waitForClose(limit: Duration) async -> (text: String, after: Duration)? {
-        await withCheckedContinuation { continuation in
-            let connection = UncheckedBox(self)
-            Thread.detachNewThread { continuation.resume(returning: connection.value.blockingWaitForClose(limit: limit)) }
-        }
+        let (text, closedAfter) = await receive(for: limit)
+        return closedAfter.map { (text, $0) }
     }
 
     /// What the server sends within `duration`, whether or not it closes.
     func read(for duration: Duration) async -> String {
+        await receive(for: duration).text
+    }
+
+    /// Reads for `duration` or until the server closes; the close's time, if it closed.
+    private func receive(for duration: Duration) async -> (text: String, closedAfter: Duration?) {
         await withCheckedContinuation { continuation in
             let connection = UncheckedBox(self)
-            Thread.detachNewThread { continuation.resume(returning: connection.value.blockingRead(for: duration)) }
+            Thread.detachNewThread { continuation.resume(returning: connection.value.blockingReceive(for: duration)) }
         }
     }
 
-    private func blockingRead(for duration: Duration) -> String {
+    private func blockingReceive(for duration: Duration) -> (text: String, closedAfter: Duration?) {
         let started = ContinuousClock.now
         var timeout = timeval(tv_sec: 0, tv_usec: 50_000)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -60,26 +63,11 @@ final class RawConnection {
         while ContinuousClock.now - started < duration {
             let count = recv(descriptor, &buffer, buffer.count, 0)
             if count > 0 { received += buffer[0..<count] }
-            if count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) { break }
-        }
-        return String(decoding: received, as: UTF8.self)
-    }
-
-    private func blockingWaitForClose(limit: Duration) -> (text: String, after: Duration)? {
-        let started = ContinuousClock.now
-        var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while ContinuousClock.now - started < limit {
-            let count = recv(descriptor, &buffer, buffer.count, 0)
-            if count == 0 { return (String(decoding: received, as: UTF8.self), ContinuousClock.now - started) }
-            if count > 0 { received += buffer[0..<count] }
-            if count < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
+            if count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
                 return (String(decoding: received, as: UTF8.self), ContinuousClock.now - started)
             }
         }
-        return nil
+        return (String(decoding: received, as: UTF8.self), nil)
     }
 }
 
