@@ -13,7 +13,7 @@ Only 127.0.0.1 is contacted. Usage:
 """
 import argparse, http.client, json, statistics, threading, time
 
-from daemon import serving
+from daemon import percentile, serving
 
 
 def call(conn, method, path, body=None, key=None):
@@ -23,11 +23,6 @@ def call(conn, method, path, body=None, key=None):
     conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
     response = conn.getresponse()
     return response.status, json.loads(response.read() or b"{}")
-
-
-def percentile(values, p):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
 def main():

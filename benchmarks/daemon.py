@@ -16,6 +16,25 @@ def rss_kib(pid):
     return -1
 
 
+def percentile(values, p):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def wait_for_port(port, process, seconds=60):
+    """Returns once something listens on `port`; raises if `process` exits first or `seconds` pass."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"process exited with {process.returncode} before listening on {port}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port} after {seconds} s")
+
+
 @contextlib.contextmanager
 def serving(binary, extra_arguments=(), users=()):
     """Yields (process, port, database) for a daemon on a fresh database in a
@@ -31,12 +50,7 @@ def serving(binary, extra_arguments=(), users=()):
         [binary, "serve", "--database", database, "--listen", f"127.0.0.1:{port}", "--log-level", "error", *extra_arguments],
         stderr=subprocess.DEVNULL)
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_for_port(port, daemon, seconds=30)
         yield daemon, port, database
     finally:
         daemon.terminate()

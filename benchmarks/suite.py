@@ -34,7 +34,7 @@ import argparse, http.client, json, os, platform, re, resource, selectors, shuti
 import subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon import free_port, rss_kib  # noqa: E402
+from daemon import free_port, percentile, rss_kib, wait_for_port  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PASSWORD = "correct horse battery"
@@ -50,27 +50,9 @@ def log(message):
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def percentile(values, p):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
-
-
 def histogram(values):
     return (f"p50 {statistics.median(values):.2f} · p95 {percentile(values, 95):.2f} · "
             f"p99 {percentile(values, 99):.2f} · max {max(values):.2f} ms")
-
-
-def wait_for_port(port, process, seconds=60):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"process exited with {process.returncode} before listening on {port}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port} after {seconds} s")
 
 
 class Daemon:

@@ -35,12 +35,14 @@ public actor AccessTokenProvider {
     private let client: HTTPClient
     private let keys: JWTKeyCollection
     private let logger: Logger
-    private var cached: Token? {
-        didSet { current.withLock { $0 = cached } }
-    }
-    /// ``cached`` for ``token()``'s fast path: read without a hop onto the actor,
-    /// which every push made, one per message.
+    /// The token, behind a lock so that ``token()``'s fast path reads it
+    /// without a hop onto the actor (every push made one, one per message).
+    /// Written only on the actor.
     private let current = Mutex<Token?>(nil)
+    private var cached: Token? {
+        get { current.withLock { $0 } }
+        set { current.withLock { $0 = newValue } }
+    }
     private var refreshing: Task<Token, any Error>?
     /// Token exchanges made so far (for the benchmark and tests).
     public private(set) var exchanges = 0

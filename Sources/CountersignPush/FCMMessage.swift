@@ -81,7 +81,7 @@ public enum FCMMessageBuilder {
                 "type": "approval_request",
                 "requestId": requestID,
                 "action": action.rawValue,
-                "expiresAt": timestamp(expiresAt),
+                "expiresAt": Timestamp.string(expiresAt),
             ]
             if let prompt {
                 // The integration's words: its backend is trusted, and the contract shows them.
@@ -161,10 +161,6 @@ public enum FCMMessageBuilder {
     static func body(for action: ApprovalAction, requester: RequesterInfo) -> String {
         let what = action == .passwordReset ? "A password reset" : "An approval (\(action.rawValue))"
         return "\(what) was requested from \(requester.ip). Open to approve or deny."
-    }
-
-    static func timestamp(_ date: Date) -> String {
-        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt))
     }
 
     /// The JSON body, or `nil` when it would exceed FCM's size limit. Written

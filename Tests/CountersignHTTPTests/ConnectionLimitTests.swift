@@ -12,6 +12,12 @@ import Testing
         try #require(daemon.base.split(separator: ":").last.flatMap { Int($0) })
     }
 
+    /// A one-second header deadline, well inside the idle timeout.
+    static func oneSecondHeadDeadline(_ configuration: inout ServeConfiguration) {
+        configuration.idleTimeout = .seconds(30)
+        configuration.headTimeout = .seconds(1)
+    }
+
     @Test func anIdleConnectionIsClosed() async throws {
         try await withTestDaemon(configure: { $0.idleTimeout = .seconds(1) }) { daemon in
             let silent = try RawConnection(port: try Self.port(daemon))
@@ -28,10 +34,7 @@ import Testing
     }
 
     @Test func aRequestWhoseHeadersTrickleIsClosedAtTheHeaderDeadline() async throws {
-        try await withTestDaemon(configure: {
-            $0.idleTimeout = .seconds(30)
-            $0.headTimeout = .seconds(1)
-        }) { daemon in
+        try await withTestDaemon(configure: Self.oneSecondHeadDeadline) { daemon in
             let slow = try RawConnection(port: try Self.port(daemon))
             slow.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
             let closed = try #require(await slow.waitForClose(limit: .seconds(5)))
@@ -49,10 +52,7 @@ import Testing
     }
 
     @Test func onAKeptAliveConnectionEachHeadHasItsOwnDeadline() async throws {
-        try await withTestDaemon(configure: {
-            $0.idleTimeout = .seconds(30)
-            $0.headTimeout = .seconds(1)
-        }) { daemon in
+        try await withTestDaemon(configure: Self.oneSecondHeadDeadline) { daemon in
             let connection = try RawConnection(port: try Self.port(daemon))
             // Whole requests for longer than the deadline: none is late, so none is cut.
             for _ in 0..<8 {

@@ -37,21 +37,20 @@ final class LiveIndex: Sendable {
     }
 
     /// The requests whose deadline (expiry, or the end of the completion
-    /// window) is at or before `now`. Each is read in place; only those due
-    /// are copied out (a copy of every request made the sweep a twelfth of the
-    /// daemon's time at 200k live).
+    /// window) is at or before `now`.
     func due(at now: Date) -> [ApprovalRequest] {
-        requests.withLock { requests in
-            var due: [ApprovalRequest] = []
-            for box in requests.values where (box.request.deadline ?? .distantFuture) <= now {
-                due.append(box.request)
-            }
-            return due
-        }
+        filter { ($0.deadline ?? .distantFuture) <= now }
     }
 
+    /// The requests `isIncluded` accepts. Each is tested in place; only those
+    /// accepted are copied out (a copy of every request made the expiry sweep
+    /// a twelfth of the daemon's time at 200k live).
     func filter(_ isIncluded: (ApprovalRequest) -> Bool) -> [ApprovalRequest] {
-        requests.withLock { $0.values.lazy.map(\.request).filter(isIncluded) }
+        requests.withLock { requests in
+            var accepted: [ApprovalRequest] = []
+            for box in requests.values where isIncluded(box.request) { accepted.append(box.request) }
+            return accepted
+        }
     }
 
     func countsByState() -> [ApprovalState: Int] {

@@ -17,10 +17,10 @@ struct DeviceAuthenticator: Sendable {
     }
 
     static func apiKey(in request: Request) -> String? {
-        if let key = request.headers[.apiKey] { return key.trimmingCharacters(in: .whitespaces) }
+        if let key = request.headers[.apiKey] { return key.trimmingSpaces() }
         guard let authorization = request.headers[.authorization] else { return nil }
         let parts = authorization.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        return parts[1].trimmingCharacters(in: .whitespaces)
+        return parts[1].trimmingSpaces()
     }
 }

@@ -1,9 +1,10 @@
+import CountersignCore
 import Foundation
 
 /// Field checks shared by the routes: each failure names its field.
 enum Field {
     static func text(_ value: String, _ name: String, maxBytes: Int, allowEmpty: Bool = false) throws -> String {
-        let trimmed = value.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = value.trimmingWhitespace()
         if trimmed.isEmpty && !allowEmpty {
             throw APIError.invalidRequest("The field `\(name)` must not be empty.")
         }
