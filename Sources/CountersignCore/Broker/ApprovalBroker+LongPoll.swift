@@ -12,25 +12,38 @@ extension ApprovalBroker {
     /// the server drains. Answers with the state as a reader sees it then.
     /// Reads only a request of the requester `integrationID` (`nil`: the phone reset), as ``status(of:integrationID:)``.
     public func waitForChange(of id: String, integrationID: String? = nil, timeout: Duration) async throws -> ApprovalRequest? {
-        guard var request = try await status(of: id, integrationID: integrationID) else { return nil }
-        let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: timeout)
+        let deadline = ContinuousClock.now.advanced(by: timeout)
+        // Only the version is held while parked (see ``status(of:integrationID:)``
+        // on frame sizes); the request is read again for the answer.
+        var pending = try await pendingVersion(of: id, integrationID: integrationID)
         // A wake-up with nothing changed (``recheckAll()``) waits again for the time left.
-        while request.state == .pending, !draining, !Task.isCancelled {
-            let left = clock.now.duration(to: deadline)
+        while let version = pending, !draining, !Task.isCancelled {
+            let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else { break }
-            await park(id, for: left, unlessChangedFrom: request.version)
-            guard let now = try await status(of: id, integrationID: integrationID) else { return nil }
-            if now.version != request.version || now.state != .pending { return now }
-            request = now
+            await park(id, for: left, unlessChangedFrom: version)
+            pending = try await pendingVersion(of: id, integrationID: integrationID)
+            if pending != version { break }
         }
-        return request
+        return try await status(of: id, integrationID: integrationID)
+    }
+
+    /// The version of request `id` while the reader sees it pending; `nil` once it is not, or is not there.
+    @inline(never)
+    nonisolated private func pendingVersion(of id: String, integrationID: String?) async throws -> Int? {
+        Self.pendingVersion(try await status(of: id, integrationID: integrationID))
+    }
+
+    @inline(never)
+    private static func pendingVersion(_ request: ApprovalRequest?) -> Int? {
+        guard let request, request.state == .pending else { return nil }
+        return request.version
     }
 
     /// Parks the caller until the request changes, `timeout` passes, the caller is cancelled or the server drains.
     /// The read before parking was not on the actor: a transition committed in
     /// between has already woken the waiters it found, so a request whose index
     /// entry is no longer at `version` is not waited for.
+    @inline(never)
     func park(_ id: String, for timeout: Duration, unlessChangedFrom version: Int) async {
         let number = nextWaiter
         nextWaiter += 1
@@ -46,14 +59,20 @@ extension ApprovalBroker {
                 // cancellation itself; and since both run on the actor, one of
                 // the two always sees the other, and the continuation can never
                 // be left parked. The same holds for `draining`.
-                if Task.isCancelled || draining || hasMoved(id, pastVersion: version) {
-                    continuation.resume()
-                } else {
-                    waiters[id, default: [:]][number] = continuation
-                }
+                register(continuation, id, number, unlessChangedFrom: version)
             }
         } onCancel: {
             Task { await self.wake(id, waiter: number) }
+        }
+    }
+
+    /// Parks `continuation` as waiter `number` of request `id`, or resumes it at once.
+    @inline(never)
+    private func register(_ continuation: CheckedContinuation<Void, Never>, _ id: String, _ number: Int, unlessChangedFrom version: Int) {
+        if Task.isCancelled || draining || hasMoved(id, pastVersion: version) {
+            continuation.resume()
+        } else {
+            waiters[id, default: [:]][number] = continuation
         }
     }
 
@@ -61,6 +80,7 @@ extension ApprovalBroker {
     /// timeout of all waiters, where a task per waiter cost each waiting poll
     /// its own task and each woken one a cancelled sleep to run. A timeout
     /// whose waiter was woken otherwise stays in the heap until it is due, then wakes nothing.
+    @inline(never)
     func schedule(_ timeout: WaiterTimeout) {
         timeouts.insert(timeout)
         if let armed = timeoutTimer, armed.at <= timeout.at { return }

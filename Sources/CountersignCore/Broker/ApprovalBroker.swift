@@ -232,16 +232,31 @@ public actor ApprovalBroker {
     /// its deadline reads `expired`): an integration's own (`integrationID`),
     /// or with `nil` a phone reset's. Anyone else's is `nil`.
     /// Not on the actor: a read waits for no transition, sweep or wake-up.
+    ///
+    /// The work on the request is in synchronous functions: a waiting long
+    /// poll keeps the largest async frames its task ever held (a task's
+    /// allocator keeps its slabs until the task ends), and each copy of a
+    /// request held across an `await` is a few hundred bytes of them.
     nonisolated public func status(of id: String, integrationID: String? = nil) async throws -> ApprovalRequest? {
-        guard let request = try await current(id), request.integrationID == integrationID else { return nil }
-        return request
+        asSeenNow(try await load(id), ifMadeBy: integrationID)
     }
 
     /// The request as a reader must see it now, whoever made it.
     nonisolated func current(_ id: String) async throws -> ApprovalRequest? {
-        guard var request = try await load(id) else { return nil }
+        asSeenNow(try await load(id))
+    }
+
+    @inline(never)
+    nonisolated private func asSeenNow(_ request: ApprovalRequest?) -> ApprovalRequest? {
+        guard var request else { return nil }
         request.state = ApprovalStateMachine(request).state(at: now())
         return request
+    }
+
+    @inline(never)
+    nonisolated private func asSeenNow(_ request: ApprovalRequest?, ifMadeBy integrationID: String?) -> ApprovalRequest? {
+        guard let request, request.integrationID == integrationID else { return nil }
+        return asSeenNow(request)
     }
 
     public func complete(

@@ -199,14 +199,19 @@ struct IntegrationApprovalsController: Sendable {
         let integration = try await authenticator.integration(for: request)
         let id = try context.parameters.require("approvalId")
         let wait = try PhoneResetController.waitSeconds(request)
-        let approval: ApprovalRequest?
         let slot = "integration:" + integration.id
         if wait > 0, longPolls.acquire(slot) {
             defer { longPolls.release(slot) }
-            approval = try await broker.waitForChange(of: id, integrationID: integration.id, timeout: .seconds(wait))
-        } else {
-            approval = try await broker.status(of: id, integrationID: integration.id)
+            return try await answer(found: await broker.waitForChange(of: id, integrationID: integration.id, timeout: .seconds(wait)))
         }
+        return try await answer(found: await broker.status(of: id, integrationID: integration.id))
+    }
+
+    /// The status answer for `approval`, or not found. A function of its own,
+    /// so that the route's async frame, which a waiting long poll keeps, has no
+    /// room for this work (as ``PhoneResetController/StatusAnswer/init(found:)``).
+    @inline(never)
+    private func answer(found approval: ApprovalRequest?) async throws -> StatusAnswer {
         guard let approval else { throw APIError.approvalNotFound }
         var device: StatusAnswer.DeviceOut?
         if let deviceID = approval.respondingDeviceID {

@@ -68,6 +68,14 @@ struct PhoneResetController: Sendable {
                 }
         }
 
+        /// The answer for `request`, or not found. Out of line, so that the
+        /// status route's async frame (kept by each waiting long poll) holds no copy of the request.
+        @inline(never)
+        init(found request: ApprovalRequest?) throws {
+            guard let request else { throw APIError.notFound }
+            self.init(request)
+        }
+
         func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(requestId, forKey: .requestId)
@@ -104,16 +112,12 @@ struct PhoneResetController: Sendable {
         try await abuse.hit(.statusPollsPerIP, context.clientKey, AbuseGuard.Message.polls, context: context, request: request)
         let id = try context.parameters.require("requestId")
         let wait = try Self.waitSeconds(request)
-        let approval: ApprovalRequest?
         // Over the per-address or node cap, a long poll is answered at once (a plain poll).
         if wait > 0, longPolls.acquire(context.clientKey) {
             defer { longPolls.release(context.clientKey) }
-            approval = try await broker.waitForChange(of: id, timeout: .seconds(wait))
-        } else {
-            approval = try await broker.status(of: id)
+            return try StatusAnswer(found: await broker.waitForChange(of: id, timeout: .seconds(wait)))
         }
-        guard let approval else { throw APIError.notFound }
-        return StatusAnswer(approval)
+        return try StatusAnswer(found: await broker.status(of: id))
     }
 
     struct Success: ResponseEncodable {

@@ -29,6 +29,9 @@ struct AbuseGuard: Sendable {
 
     /// Counts an attempt before its work is done (failure limits): throws 429
     /// when over the limit. ``refund(_:_:)`` takes it back when it succeeds.
+    /// Out of line: inlined, its locals would widen the async frame of every
+    /// route that counts, which a waiting long poll keeps.
+    @inline(never)
     func reserve(
         _ name: RateLimitName, _ key: String, _ message: String, context: AppRequestContext, request: Request,
         userID: String? = nil, email: String? = nil
