@@ -59,18 +59,14 @@ func outboxServices(_ dependencies: AppDependencies, logger: Logger) -> [any Ser
 public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestContext> {
     let router = Router(context: AppRequestContext.self)
     // Middleware runs in the order listed, each wrapping the ones after it,
-    // built as one stack of fixed types: one responder instead of five.
+    // built as one stack of fixed types. Two, each doing several things: a
+    // waiting long poll keeps an async frame per level.
     router.addMiddleware {
-        // 1. the access log sees every request, with the final status;
-        AccessLogMiddleware()
-        // 2. metrics count every answer, errors included, by route template;
-        MetricsMiddleware(metrics: dependencies.metrics)
-        // 3. from here out, every failure becomes the contract's error body;
-        ErrorMiddleware()
-        // 4. a declared body over the limit is refused before anything reads it;
-        BodyLimitMiddleware()
-        // 5. the client address is settled before any rate limit or audit reads it.
-        ClientAddressMiddleware(trusted: dependencies.trustedProxies)
+        // 1. the access log and the metrics see every request, with the final status;
+        ObservingMiddleware(metrics: dependencies.metrics)
+        // 2. the client address is settled, a declared body over the limit
+        //    refused, and from here out every failure becomes the contract's error body.
+        EntryMiddleware(trusted: dependencies.trustedProxies)
     }
 
     let abuse = AbuseGuard(limits: dependencies.rateLimits, metrics: dependencies.metrics)

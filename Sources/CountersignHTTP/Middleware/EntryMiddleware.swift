@@ -3,21 +3,37 @@ import HTTPTypes
 import Hummingbird
 import Logging
 
-/// Turns every failure into the contract's error body, whatever threw it:
-/// no route, a too-large body, a broker refusal or an unexpected fault (logged,
-/// never shown).
-struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+/// Settles the client address (from `X-Forwarded-For` when the peer is a
+/// trusted proxy) before any rate limit or audit reads it, refuses a declared
+/// body over the limit before anything reads it, and turns every failure into
+/// the contract's error body, whatever threw it: no route, a too-large body, a
+/// broker refusal or an unexpected fault (logged, never shown).
+///
+/// One middleware, its work out of line, as ``ObservingMiddleware``.
+struct EntryMiddleware: RouterMiddleware {
+    typealias Context = AppRequestContext
+    let trusted: [IPNetwork]
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
-            return try await next(request, context)
+            return try await next(request, try admitted(request, context))
         } catch {
             return try Self.response(to: error, request: request, context: context)
         }
     }
 
-    /// Out of line and synchronous: every request waiting below this
-    /// middleware (a long poll) holds its async frame, which would otherwise
-    /// have room for all of this.
+    /// The context with the client's address settled; throws 413 for a declared body over the limit.
+    @inline(never)
+    func admitted(_ request: Request, _ context: Context) throws -> Context {
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > context.maxUploadSize {
+            throw APIError.payloadTooLarge
+        }
+        guard !trusted.isEmpty else { return context }
+        var context = context
+        context.clientIP = ClientAddress.resolve(peer: context.clientIP, forwardedFor: request.headers[values: .xForwardedFor], trusted: trusted)
+        return context
+    }
+
     @inline(never)
     static func response(to error: any Error, request: Request, context: Context) throws -> Response {
         switch error {

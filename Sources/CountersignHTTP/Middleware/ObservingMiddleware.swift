@@ -1,0 +1,39 @@
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// One access-log line and the metrics of every request, errors included,
+/// by route template, never the raw path: paths carry request ids, which are
+/// credentials.
+///
+/// The log and the metrics are one middleware, and the work of each is out of
+/// line and synchronous: every request waiting further down (a long poll)
+/// keeps the async frame of each middleware above it, so each level costs
+/// every waiting request memory.
+struct ObservingMiddleware: RouterMiddleware {
+    typealias Context = AppRequestContext
+    let metrics: AppMetrics
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let start = ContinuousClock.now
+        let response = try await next(request, context)
+        record(request, context: context, status: response.status, since: start)
+        return response
+    }
+
+    @inline(never)
+    func record(_ request: Request, context: Context, status: HTTPResponse.Status, since start: ContinuousClock.Instant) {
+        let elapsed = ContinuousClock.now - start
+        let route = context.endpointPath ?? "unmatched"
+        metrics.httpRequest(method: request.method.rawValue, route: route, status: Int(status.code), duration: elapsed)
+        context.logger.debug(
+            "request",
+            metadata: [
+                "method": "\(request.method.rawValue)",
+                "route": "\(route)",
+                "status": "\(status.code)",
+                "ms": "\(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)",
+            ]
+        )
+    }
+}
