@@ -21,6 +21,16 @@ public final class FCMSender: PushSender {
         public var maxAttempts = 5
         public var baseBackoff: TimeInterval = 0.5
         public var requestTimeout: TimeInterval = 10
+        /// Sends in flight on one connection before another is opened: no
+        /// more than the concurrent streams the server allows (100 is HTTP/2's
+        /// usual value), and fewer spreads the sends' HTTP/2 work over more
+        /// event loops: the dispatcher's 64 in flight take two connections,
+        /// 15–25% more messages/s than one on the benchmark's stub.
+        public var streamsPerConnection = 32
+        public var maximumConnections = 8
+        /// Opens another client like the one given to the sender, for a
+        /// connection of its own; `nil`: every send shares that one.
+        public var openConnection: (@Sendable () throws -> HTTPClient)?
 
         public init(endpoint: String = "https://fcm.googleapis.com") {
             self.endpoint = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
@@ -29,7 +39,7 @@ public final class FCMSender: PushSender {
 
     public let account: ServiceAccount
     public let tokens: AccessTokenProvider
-    private let client: HTTPClient
+    private let connections: PushConnections
     /// Told when FCM says a device's token is dead; `nil` when the sends are
     /// for no registered device (`fcm check`, the benchmark).
     private let deadTokens: (any PushTokenStore)?
@@ -52,10 +62,20 @@ public final class FCMSender: PushSender {
     ) {
         self.account = account
         self.tokens = tokens
-        self.client = client
+        self.connections = PushConnections(
+            primary: client, streamsPerConnection: configuration.streamsPerConnection,
+            maximumConnections: configuration.maximumConnections, open: configuration.openConnection)
         self.configuration = configuration
         self.deadTokens = deadTokens
         self.sendURL = "\(configuration.endpoint)/v1/projects/\(account.projectID)/messages:send"
+    }
+
+    /// How many connections the sends have used so far.
+    public var connectionCount: Int { connections.count }
+
+    /// Shuts down the connections the sender opened beyond the client it was given.
+    public func shutdownOpenedConnections() async throws {
+        try await connections.shutdownOpened()
     }
 
     /// `messages:send` of the account's project, made once.
@@ -188,8 +208,11 @@ public final class FCMSender: PushSender {
         request.headers.add(name: "Authorization", value: "Bearer \(accessToken)")
         request.headers.add(name: "Content-Type", value: "application/json; charset=utf-8")
         request.body = .bytes(ByteBuffer(bytes: body))
-        let response = try await client.execute(request, timeout: .seconds(Int64(configuration.requestTimeout)))
-        let answer = try await response.body.collect(upTo: 64 * 1024)
+        let timeout = TimeAmount.seconds(Int64(configuration.requestTimeout))
+        let (response, answer) = try await connections.withClient { client in
+            let response = try await client.execute(request, timeout: timeout)
+            return (response, try await response.body.collect(upTo: 64 * 1024))
+        }
         guard response.status == .ok else {
             let retryAfter = FCMFailure.retryAfter(response.headers.first(name: "Retry-After"), now: Date())
             let failure = FCMFailure.classify(httpStatus: Int(response.status.code), body: Data(answer.readableBytesView), retryAfter: retryAfter)

@@ -1,16 +1,19 @@
 import AsyncHTTPClient
 import ServiceLifecycle
 
-/// The HTTP client that push uses, shut down cleanly with the service group.
+/// The HTTP clients that push uses, shut down cleanly with the service group.
 public struct HTTPClientService: Service {
     public let client: HTTPClient
+    let sender: FCMSender?
 
-    public init(client: HTTPClient) {
+    public init(client: HTTPClient, sender: FCMSender? = nil) {
         self.client = client
+        self.sender = sender
     }
 
     public func run() async throws {
         try? await gracefulShutdown()
+        try await sender?.shutdownOpenedConnections()
         try await client.shutdown()
     }
 }

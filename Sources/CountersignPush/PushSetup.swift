@@ -28,10 +28,10 @@ public enum PushSetup {
         let client = try makeClient(caFile: settings.caFile)
         do {
             let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
-            let sender = FCMSender(
-                account: account, tokens: tokens, client: client, configuration: FCMSender.Configuration(endpoint: settings.endpoint),
-                deadTokens: deadTokens)
-            return PushStack(sender: sender, clientService: HTTPClientService(client: client))
+            var configuration = FCMSender.Configuration(endpoint: settings.endpoint)
+            configuration.openConnection = { [caFile = settings.caFile] in try makeClient(caFile: caFile) }
+            let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: configuration, deadTokens: deadTokens)
+            return PushStack(sender: sender, clientService: HTTPClientService(client: client, sender: sender))
         } catch {
             try? await client.shutdown()
             throw error

@@ -13,27 +13,51 @@ import X509
 /// complete 200 before reading its body, then resets the stream with
 /// `RST_STREAM(NO_ERROR)`, as RFC 9113 §8.1 allows (nginx's `return 200` does
 /// this). It answers Google's token endpoint and FCM's `messages:send` alike,
-/// and counts the GOAWAY frames the client sends it.
+/// and counts the GOAWAY frames the client sends it, the connections it
+/// accepts and the most streams open at once on one of them.
 final class EarlyAnswerServer: Sendable {
     /// The self-signed certificate's PEM, for the client's trust roots.
     let certificatePEM: String
     private let tls: TLSConfiguration
     private let counts = Counts()
+    private let maxConcurrentStreams: Int
+    private let answerDelay: TimeAmount
 
     final class Counts: Sendable {
-        private let state = Mutex((resets: 0, goAways: 0))
+        private let state = Mutex((resets: 0, goAways: 0, connections: 0, mostStreams: 0))
         var resets: Int { state.withLock { $0.resets } }
         var goAways: Int { state.withLock { $0.goAways } }
+        var connections: Int { state.withLock { $0.connections } }
+        var mostStreams: Int { state.withLock { $0.mostStreams } }
         func reset() { state.withLock { $0.resets += 1 } }
         func goAway() { state.withLock { $0.goAways += 1 } }
+        func connection() { state.withLock { $0.connections += 1 } }
+        func streams(_ open: Int) { state.withLock { $0.mostStreams = max($0.mostStreams, open) } }
+    }
+
+    /// The streams open on one connection.
+    final class OpenStreams: Sendable {
+        private let open = Mutex(0)
+        func change(by delta: Int) -> Int {
+            open.withLock {
+                $0 += delta
+                return $0
+            }
+        }
     }
 
     var resets: Int { counts.resets }
     /// GOAWAY frames received from the client (swift-nio-http2 sends
     /// `ENHANCE_YOUR_CALM` when it judges the resets an attack).
     var goAways: Int { counts.goAways }
+    var connections: Int { counts.connections }
+    /// The most streams open at once on one connection.
+    var mostStreamsAtOnce: Int { counts.mostStreams }
 
-    init() throws {
+    /// Advertises `maxConcurrentStreams` and answers each request `answerDelay` after its headers.
+    init(maxConcurrentStreams: Int = 100, answerDelay: TimeAmount = .zero) throws {
+        self.maxConcurrentStreams = maxConcurrentStreams
+        self.answerDelay = answerDelay
         let key = P256.Signing.PrivateKey()
         let name = try DistinguishedName { CommonName("127.0.0.1") }
         let now = Date()
@@ -62,17 +86,27 @@ final class EarlyAnswerServer: Sendable {
     func serve<T: Sendable>(_ body: (String) async throws -> T) async throws -> T {
         let context = try NIOSSLContext(configuration: tls)
         let counts = self.counts
+        let delay = answerDelay
+        var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
+        connectionConfiguration.initialSettings = [
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: maxConcurrentStreams),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: HPACKDecoder.defaultMaxHeaderListSize),
+        ]
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+            .childChannelInitializer { [connectionConfiguration] channel in
+                counts.connection()
+                let open = OpenStreams()
+                return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLServerHandler(context: context))
                     _ = try sync.configureHTTP2Pipeline(
-                        mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()
+                        mode: .server, connectionConfiguration: connectionConfiguration, streamConfiguration: .init()
                     ) { stream in
-                        stream.eventLoop.makeCompletedFuture {
-                            try stream.pipeline.syncOperations.addHandler(EarlyAnswer(counts: counts))
+                        counts.streams(open.change(by: 1))
+                        stream.closeFuture.whenComplete { _ in _ = open.change(by: -1) }
+                        return stream.eventLoop.makeCompletedFuture {
+                            try stream.pipeline.syncOperations.addHandler(EarlyAnswer(counts: counts, delay: delay))
                         }
                     }
                     try sync.addHandler(GoAwayCounter(counts: counts))
@@ -94,13 +128,26 @@ final class EarlyAnswerServer: Sendable {
         typealias InboundIn = HTTP2Frame.FramePayload
         typealias OutboundOut = HTTP2Frame.FramePayload
         let counts: Counts
+        let delay: TimeAmount
         var answered = false
 
-        init(counts: Counts) { self.counts = counts }
+        init(counts: Counts, delay: TimeAmount) {
+            self.counts = counts
+            self.delay = delay
+        }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             guard case .headers(let request) = unwrapInboundIn(data), !answered else { return }
             answered = true
+            guard delay > .zero else { return answer(request, context: context) }
+            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: delay) {
+                let (handler, context) = loopBound.value
+                handler.answer(request, context: context)
+            }
+        }
+
+        private func answer(_ request: HTTP2Frame.FramePayload.Headers, context: ChannelHandlerContext) {
             let json =
                 request.headers.first(name: ":path") == "/token"
                 ? #"{"access_token":"ya29.early","expires_in":3599,"token_type":"Bearer"}"#

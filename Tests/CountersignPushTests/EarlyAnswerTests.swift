@@ -4,6 +4,7 @@ import CountersignPush
 import FakeFCM
 import Foundation
 import Logging
+import NIOCore
 import Testing
 
 /// A server may answer completely and then reset the stream with
@@ -52,6 +53,47 @@ import Testing
                 try? await client.shutdown()
                 throw error
             }
+        }
+    }
+
+    /// AsyncHTTPClient keeps one HTTP/2 connection per host and queues what
+    /// the server's stream limit leaves no room for; the sender opens another
+    /// connection once its sends in flight fill the limit.
+    @Test(.timeLimit(.minutes(1))) func sendsBeyondTheServersStreamLimitGoOutOnMoreConnections() async throws {
+        let limit = 4
+        let server = try EarlyAnswerServer(maxConcurrentStreams: limit, answerDelay: .milliseconds(200))
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("stream-limit-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let caFile = folder.appendingPathComponent("ca.pem").path
+        try server.certificatePEM.write(toFile: caFile, atomically: true, encoding: .utf8)
+        let keys = try await FakeFCM()
+        let logger = Logger(label: "stream-limit-test")
+
+        try await server.serve { base in
+            let account = try ServiceAccount.parse(try keys.serviceAccountJSON(base: base), source: "limit")
+            let client = try PushSetup.makeClient(caFile: caFile)
+            let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
+            var configuration = FCMSender.Configuration(endpoint: base)
+            configuration.maxAttempts = 1
+            configuration.streamsPerConnection = limit
+            configuration.maximumConnections = 3
+            configuration.openConnection = { try PushSetup.makeClient(caFile: caFile) }
+            let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: configuration, deadTokens: nil)
+            let total = 24
+            let outcomes = await withTaskGroup(of: PushOutcome.self) { group in
+                for index in 0..<total {
+                    group.addTask { await sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("token-\(index)"), logger: logger) }
+                }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            try await sender.shutdownOpenedConnections()
+            try await client.shutdown()
+            #expect(outcomes.filter { $0 == .sent }.count == total)
+            // The token exchange's connection, then one per `limit` sends in flight, no more than allowed.
+            #expect(sender.connectionCount == 3)
+            #expect(server.connections == 3)
+            #expect(server.mostStreamsAtOnce <= limit)
         }
     }
 }
