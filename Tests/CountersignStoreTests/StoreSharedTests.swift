@@ -18,7 +18,6 @@ extension StoreTests {
     }
 
     @Test(arguments: Backend.available) func twoNodesClaimEachOutboxItemOnceAndALapsedLeaseFreesIt(backend: Backend) async throws {
-        defer { try? FileManager.default.removeItem(at: folder) }
         let database = try newDatabase(backend)
         let nodeA = try await open(backend, database, node: "a")
         let nodeB = try await open(backend, database, node: "b")
@@ -59,7 +58,6 @@ extension StoreTests {
     }
 
     @Test(arguments: Backend.available) func aWebhookEventWaitsForTheEarlierEventsOfItsApproval(backend: Backend) async throws {
-        defer { try? FileManager.default.removeItem(at: folder) }
         let store = try await open(backend)
         let now = Date()
         let integration = Integration(
@@ -92,7 +90,6 @@ extension StoreTests {
     }
 
     @Test(arguments: Backend.available) func racingTriesOfAnEmailCodeStopAtTheLimit(backend: Backend) async throws {
-        defer { try? FileManager.default.removeItem(at: folder) }
         let database = try newDatabase(backend)
         let nodes = [try await open(backend, database, node: "a"), try await open(backend, database, node: "b")]
         let now = Date()
@@ -114,7 +111,6 @@ extension StoreTests {
     }
 
     @Test(arguments: Backend.available) func anEnrollmentCodeAndAnIdempotencyKeyAreTakenOnce(backend: Backend) async throws {
-        defer { try? FileManager.default.removeItem(at: folder) }
         let database = try newDatabase(backend)
         let nodes = [try await open(backend, database, node: "a"), try await open(backend, database, node: "b")]
         let now = Date()
@@ -151,7 +147,6 @@ extension StoreTests {
     }
 
     @Test(arguments: Backend.available) func theBrokersReadsOfPendingDueAndLiveRequests(backend: Backend) async throws {
-        defer { try? FileManager.default.removeItem(at: folder) }
         let store = try await open(backend)
         let ana = try await store.createUser(email: "ana@example.com", passwordHash: "h")
         let bob = try await store.createUser(email: "bob@example.com", passwordHash: "h")
@@ -168,7 +163,6 @@ extension StoreTests {
     }
 
     @Test(arguments: Backend.available) func theAuditTrailFiltersByEmailKindAndTime(backend: Backend) async throws {
-        defer { try? FileManager.default.removeItem(at: folder) }
         let store = try await open(backend)
         let ana = try await store.createUser(email: "ana@example.com", passwordHash: "h")
         let t0 = Date(timeIntervalSince1970: 1_800_000_000)

@@ -19,12 +19,17 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
 
 /// The store test suite, the same tests on SQLite and on PostgreSQL. Where
 /// two stores are opened on one database they stand for two nodes.
-@Suite struct StoreTests {
+/// A class, so that each test's folder goes with its instance, whichever backend it ran on.
+@Suite final class StoreTests: Sendable {
     let folder: URL
 
     init() throws {
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-store-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(at: folder)
     }
 
     /// A new, empty database of `backend`: a file path or a URL.
@@ -55,14 +60,12 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test func theSQLiteDatabaseIsInWALModeWithFullSync() async throws {
-        defer { try? FileManager.default.removeItem(at: folder) }
         let store = try SQLiteStore(path: try newDatabase(.sqlite), logger: Logger(label: "test"))
         #expect(try store.pragma("journal_mode") == "wal")
         #expect(try store.pragma("synchronous") == "2")
     }
 
     @Test(arguments: Backend.available) func onlyOneConditionalUpdateWins(backend: Backend) async throws {
-        defer { try? FileManager.default.removeItem(at: folder) }
         let store = try await open(backend)
         let user = try await store.createUser(email: "ana@example.com", passwordHash: "old-hash")
         let request = pending("r1", user: user)
@@ -88,7 +91,6 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: Backend.available) func aTransitionAfterTheDeadlineIsRefusedButTheTimeOutApplies(backend: Backend) async throws {
-        defer { try? FileManager.default.removeItem(at: folder) }
         let store = try await open(backend)
         let user = try await store.createUser(email: "ana@example.com", passwordHash: "old-hash")
         let t0 = Date().addingTimeInterval(-120)
@@ -105,7 +107,6 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: Backend.available) func completingSetsThePasswordInTheSameTransactionOnce(backend: Backend) async throws {
-        defer { try? FileManager.default.removeItem(at: folder) }
         let store = try await open(backend)
         let user = try await store.createUser(email: "ana@example.com", passwordHash: "old-hash")
         let request = pending("r1", user: user)
@@ -130,7 +131,6 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: Backend.available) func insertingSupersedesThePendingRequestOfTheSameSubject(backend: Backend) async throws {
-        defer { try? FileManager.default.removeItem(at: folder) }
         let store = try await open(backend)
         let ana = try await store.createUser(email: "ana@example.com", passwordHash: "h")
         let bob = try await store.createUser(email: "bob@example.com", passwordHash: "h")
@@ -147,7 +147,6 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: Backend.available) func everythingSurvivesReopening(backend: Backend) async throws {
-        defer { try? FileManager.default.removeItem(at: folder) }
         let database = try newDatabase(backend)
         let user: User
         do {
@@ -166,7 +165,6 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: Backend.available) func aPushTokenBelongsToOneAccountAtATime(backend: Backend) async throws {
-        defer { try? FileManager.default.removeItem(at: folder) }
         let store = try await open(backend)
         let ana = try await store.createUser(email: "ana@example.com", passwordHash: "h")
         let bob = try await store.createUser(email: "bob@example.com", passwordHash: "h")
@@ -191,7 +189,6 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: Backend.available) func aDuplicateEmailIsRefused(backend: Backend) async throws {
-        defer { try? FileManager.default.removeItem(at: folder) }
         let store = try await open(backend)
         _ = try await store.createUser(email: "ana@example.com", passwordHash: "h")
         await #expect(throws: AccountError.emailTaken) {
