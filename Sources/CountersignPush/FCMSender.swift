@@ -26,7 +26,7 @@ public final class FCMSender: PushSender {
         /// usual value), and fewer spreads the sends' HTTP/2 work over more
         /// event loops: the dispatcher's 64 in flight take two connections,
         /// 15–25% more messages/s than one on the benchmark's stub.
-        public var streamsPerConnection = 32
+        public var sendsPerConnection = 32
         public var maximumConnections = 8
         /// Opens another client like the one given to the sender, for a
         /// connection of its own; `nil`: every send shares that one.
@@ -63,7 +63,7 @@ public final class FCMSender: PushSender {
         self.account = account
         self.tokens = tokens
         self.connections = PushConnections(
-            primary: client, streamsPerConnection: configuration.streamsPerConnection,
+            primary: client, sendsPerConnection: configuration.sendsPerConnection,
             maximumConnections: configuration.maximumConnections, open: configuration.openConnection)
         self.configuration = configuration
         self.deadTokens = deadTokens

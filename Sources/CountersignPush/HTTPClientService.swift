@@ -13,7 +13,9 @@ public struct HTTPClientService: Service {
 
     public func run() async throws {
         try? await gracefulShutdown()
-        try await sender?.shutdownOpenedConnections()
+        var failure: (any Error)?
+        do { try await sender?.shutdownOpenedConnections() } catch { failure = error }
         try await client.shutdown()
+        if let failure { throw failure }
     }
 }

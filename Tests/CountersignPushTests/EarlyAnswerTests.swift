@@ -76,7 +76,7 @@ import Testing
             let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
             var configuration = FCMSender.Configuration(endpoint: base)
             configuration.maxAttempts = 1
-            configuration.streamsPerConnection = limit
+            configuration.sendsPerConnection = limit
             configuration.maximumConnections = 3
             configuration.openConnection = { try PushSetup.makeClient(caFile: caFile) }
             let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: configuration, deadTokens: nil)
@@ -87,13 +87,26 @@ import Testing
                 }
                 return await group.reduce(into: []) { $0.append($1) }
             }
+            // All sent at once, after the token exchange gave the first client
+            // its connection: the first `limit` fill that connection, the next
+            // opens a second and is its only send until answered, and the rest
+            // queue on the first; none opens a third meanwhile.
+            #expect(outcomes.filter { $0 == .sent }.count == total)
+            #expect(sender.connectionCount == 2)
+            #expect(server.connections == 2)
+
+            // Once the second has answered, another burst fills both, then opens the third.
+            let more = await withTaskGroup(of: PushOutcome.self) { group in
+                for index in 0..<total {
+                    group.addTask { await sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("more-\(index)"), logger: logger) }
+                }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
             try await sender.shutdownOpenedConnections()
             try await client.shutdown()
-            #expect(outcomes.filter { $0 == .sent }.count == total)
-            // The token exchange's connection, then one per `limit` sends in flight, no more than allowed.
+            #expect(more.filter { $0 == .sent }.count == total)
             #expect(sender.connectionCount == 3)
             #expect(server.connections == 3)
-            #expect(server.mostStreamsAtOnce <= limit)
         }
     }
 }
