@@ -32,11 +32,14 @@ extension ApprovalBroker {
     /// The version of request `id` while the reader sees it pending; `nil` once it is not, or is not there.
     @inline(never)
     nonisolated private func pendingVersion(of id: String, integrationID: String?) async throws -> Int? {
-        Self.pendingVersion(try await status(of: id, integrationID: integrationID))
+        // A pending request is live: read from the index without an `await`,
+        // so no frame of the read is added to the long poll's task.
+        if let version = livePendingVersion(of: id, integrationID: integrationID) { return version }
+        return Self.pendingVersion(try await status(of: id, integrationID: integrationID))
     }
 
     @inline(never)
-    private static func pendingVersion(_ request: ApprovalRequest?) -> Int? {
+    static func pendingVersion(_ request: ApprovalRequest?) -> Int? {
         guard let request, request.state == .pending else { return nil }
         return request.version
     }

@@ -241,6 +241,15 @@ public actor ApprovalBroker {
         asSeenNow(try await load(id), ifMadeBy: integrationID)
     }
 
+    /// The version of live request `id` while the reader sees it pending;
+    /// `nil` when it is not, or is not in this node's index (a cluster's
+    /// nodes read the database). Synchronous: see ``waitForChange(of:integrationID:timeout:)``.
+    @inline(never)
+    nonisolated func livePendingVersion(of id: String, integrationID: String?) -> Int? {
+        guard !shared else { return nil }
+        return Self.pendingVersion(asSeenNow(live[id], ifMadeBy: integrationID))
+    }
+
     /// The request as a reader must see it now, whoever made it.
     nonisolated func current(_ id: String) async throws -> ApprovalRequest? {
         asSeenNow(try await load(id))
