@@ -10,18 +10,26 @@ import Testing
 /// A server may answer completely and then reset the stream with
 /// `RST_STREAM(NO_ERROR)` (RFC 9113 §8.1); every such push is delivered.
 @Suite struct EarlyAnswerTests {
-    @Test(.timeLimit(.minutes(1))) func aCompleteAnswerFollowedByAResetIsDeliveredAtFullRate() async throws {
-        let server = try EarlyAnswerServer()
+    /// Runs `body` while `server` serves, with a CA file holding its
+    /// certificate and a service account whose token endpoint is the server.
+    static func serve(
+        _ server: EarlyAnswerServer, _ body: (_ base: String, _ caFile: String, _ account: ServiceAccount) async throws -> Void
+    ) async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("early-answer-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let caFile = folder.appendingPathComponent("ca.pem").path
         try server.certificatePEM.write(toFile: caFile, atomically: true, encoding: .utf8)
         let keys = try await FakeFCM()
-        let logger = Logger(label: "early-answer-test")
-
         try await server.serve { base in
-            let account = try ServiceAccount.parse(try keys.serviceAccountJSON(base: base), source: "early")
+            try await body(base, caFile, try ServiceAccount.parse(try keys.serviceAccountJSON(base: base), source: "early-answer"))
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aCompleteAnswerFollowedByAResetIsDeliveredAtFullRate() async throws {
+        let server = try EarlyAnswerServer()
+        let logger = Logger(label: "early-answer-test")
+        try await Self.serve(server) { base, caFile, account in
             let client = try PushSetup.makeClient(caFile: caFile)
             do {
                 let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
@@ -62,16 +70,8 @@ import Testing
     @Test(.timeLimit(.minutes(1))) func sendsBeyondTheServersStreamLimitGoOutOnMoreConnections() async throws {
         let limit = 4
         let server = try EarlyAnswerServer(maxConcurrentStreams: limit, answerDelay: .milliseconds(200))
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("stream-limit-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let caFile = folder.appendingPathComponent("ca.pem").path
-        try server.certificatePEM.write(toFile: caFile, atomically: true, encoding: .utf8)
-        let keys = try await FakeFCM()
         let logger = Logger(label: "stream-limit-test")
-
-        try await server.serve { base in
-            let account = try ServiceAccount.parse(try keys.serviceAccountJSON(base: base), source: "limit")
+        try await Self.serve(server) { base, caFile, account in
             let client = try PushSetup.makeClient(caFile: caFile)
             let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
             var configuration = FCMSender.Configuration(endpoint: base)
