@@ -118,7 +118,8 @@ extension PostgresStore: ApprovalStore {
                 """
                 UPDATE approval_requests
                 SET state = \(transition.to.rawValue), updated_at = \(transition.at.stored), complete_by = \(request.completeBy?.stored),
-                    new_password_hash = \(request.newPasswordHash), responding_device_id = \(request.respondingDeviceID),
+                    new_password_hash = CASE WHEN \(transition.clearsPasswordHash) THEN NULL ELSE new_password_hash END,
+                    responding_device_id = \(request.respondingDeviceID),
                     device_key_bound = \(request.deviceKeyBound), version = version + 1
                 WHERE id = \(request.id) AND state = \(transition.from.rawValue)
                     AND \(unescaped: deadline.column) \(unescaped: deadline.comparison) \(writeTime().stored)

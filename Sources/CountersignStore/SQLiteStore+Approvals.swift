@@ -152,13 +152,14 @@ extension SQLiteStore: ApprovalStore {
             try db.cachedStatement(
                 sql: """
                     UPDATE approval_requests
-                    SET state = ?, updated_at = ?, complete_by = ?, new_password_hash = ?, responding_device_id = ?,
+                    SET state = ?, updated_at = ?, complete_by = ?,
+                        new_password_hash = CASE WHEN ? THEN NULL ELSE new_password_hash END, responding_device_id = ?,
                         device_key_bound = ?, version = version + 1
                     WHERE id = ? AND state = ? AND \(deadline.column) \(deadline.comparison) ?
                     """
             ).execute(arguments: [
                 transition.to.rawValue, transition.at.storedValue, request.completeBy?.storedValue,
-                request.newPasswordHash, request.respondingDeviceID, request.deviceKeyBound,
+                transition.clearsPasswordHash, request.respondingDeviceID, request.deviceKeyBound,
                 request.id, transition.from.rawValue, writeTime().storedValue,
             ]
             )

@@ -104,6 +104,30 @@ import Testing
         }
     }
 
+    /// The broker's memory holds no reset's new password hash, whether the
+    /// request was made or reloaded at start; the row holds it until the
+    /// request finishes, and completing sets it from there.
+    @Test func aResetsNewPasswordHashIsHeldInTheDatabaseAlone() async throws {
+        try await Self.withHarness { harness in
+            let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
+            let broker = try await harness.broker()
+            let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
+            #expect(try await broker.status(of: request.id)?.newPasswordHash == nil)
+            #expect(try await harness.store.request(id: request.id)?.newPasswordHash == "new")
+
+            _ = try await broker.respond(to: request.id, userID: user.id, deviceID: "d1", decision: .approve, numberCode: code)
+            #expect(try await harness.store.request(id: request.id)?.newPasswordHash == "new", "approving kept the held hash")
+
+            // A restart reloads the live requests from the database.
+            let restarted = try await harness.broker()
+            #expect(try await restarted.status(of: request.id)?.state == .approved)
+            #expect(try await restarted.status(of: request.id)?.newPasswordHash == nil)
+            _ = try await restarted.complete(request.id)
+            #expect(try await harness.store.user(id: user.id)?.passwordHash == "new")
+            #expect(try await harness.store.request(id: request.id)?.newPasswordHash == nil)
+        }
+    }
+
     @Test func aRaceLostToAnotherWriterRefreshesTheIndexFromTheDatabase() async throws {
         try await Self.withHarness { harness in
             let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")

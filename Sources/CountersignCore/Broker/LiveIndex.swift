@@ -11,7 +11,16 @@ import Synchronization
 final class LiveIndex: Sendable {
     private final class Box: Sendable {
         let request: ApprovalRequest
-        init(_ request: ApprovalRequest) { self.request = request }
+
+        /// Holds what reads and transitions need. A reset's new password
+        /// hash stays in the database alone: no transition reads it from
+        /// here, and the one that sets it (completing) reads it from the
+        /// row in its own transaction.
+        init(_ request: ApprovalRequest) {
+            var held = request
+            held.newPasswordHash = nil
+            self.request = held
+        }
     }
 
     private let requests = Mutex<[String: Box]>([:])

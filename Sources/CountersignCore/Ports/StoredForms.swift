@@ -39,6 +39,12 @@ public struct DeadlineCheck: Sendable, Equatable {
 }
 
 extension Transition {
+    /// Whether committing this transition clears the row's held password
+    /// hash: nothing can be done with it once the request has finished (as
+    /// ``ApprovalStateMachine`` clears it). An update never writes the hash
+    /// itself: the row is the only place it is held after the insert.
+    public var clearsPasswordHash: Bool { !to.isLive }
+
     /// Whether committing this transition sets `request`'s user's password (a phone reset completed).
     public func setsPassword(of request: ApprovalRequest) -> Bool {
         to == .completed && request.action == .passwordReset && request.integrationID == nil
