@@ -33,6 +33,9 @@ public protocol ApprovalStore: Sendable {
     /// time-out: has passed) at `writeTime()`, read inside the transaction: the
     /// moment of the write, not of the decision, which may have waited for the
     /// writer. Counts the transition in the row's version.
+    /// The row's held password hash is never written from `request` (the
+    /// broker's copies do not carry it): it is kept, or cleared when
+    /// `transition` finishes the request (``Transition/clearsPasswordHash``).
     /// Completing a password reset also sets the user's password from the held
     /// hash, and `event` is queued in the outbox if the request's integration
     /// has a webhook, both in the same transaction. Returns whether this call won.
