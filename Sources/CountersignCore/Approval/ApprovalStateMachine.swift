@@ -96,15 +96,10 @@ public struct ApprovalStateMachine: Sendable {
         request.state = transition.to
         request.updatedAt = transition.at
         request.version += 1
-        switch transition.to {
-        case .approved:
+        if transition.to == .approved {
             request.completeBy = transition.at.addingTimeInterval(request.completionWindow)
-        case .pending:
-            break
-        case .denied, .expired, .cancelled, .completed:
-            // Nothing can be done with the held password hash any more.
-            request.newPasswordHash = nil
         }
+        if transition.clearsPasswordHash { request.newPasswordHash = nil }
         return transition
     }
 }

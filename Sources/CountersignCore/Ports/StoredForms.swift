@@ -39,10 +39,11 @@ public struct DeadlineCheck: Sendable, Equatable {
 }
 
 extension Transition {
-    /// Whether committing this transition clears the row's held password
-    /// hash: nothing can be done with it once the request has finished (as
-    /// ``ApprovalStateMachine`` clears it). An update never writes the hash
-    /// itself: the row is the only place it is held after the insert.
+    /// Whether this transition ends the held password hash: nothing can be
+    /// done with it once the request has finished. The one rule for both
+    /// copies: ``ApprovalStateMachine`` clears the request's by it, the stores
+    /// the row's (an update never writes the hash itself: after the insert the
+    /// row is the only place it is held).
     public var clearsPasswordHash: Bool { !to.isLive }
 
     /// Whether committing this transition sets `request`'s user's password (a phone reset completed).
