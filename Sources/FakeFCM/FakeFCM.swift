@@ -212,6 +212,9 @@ public final class FakeFCM: Sendable {
             return fcmError(
                 httpStatus: 404, status: "NOT_FOUND", errorCode: nil, message: "Requested entity was not found (unknown project \(project ?? "")).")
         }
+        guard request.headers[.contentType]?.hasPrefix("application/json") == true else {
+            return reject(400, "content type must be application/json")
+        }
         guard bytes.readableBytes <= 4096 + 64 else { return reject(400, "message larger than 4096 bytes") }
         let text = String(buffer: bytes)
         guard let body = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],

@@ -73,6 +73,9 @@ import Testing
         #expect((android["notification"] as? [String: String])?["tag"] == "AbCdEfGhIjKlMnOpQrStUv")
         let apns = try #require(json["apns"] as? [String: Any])
         let headers = try #require(apns["headers"] as? [String: String])
+        // A later prompt for the same request replaces the earlier on both platforms.
+        #expect(android["collapse_key"] as? String == "approval-AbCdEfGhIjKlMnOpQrStUv")
+        #expect(headers["apns-collapse-id"] == "approval-AbCdEfGhIjKlMnOpQrStUv")
         #expect(headers["apns-push-type"] == "alert")
         #expect(headers["apns-priority"] == "10")
         #expect(headers["apns-expiration"] == "1800000060")

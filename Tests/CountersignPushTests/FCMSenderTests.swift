@@ -134,6 +134,19 @@ import Testing
         }
     }
 
+    @Test func aQuotaRefusalIsRetriedNoSoonerThanRetryAfter() async throws {
+        try await FakeFCMHarness.run { harness in
+            let quota = FakeFCM.Answer.error(httpStatus: 429, status: "RESOURCE_EXHAUSTED", errorCode: "QUOTA_EXCEEDED", retryAfter: 1)
+            harness.fake.script("busy", [quota, .ok])
+            let outcome = await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("busy"), logger: logger)
+            #expect(outcome == .sent)
+            let attempts = harness.fake.received.filter { $0.token == "busy" }
+            #expect(attempts.count == 2)
+            #expect(attempts[1].at.timeIntervalSince(attempts[0].at) >= 1.0)
+            #expect(harness.deadTokens.tokens.isEmpty)
+        }
+    }
+
     @Test func aBadRequestIsNotRetried() async throws {
         try await FakeFCMHarness.run { harness in
             harness.fake.script("bad", [.invalidArgument, .ok])
