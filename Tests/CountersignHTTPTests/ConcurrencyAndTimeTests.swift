@@ -77,6 +77,29 @@ import Testing
         }
     }
 
+    /// `wait` on a request that is no longer pending answers at once with its
+    /// state: a live one (approved) and a finished one (completed, read from the database).
+    @Test func aLongPollOnARequestThatIsNotPendingAnswersAtOnce() async throws {
+        try await withTestDaemon { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
+            let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            #expect(try await daemon.respond(id, apiKey: key, code: code).status == 200)
+            let clock = ContinuousClock()
+            for expected in ["approved", "completed"] {
+                if expected == "completed" { #expect(try await daemon.complete(id).status == 200) }
+                let started = clock.now
+                let answer = try await daemon.status(id, wait: 10)
+                #expect(clock.now - started < .seconds(5), "not held for the 10 s")
+                #expect(answer.status == 200)
+                #expect(answer["status"] == expected)
+                #expect(answer["requestId"] == id)
+                #expect(answer.json.keys.contains("errorMessage") && answer["errorMessage"] == nil, "present, null")
+                #expect(answer.headers.first(name: "Content-Type")?.hasPrefix("application/json") == true)
+            }
+        }
+    }
+
     @Test func longPollTimesOutWithThePendingState() async throws {
         try await withTestDaemon { daemon in
             let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)

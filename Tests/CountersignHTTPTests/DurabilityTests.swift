@@ -58,6 +58,9 @@ import Testing
                 try await daemon.createUser(Fixture.email, password: password)
                 let (key, _) = try await daemon.login(Fixture.email, password: password, fcmToken: "fcm-token-0123456789-abcdef")
                 let (id, code) = try await daemon.initiate(Fixture.email, newPassword: newPassword)
+                // The status route, plain and long-polled, whose path holds the id.
+                #expect(try await daemon.status(id).status == 200)
+                #expect(try await daemon.status(id, wait: 1)["status"] == "pending")
                 #expect(try await daemon.respond(id, apiKey: key, code: code).status == 200)
                 #expect(try await daemon.complete(id).status == 200)
                 let refreshed = try await daemon.call(.POST, "/api/mobile/auth/refresh-key", json: ["password": newPassword], apiKey: key)
