@@ -101,35 +101,47 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
         let details = error?["details"] as? [[String: Any]] ?? []
         let errorCode = details.compactMap { $0["errorCode"] as? String }.first
         let fields = details.flatMap { ($0["fieldViolations"] as? [[String: Any]]) ?? [] }.compactMap { $0["field"] as? String }
-        let code: Code =
-            switch errorCode ?? status {
-            case "UNREGISTERED": .unregistered
-            case "SENDER_ID_MISMATCH": .senderIDMismatch
-            case "INVALID_ARGUMENT":
-                // A malformed registration token counts as dead; any other bad field is our fault.
-                fields.contains("message.token") || message.contains("message.token")
-                    || message.localizedCaseInsensitiveContains("registration token")
-                    ? .invalidToken : .invalidArgument
-            case "THIRD_PARTY_AUTH_ERROR": .thirdPartyAuthError
-            case "UNAUTHENTICATED": .unauthenticated
-            case "PERMISSION_DENIED": .permissionDenied
-            case "NOT_FOUND": .notFound
-            case "QUOTA_EXCEEDED", "RESOURCE_EXHAUSTED": .quotaExceeded
-            case "UNAVAILABLE": .unavailable
-            case "INTERNAL": .internalError
-            default:
-                switch httpStatus {
-                case 401: .unauthenticated
-                case 403: .permissionDenied
-                case 404: .notFound
-                case 429: .quotaExceeded
-                case 500: .internalError
-                case 502, 503, 504: .unavailable
-                case 400: .invalidArgument
-                default: .other
-                }
-            }
+        // FCM's errorCode first, then Google's status; a word this code does
+        // not know (FCM's UNSPECIFIED_ERROR, say) gives way to the next one.
+        let classified =
+            errorCode.flatMap { code(named: $0, message: message, fields: fields) }
+            ?? status.flatMap { code(named: $0, message: message, fields: fields) } ?? code(httpStatus: httpStatus)
         let described = fields.isEmpty ? message : message + " (fields: \(fields.joined(separator: ", ")))"
-        return FCMFailure(code, httpStatus: httpStatus, message: described, retryAfter: retryAfter)
+        return FCMFailure(classified, httpStatus: httpStatus, message: described, retryAfter: retryAfter)
+    }
+
+    /// The code an FCM `errorCode` or Google `status` names; `nil` for a word not known here.
+    private static func code(named word: String, message: String, fields: [String]) -> Code? {
+        switch word {
+        case "UNREGISTERED": .unregistered
+        case "SENDER_ID_MISMATCH": .senderIDMismatch
+        case "INVALID_ARGUMENT":
+            // A malformed registration token counts as dead; any other bad field is our fault.
+            fields.contains("message.token") || message.contains("message.token")
+                || message.localizedCaseInsensitiveContains("registration token")
+                ? .invalidToken : .invalidArgument
+        case "THIRD_PARTY_AUTH_ERROR": .thirdPartyAuthError
+        case "UNAUTHENTICATED": .unauthenticated
+        case "PERMISSION_DENIED": .permissionDenied
+        case "NOT_FOUND": .notFound
+        case "QUOTA_EXCEEDED", "RESOURCE_EXHAUSTED": .quotaExceeded
+        case "UNAVAILABLE": .unavailable
+        case "INTERNAL": .internalError
+        default: nil
+        }
+    }
+
+    /// The code of an answer that names none in words (a 502 may be a proxy's HTML page).
+    private static func code(httpStatus: Int) -> Code {
+        switch httpStatus {
+        case 401: .unauthenticated
+        case 403: .permissionDenied
+        case 404: .notFound
+        case 429: .quotaExceeded
+        case 500: .internalError
+        case 502, 503, 504: .unavailable
+        case 400: .invalidArgument
+        default: .other
+        }
     }
 }

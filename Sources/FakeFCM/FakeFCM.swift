@@ -21,6 +21,8 @@ public final class FakeFCM: Sendable {
     public enum Answer: Sendable, Equatable {
         case ok
         case error(httpStatus: Int, status: String, errorCode: String?, retryAfter: Int? = nil)
+        /// A proxy's HTML error page instead of Google's JSON, as a 502 may come back.
+        case html(httpStatus: Int)
 
         public static let unregistered = Answer.error(httpStatus: 404, status: "NOT_FOUND", errorCode: "UNREGISTERED")
         public static let senderMismatch = Answer.error(httpStatus: 403, status: "PERMISSION_DENIED", errorCode: "SENDER_ID_MISMATCH")
@@ -245,6 +247,11 @@ public final class FakeFCM: Sendable {
             var response = fcmError(httpStatus: httpStatus, status: status, errorCode: errorCode, message: "scripted \(status)")
             if let retryAfter { response.headers[.retryAfter] = String(retryAfter) }
             return response
+        case .html(let httpStatus):
+            let page = "<html><head><title>\(httpStatus) Bad Gateway</title></head><body><h1>Bad Gateway</h1></body></html>"
+            return Response(
+                status: HTTPResponse.Status(code: httpStatus), headers: [.contentType: "text/html; charset=UTF-8"],
+                body: .init(byteBuffer: ByteBuffer(string: page)))
         }
     }
 

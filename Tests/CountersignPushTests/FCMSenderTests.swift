@@ -1,10 +1,11 @@
 import AsyncHTTPClient
 import CountersignCore
-import CountersignPush
 import FakeFCM
 import Foundation
 import Logging
 import Testing
+
+@testable import CountersignPush
 
 @Suite struct FCMSenderTests {
     let logger = Logger(label: "fcm-sender-test")
@@ -123,6 +124,24 @@ import Testing
         #expect(!badField.tokenIsDead && !badField.isRetryable)
     }
 
+    @Test func errorCodeThenStatusThenHTTPStatusDecide() {
+        func classify(_ status: Int, _ body: String) -> FCMFailure {
+            FCMFailure.classify(httpStatus: status, body: Data(body.utf8), retryAfter: nil)
+        }
+        // FCM's errorCode over Google's status and the HTTP status.
+        #expect(classify(400, #"{"error":{"status":"INVALID_ARGUMENT","details":[{"errorCode":"UNREGISTERED"}]}}"#).tokenIsDead)
+        // The status over the HTTP status.
+        #expect(classify(500, #"{"error":{"status":"UNAVAILABLE"}}"#).shortDescription == "unavailable")
+        #expect(classify(500, #"{"error":{"status":"NOT_FOUND"}}"#).isMisconfiguration)
+        // An errorCode not known here (FCM's UNSPECIFIED_ERROR) gives way to the status, not to the HTTP status.
+        let unspecified = classify(400, #"{"error":{"status":"UNAVAILABLE","details":[{"errorCode":"UNSPECIFIED_ERROR"}]}}"#)
+        #expect(unspecified.isRetryable && unspecified.shortDescription == "unavailable")
+        // Neither known: the HTTP status; a 502 may be a proxy's HTML page.
+        let page = classify(502, "<html><head><title>502 Bad Gateway</title></head></html>")
+        #expect(page.isRetryable && page.shortDescription == "unavailable")
+        #expect(classify(504, #"{"error":{"status":"SOMETHING_NEW"}}"#).isRetryable)
+    }
+
     @Test func unavailableIsRetriedNoSoonerThanRetryAfter() async throws {
         try await FakeFCMHarness.run { harness in
             harness.fake.script("flaky", [.unavailable(retryAfter: 1), .ok])
@@ -163,6 +182,61 @@ import Testing
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("second"), logger: logger) == .sent)
             #expect(harness.fake.exchanges == 2)
             #expect(harness.fake.received.filter { $0.token == "second" }.count == 1)
+        }
+    }
+
+    @Test func aRefusedAccessTokenIsRefreshedOnceAndNotAgain() async throws {
+        try await FakeFCMHarness.run { harness in
+            // Every send to this token answers a plain 401, as if each fresh access token were refused too.
+            harness.fake.script("refused", [.error(httpStatus: 401, status: "UNAUTHENTICATED", errorCode: nil)])
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("refused"), logger: logger) == .authError)
+            #expect(harness.fake.received.filter { $0.token == "refused" }.count == 2)
+            #expect(harness.fake.exchanges == 2)
+            #expect(harness.sender.health.rawValue == "auth_error")
+            #expect(harness.deadTokens.tokens.isEmpty)
+        }
+    }
+
+    @Test func aProxysHTMLPageOn502IsRetried() async throws {
+        try await FakeFCMHarness.run(configure: { $0.baseBackoff = 0.05 }) { harness in
+            harness.fake.script("proxied", [.html(httpStatus: 502), .ok])
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("proxied"), logger: logger) == .sent)
+            let attempts = harness.fake.received.filter { $0.token == "proxied" }
+            #expect(attempts.map(\.answeredOK) == [false, true])
+            #expect(harness.deadTokens.tokens.isEmpty)
+            #expect(harness.sender.health.rawValue == "ok")
+        }
+    }
+
+    @Test func aMessageOverFCMsLimitIsRefusedWithoutASend() async throws {
+        try await FakeFCMHarness.run { harness in
+            // The whole body at exactly 4,096 bytes is sent; one byte more is not.
+            var message = try #require(FCMMessageBuilder.message(for: FakeFCMHarness.prompt(), token: "", now: Date()))
+            let empty = try #require(try FCMMessageBuilder.encode(message)).count
+            message.token = String(repeating: "t", count: FCMMessageBuilder.maximumBytes - empty)
+            #expect(try FCMMessageBuilder.encode(message)?.count == FCMMessageBuilder.maximumBytes)
+            message.token += "t"
+            #expect(try FCMMessageBuilder.encode(message) == nil)
+            // A device token that long (a device sends its own) is refused here, not at FCM.
+            let long = String(repeating: "t", count: 5_000)
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device(long), logger: logger) == .rejected)
+            #expect(harness.fake.received.isEmpty)
+            #expect(harness.fake.rejections.isEmpty)
+            #expect(harness.deadTokens.tokens.isEmpty)
+        }
+    }
+
+    @Test func backOffDoublesEachAttemptWithJitterAndNeverUndercutsRetryAfter() async throws {
+        try await FakeFCMHarness.run(configure: { $0.baseBackoff = 1 }) { harness in
+            for attempt in 1...5 {
+                let nominal = pow(2, Double(attempt - 1))
+                let delays = (0..<200).map { _ in harness.sender.backoff(attempt: attempt, retryAfter: nil) }
+                #expect(delays.allSatisfy { (0.5 * nominal...1.5 * nominal).contains($0) }, "attempt \(attempt)")
+                // Spread over the range, not one fixed value (200 draws all in one half: about 1 in 10^60).
+                #expect(delays.contains { $0 < nominal } && delays.contains { $0 > nominal }, "attempt \(attempt)")
+            }
+            #expect(harness.sender.backoff(attempt: 1, retryAfter: 30) == 30)
+            #expect(harness.sender.backoff(attempt: 5, retryAfter: 0.1) >= 8)
         }
     }
 
