@@ -1,7 +1,9 @@
+import AsyncHTTPClient
 import CountersignCore
 import CountersignHTTP
 import CountersignRuntime
 import Foundation
+import NIOCore
 import NIOHTTP1
 import Testing
 
@@ -29,6 +31,44 @@ import Testing
             let answer = try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", rawBody: body, contentType: nil)
             #expect(answer.status == 415)
             #expect(answer["error"] == "unsupported_media_type")
+        }
+    }
+
+    @Test func aBodyOfExactly16KiBIsReadWithItsUnknownFieldsIgnoredAndOneByteMoreIs413() async throws {
+        try await withTestDaemon { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            /// A login body of exactly `size` bytes, padded by a field the API does not know.
+            func login(size: Int) throws -> [UInt8] {
+                var fields = ["email": Fixture.email, "password": Fixture.password, "deviceName": "d", "platform": "iOS", "padding": ""]
+                let bare = try JSONSerialization.data(withJSONObject: fields).count
+                fields["padding"] = String(repeating: "p", count: size - bare)
+                let body = try JSONSerialization.data(withJSONObject: fields)
+                #expect(body.count == size)
+                return Array(body)
+            }
+            let limit = 16 * 1024
+            let atLimit = try await daemon.call(.POST, "/api/mobile/auth/login", rawBody: try login(size: limit))
+            #expect(atLimit.status == 200)
+            #expect(atLimit["apiKey"] != nil)
+            let over = try await daemon.call(.POST, "/api/mobile/auth/login", rawBody: try login(size: limit + 1))
+            #expect(over.status == 413)
+            #expect(over["error"] == "payload_too_large")
+
+            // Sent in chunks with no declared length, the same body is cut at the limit as it arrives.
+            for (size, status) in [(limit, 200), (limit + 1, 413)] {
+                let bytes = try login(size: size)
+                var request = HTTPClientRequest(url: daemon.base + "/api/mobile/auth/login")
+                request.method = .POST
+                request.headers.add(name: "Content-Type", value: "application/json")
+                let chunks = stride(from: 0, to: bytes.count, by: 1000).map { ByteBuffer(bytes: bytes[$0..<min($0 + 1000, bytes.count)]) }
+                let (stream, continuation) = AsyncStream.makeStream(of: ByteBuffer.self)
+                for chunk in chunks { continuation.yield(chunk) }
+                continuation.finish()
+                request.body = .stream(stream, length: .unknown)
+                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(20))
+                let answer = try await response.body.collect(upTo: 1 << 16)
+                #expect(Int(response.status.code) == status, "\(size) bytes chunked: \(String(buffer: answer))")
+            }
         }
     }
 

@@ -44,25 +44,26 @@ struct EntryMiddleware: RouterMiddleware {
         case is HashingQueueFull:
             context.logger.warning("password hashing queue full: answered 503")
             return try APIError.unavailable.response(from: request, context: context)
-        case let error as HTTPError:
-            return try map(error).response(from: request, context: context)
+        case let error as any HTTPResponseError:
+            // The framework's own refusals (no route, a body too large, …), by their status alone.
+            return try map(error.status).response(from: request, context: context)
         default:
             context.logger.error("request failed", metadata: ["error": "\(String(reflecting: type(of: error)))", "detail": "\(error)"])
             return try APIError.internalError.response(from: request, context: context)
         }
     }
 
-    static func map(_ error: HTTPError) -> APIError {
-        switch error.status {
+    static func map(_ status: HTTPResponse.Status) -> APIError {
+        switch status {
         case .notFound: .routeNotFound
         case .methodNotAllowed: .methodNotAllowed
         case .contentTooLarge: .payloadTooLarge
         case .unsupportedMediaType: .unsupportedMediaType
         case .badRequest: .invalidRequest("The request is malformed.")
         default:
-            error.status.code >= 500
+            status.code >= 500
                 ? .internalError
-                : APIError(error.status, "invalid_request", "The request could not be handled.")
+                : APIError(status, "invalid_request", "The request could not be handled.")
         }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import NIOCore
 
 extension Request {
     /// Reads the body as JSON of type `T`: 415 unless it is JSON, 413 over the
@@ -24,6 +25,9 @@ extension Request {
     func readBody(context: AppRequestContext) async throws -> ByteBuffer {
         do {
             return try await body.collect(upTo: context.maxUploadSize)
+        } catch is NIOTooManyBytesError {
+            // A body with no declared length (chunked), cut as it arrives.
+            throw APIError.payloadTooLarge
         } catch let error as HTTPError where error.status == .contentTooLarge {
             throw APIError.payloadTooLarge
         }
