@@ -10,7 +10,7 @@ extension PostgresStore: AccountStore {
                 """
                 INSERT INTO users (id, email, password_hash, created_at) VALUES (\(user.id), \(user.email), \(user.passwordHash), \(user.createdAt.stored))
                 ON CONFLICT (email) DO NOTHING RETURNING id
-                """, logger)
+                """, self.logger)
         }
         guard inserted == 1 else { throw AccountError.emailTaken }
         return user
@@ -30,7 +30,7 @@ extension PostgresStore: AccountStore {
 
     public func setPassword(userID: String, passwordHash: String) async throws {
         let changed = try await transaction { connection in
-            try await connection.run("UPDATE users SET password_hash = \(passwordHash) WHERE id = \(userID) RETURNING id", logger)
+            try await connection.run("UPDATE users SET password_hash = \(passwordHash) WHERE id = \(userID) RETURNING id", self.logger)
         }
         if changed == 0 { throw AccountError.unknownUser }
     }
@@ -45,10 +45,10 @@ extension PostgresStore: AccountStore {
     ) async throws -> Device {
         try await transaction { connection in
             // A token another account's device holds stays with it (see the SQLite store).
-            let fcmToken = try await Self.tokenUnlessClaimed(fcmToken, byOtherThan: userID, connection, logger)
+            let fcmToken = try await Self.tokenUnlessClaimed(fcmToken, byOtherThan: userID, connection, self.logger)
             if let fcmToken,
                 let existing = try await connection.rows(
-                    "SELECT * FROM devices WHERE user_id = \(userID) AND fcm_token = \(fcmToken) FOR UPDATE", logger
+                    "SELECT * FROM devices WHERE user_id = \(userID) AND fcm_token = \(fcmToken) FOR UPDATE", self.logger
                 ).first
             {
                 // The same phone again for this user: replace that device, keeping its id.
@@ -61,7 +61,7 @@ extension PostgresStore: AccountStore {
                     """
                     UPDATE devices SET name = \(name), platform = \(platform), push_enabled = true, api_key_hash = \(apiKeyHash),
                         public_key = \(publicKey?.json) WHERE id = \(device.id) RETURNING id
-                    """, logger)
+                    """, self.logger)
                 return device
             }
             let device = Device(
@@ -72,7 +72,7 @@ extension PostgresStore: AccountStore {
                 INSERT INTO devices (id, user_id, name, platform, fcm_token, push_enabled, api_key_hash, created_at, public_key)
                 VALUES (\(device.id), \(userID), \(name), \(platform), \(fcmToken), \(device.pushEnabled), \(apiKeyHash),
                     \(device.createdAt.stored), \(publicKey?.json))
-                """, logger)
+                """, self.logger)
             return device
         }
     }
@@ -105,21 +105,21 @@ extension PostgresStore: AccountStore {
 
     public func updatePushToken(deviceID: String, fcmToken: String?) async throws {
         try await transaction { connection in
-            guard let owner = try await connection.rows("SELECT user_id FROM devices WHERE id = \(deviceID) FOR UPDATE", logger).first else {
+            guard let owner = try await connection.rows("SELECT user_id FROM devices WHERE id = \(deviceID) FOR UPDATE", self.logger).first else {
                 return
             }
             let userID = try owner.get("user_id", as: String.self)
-            let fcmToken = try await Self.tokenUnlessClaimed(fcmToken, byOtherThan: userID, connection, logger)
+            let fcmToken = try await Self.tokenUnlessClaimed(fcmToken, byOtherThan: userID, connection, self.logger)
             if let fcmToken {
                 // The phone moved to this device of the same user: the old one stops getting its prompts.
                 try await connection.run(
                     """
                     UPDATE devices SET fcm_token = NULL, push_enabled = false
                     WHERE fcm_token = \(fcmToken) AND user_id = \(userID) AND id != \(deviceID) RETURNING id
-                    """, logger)
+                    """, self.logger)
             }
             try await connection.run(
-                "UPDATE devices SET fcm_token = \(fcmToken), push_enabled = \(fcmToken != nil) WHERE id = \(deviceID) RETURNING id", logger)
+                "UPDATE devices SET fcm_token = \(fcmToken), push_enabled = \(fcmToken != nil) WHERE id = \(deviceID) RETURNING id", self.logger)
         }
     }
 

@@ -19,7 +19,7 @@ extension PostgresStore: ApprovalStore {
                     """
                     DELETE FROM idempotency_keys WHERE integration_id = \(idempotency.integrationID) AND key = \(idempotency.key)
                         AND created_at <= \(stale) RETURNING key
-                    """, logger)
+                    """, self.logger)
                 // A racing insert of the same key waits here for the other's commit, then finds it taken.
                 let inserted = try await connection.run(
                     """
@@ -27,7 +27,7 @@ extension PostgresStore: ApprovalStore {
                     VALUES (\(idempotency.integrationID), \(idempotency.key), \(idempotency.requestHash), \(idempotency.approvalID),
                         \(idempotency.answer), \(now))
                     ON CONFLICT DO NOTHING RETURNING key
-                    """, logger)
+                    """, self.logger)
                 if inserted == 0 { throw IdempotencyKeyTaken() }
             }
             // Locked: a racing insert for the same subject waits, then no longer sees them pending.
@@ -37,17 +37,17 @@ extension PostgresStore: ApprovalStore {
                 WHERE subject = \(request.subject) AND action = \(request.action.rawValue)
                     AND integration_id IS NOT DISTINCT FROM \(request.integrationID) AND state = 'pending' AND expires_at > \(now)
                 FOR UPDATE
-                """, logger
+                """, self.logger
             ).map(ApprovalRequest.init(row:))
             for old in superseded {
-                if let event = supersededEvent(old) { try await Self.queueWebhook(event, integrationID: old.integrationID, connection, logger) }
+                if let event = supersededEvent(old) { try await Self.queueWebhook(event, integrationID: old.integrationID, connection, self.logger) }
                 // The same change as ApprovalStateMachine.supersede(at:).
                 try await connection.run(
                     """
                     UPDATE approval_requests SET state = 'cancelled', updated_at = \(now), new_password_hash = NULL, version = version + 1
                     WHERE id = \(old.id) AND state = 'pending' RETURNING id
-                    """, logger)
-                try await Self.notify(old.id, connection, logger)
+                    """, self.logger)
+                try await Self.notify(old.id, connection, self.logger)
             }
             try await connection.run(
                 """
@@ -60,7 +60,7 @@ extension PostgresStore: ApprovalStore {
                     \(now), \(request.expiresAt.stored), \(request.completionWindow), \(request.completeBy?.stored), \(request.updatedAt.stored),
                     \(request.numberCode?.salt), \(request.numberCode?.hash), \(request.newPasswordHash), \(request.requester.ip),
                     \(request.requester.userAgent), \(request.respondingDeviceID), \(request.integrationID), \(prompt))
-                """, logger)
+                """, self.logger)
             return superseded
         }
     }
@@ -111,8 +111,10 @@ extension PostgresStore: ApprovalStore {
             // Completing a reset needs the held hash, which the update below clears: read (and lock) it first.
             let held =
                 setsPassword
-                ? try await connection.rows("SELECT user_id, new_password_hash FROM approval_requests WHERE id = \(request.id) FOR UPDATE", logger)
-                    .first
+                ? try await connection.rows(
+                    "SELECT user_id, new_password_hash FROM approval_requests WHERE id = \(request.id) FOR UPDATE", self.logger
+                )
+                .first
                 : nil
             let changed = try await connection.run(
                 """
@@ -124,9 +126,9 @@ extension PostgresStore: ApprovalStore {
                 WHERE id = \(request.id) AND state = \(transition.from.rawValue)
                     AND \(unescaped: deadline.column) \(unescaped: deadline.comparison) \(writeTime().stored)
                 RETURNING id
-                """, logger)
+                """, self.logger)
             guard changed == 1 else { return false }
-            if let event { try await Self.queueWebhook(event, integrationID: request.integrationID, connection, logger) }
+            if let event { try await Self.queueWebhook(event, integrationID: request.integrationID, connection, self.logger) }
             if setsPassword {
                 // The held hash becomes the password in the same transaction as the completion.
                 guard let held, let userID = try held.get("user_id", as: String?.self),
@@ -134,10 +136,10 @@ extension PostgresStore: ApprovalStore {
                 else {
                     throw PostgresStoreError.corrupt("approved request \(request.logReference) holds no password hash")
                 }
-                try await connection.run("UPDATE users SET password_hash = \(hash) WHERE id = \(userID) RETURNING id", logger)
+                try await connection.run("UPDATE users SET password_hash = \(hash) WHERE id = \(userID) RETURNING id", self.logger)
             }
             // Delivered to every node's listener when this transaction commits.
-            try await Self.notify(request.id, connection, logger)
+            try await Self.notify(request.id, connection, self.logger)
             return true
         }
     }

@@ -12,7 +12,7 @@ extension PostgresStore: AuditStore {
                     INSERT INTO audit_events (at, kind, user_id, email, device_id, request_ref, ip, user_agent, detail, proof, proof_key)
                     VALUES (\(event.at.stored), \(event.kind.rawValue), \(event.userID), \(event.email), \(event.deviceID), \(event.requestRef),
                         \(event.ip), \(event.userAgent), \(event.detail), \(event.proof), \(event.proofKey))
-                    """, logger)
+                    """, self.logger)
             }
         }
     }

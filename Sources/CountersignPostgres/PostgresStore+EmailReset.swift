@@ -13,18 +13,18 @@ extension PostgresStore: EmailResetStore {
                     last_error = 'replaced by a newer code'
                 WHERE state = 'pending' AND reference IN (SELECT id FROM email_resets WHERE email = \(ticket.email) AND state = 'active')
                 RETURNING id
-                """, logger
+                """, self.logger
             ).map { try $0.get("id", as: String.self) }
             let replaced = try await connection.run(
                 "UPDATE email_resets SET state = 'replaced', finished_at = \(now) WHERE email = \(ticket.email) AND state = 'active' RETURNING id",
-                logger)
+                self.logger)
             try await connection.run(
                 """
                 INSERT INTO email_resets (id, user_id, email, code_hash, token_hash, created_at, expires_at, tries, state)
                 VALUES (\(ticket.id), \(ticket.userID), \(ticket.email), \(ticket.codeHash), \(ticket.tokenHash), \(now),
                     \(ticket.expiresAt.stored), 0, 'active')
-                """, logger)
-            if let mail { try await Self.insert(mail, connection, logger) }
+                """, self.logger)
+            if let mail { try await Self.insert(mail, connection, self.logger) }
             return (replaced, dropped)
         }
     }
@@ -59,10 +59,10 @@ extension PostgresStore: EmailResetStore {
                 UPDATE email_resets SET state = 'used', finished_at = \(now.stored)
                 WHERE id = \(id) AND state = 'active' AND expires_at > \(now.stored) AND user_id IS NOT NULL
                 RETURNING user_id
-                """, logger)
+                """, self.logger)
             guard let row = used.first else { return false }
             let userID = try row.get("user_id", as: String.self)
-            return try await connection.run("UPDATE users SET password_hash = \(passwordHash) WHERE id = \(userID) RETURNING id", logger) == 1
+            return try await connection.run("UPDATE users SET password_hash = \(passwordHash) WHERE id = \(userID) RETURNING id", self.logger) == 1
         }
     }
 
@@ -72,13 +72,13 @@ extension PostgresStore: EmailResetStore {
             let resets = try await connection.run(
                 """
                 DELETE FROM email_resets WHERE (state != 'active' AND finished_at < \(date.stored)) OR expires_at < \(date.stored) RETURNING id
-                """, logger)
+                """, self.logger)
             let outbox = try await connection.run(
-                "DELETE FROM outbox WHERE state != 'pending' AND finished_at < \(date.stored) RETURNING id", logger)
+                "DELETE FROM outbox WHERE state != 'pending' AND finished_at < \(date.stored) RETURNING id", self.logger)
             // Rate counters whose window ended a day ago (the longest limit's window is an hour by default).
             let counters = try await connection.run(
-                "DELETE FROM rate_counters WHERE opened < \(Date().addingTimeInterval(-86400).stored) RETURNING key", logger)
-            return resets + outbox + counters + (try await Self.pruneIntegrationRecords(now: Date(), connection, logger))
+                "DELETE FROM rate_counters WHERE opened < \(Date().addingTimeInterval(-86400).stored) RETURNING key", self.logger)
+            return resets + outbox + counters + (try await Self.pruneIntegrationRecords(now: Date(), connection, self.logger))
         }
     }
 }

@@ -34,11 +34,12 @@ extension PostgresStore {
                     let columns = row.map { "\"\($0.column)\"" }.joined(separator: ", ")
                     let placeholders = (1...row.count).map { "$\($0)" }.joined(separator: ", ")
                     try await connection.run(
-                        PostgresQuery(unsafeSQL: "INSERT INTO \(table.rawValue) (\(columns)) VALUES (\(placeholders))", binds: bindings), logger)
+                        PostgresQuery(unsafeSQL: "INSERT INTO \(table.rawValue) (\(columns)) VALUES (\(placeholders))", binds: bindings), self.logger)
                 }
             }
             try await connection.run(
-                "SELECT setval(pg_get_serial_sequence('audit_events', 'id'), COALESCE((SELECT max(id) FROM audit_events), 0) + 1, false)", logger)
+                "SELECT setval(pg_get_serial_sequence('audit_events', 'id'), COALESCE((SELECT max(id) FROM audit_events), 0) + 1, false)", self.logger
+            )
         }
     }
 }

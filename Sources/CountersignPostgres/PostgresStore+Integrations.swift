@@ -49,9 +49,9 @@ extension PostgresStore: IntegrationStore {
                 """
                 INSERT INTO users (id, email, password_hash, created_at) VALUES (\(user.id), \(email), '', \(user.createdAt.stored))
                 ON CONFLICT (email) DO NOTHING RETURNING id
-                """, logger)
+                """, self.logger)
             if inserted == 1 { return (user, true) }
-            guard let existing = try await connection.rows("SELECT * FROM users WHERE email = \(email)", logger).first else {
+            guard let existing = try await connection.rows("SELECT * FROM users WHERE email = \(email)", self.logger).first else {
                 throw AccountError.unknownUser
             }
             return (try User(row: existing), false)

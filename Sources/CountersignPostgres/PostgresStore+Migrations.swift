@@ -119,18 +119,18 @@ extension PostgresStore {
     /// when several nodes start at once, one migrates and the others wait, then find nothing to do.
     func migrate() async throws {
         let applied: [String] = try await transaction { connection in
-            try await connection.run("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger)
+            try await connection.run("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", self.logger)
             try await connection.run(
-                "CREATE TABLE IF NOT EXISTS schema_migrations (identifier text PRIMARY KEY, applied_at double precision NOT NULL)", logger)
+                "CREATE TABLE IF NOT EXISTS schema_migrations (identifier text PRIMARY KEY, applied_at double precision NOT NULL)", self.logger)
             let done = Set(
-                try await connection.rows("SELECT identifier FROM schema_migrations", logger).map { try $0.get("identifier", as: String.self) })
+                try await connection.rows("SELECT identifier FROM schema_migrations", self.logger).map { try $0.get("identifier", as: String.self) })
             var applied: [String] = []
             for migration in Self.migrations where !done.contains(migration.identifier) {
                 for statement in migration.statements {
-                    try await connection.run(PostgresQuery(unsafeSQL: statement), logger)
+                    try await connection.run(PostgresQuery(unsafeSQL: statement), self.logger)
                 }
                 try await connection.run(
-                    "INSERT INTO schema_migrations (identifier, applied_at) VALUES (\(migration.identifier), \(Date().stored))", logger)
+                    "INSERT INTO schema_migrations (identifier, applied_at) VALUES (\(migration.identifier), \(Date().stored))", self.logger)
                 applied.append(migration.identifier)
             }
             return applied

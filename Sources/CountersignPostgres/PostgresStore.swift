@@ -21,14 +21,19 @@ public final class PostgresStore: Sendable {
     private let running: Task<Void, Never>
     private let listening = Mutex<Task<Void, Never>?>(nil)
     private let notificationState = Mutex("reconnecting")
+    /// How long a query waits for a pooled connection before it fails as ``StoreUnavailable``.
+    let connectionWait: Duration
 
     /// The channel every transition's `NOTIFY` goes to, with the request id as payload.
     static let channel = "countersign_changes"
 
     /// Connects (a pool of at most `maximumConnections`) and migrates the schema.
-    public init(settings: PostgresSettings, nodeID: String, maximumConnections: Int = 16, logger: Logger) async throws {
+    public init(
+        settings: PostgresSettings, nodeID: String, maximumConnections: Int = 16, connectionWait: Duration = .seconds(5), logger: Logger
+    ) async throws {
         self.settings = settings
         self.nodeID = nodeID
+        self.connectionWait = connectionWait
         // Queries log only errors (PostgresNIO also warns about a lease asked for before the pool runs: it waits).
         var queries = logger
         queries.logLevel = max(logger.logLevel, .error)
@@ -116,11 +121,7 @@ public final class PostgresStore: Sendable {
 
     @discardableResult
     func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
-        var rows: [PostgresRandomAccessRow] = []
-        for try await row in try await client.query(query, logger: logger) {
-            rows.append(row.makeRandomAccess())
-        }
-        return rows
+        try await withConnection { [logger] connection in try await connection.rows(query, logger) }
     }
 
     func value<T: PostgresDecodable>(_ type: T.Type, _ query: PostgresQuery) async throws -> T? {
@@ -128,14 +129,70 @@ public final class PostgresStore: Sendable {
     }
 
     /// Runs `body` in one transaction (committed when it returns, rolled back when it throws).
-    func transaction<Result: Sendable>(_ body: (PostgresConnection) async throws -> Result) async throws -> Result {
+    func transaction<Result: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Result) async throws -> Result {
         do {
-            return try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+            return try await withConnection { [logger] connection in
+                try await connection.withTransaction(logger: logger) { connection in try await body(connection) }
+            }
         } catch let error as PostgresTransactionError {
             // Callers catch what the body threw (a taken idempotency key, say), not its wrapper.
             throw error.closureError ?? error.beginError ?? error.commitError ?? error
         }
     }
+
+    /// Runs `body` on a pooled connection, waiting at most `connectionWait` for
+    /// one. While the database does not answer, the pool keeps trying to connect
+    /// and a caller would wait as long: here it gets ``StoreUnavailable``
+    /// instead (503 to a client), so `/healthz` answers and requests do not pile
+    /// up through an outage. Once `body` has its connection it runs to its end.
+    func withConnection<Result: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Result) async throws -> Result {
+        let leased = LeaseFlag()
+        return try await withThrowingTaskGroup(of: Lease<Result>.self) { group in
+            group.addTask { [client] in
+                .done(
+                    try await client.withConnection { connection in
+                        leased.set()
+                        return try await body(connection)
+                    })
+            }
+            group.addTask { [connectionWait] in
+                try? await Task.sleep(for: connectionWait)
+                return .waited
+            }
+            do {
+                while let next = try await group.next() {
+                    switch next {
+                    case .done(let result):
+                        group.cancelAll()
+                        return result
+                    case .waited where leased.isSet:
+                        continue
+                    case .waited:
+                        group.cancelAll()
+                        // A connection leased in this very moment still runs its body to its end.
+                        while let next = try await group.next() { if case .done(let result) = next { return result } }
+                    }
+                }
+            } catch {
+                // What the body threw is the caller's; before it ran, the lease was given up or refused.
+                if leased.isSet { throw error }
+            }
+            throw StoreUnavailable()
+        }
+    }
+}
+
+/// What a ``PostgresStore/withConnection(_:)`` race ends with.
+private enum Lease<Result: Sendable>: Sendable {
+    case done(Result)
+    case waited
+}
+
+/// Set once the body has its connection.
+private final class LeaseFlag: Sendable {
+    private let value = Mutex(false)
+    var isSet: Bool { value.withLock { $0 } }
+    func set() { value.withLock { $0 = true } }
 }
 
 extension PostgresConnection {

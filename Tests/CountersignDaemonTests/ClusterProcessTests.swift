@@ -248,4 +248,54 @@ extension ClusterProcessTests {
             #expect(trail.output.split(separator: "\n").filter { $0.contains(" expired ") }.count == 1, "\(trail.output)")
         }
     }
+
+    @Test func aNodeWhoseDatabaseStopsAnsweringSaysSoAndRecovers() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            let server = try PostgresTestServer.shared()
+            let database = try server.newDatabase()
+            let name = PostgresTestServer.databaseName(of: database)
+            let key = folder.appendingPathComponent("secret-key")
+            try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: key)
+            let apiKey = try Self.addIntegration("Outage Admin", database: database)
+            let port = try DaemonProcessTests.freePort()
+            let base = "http://127.0.0.1:\(port)"
+            let log = folder.appendingPathComponent("node.log")
+            let node = try await MailDeliveryProcessTests.startDaemon(
+                ["--database", database, "--secret-key-file", key.path, "--node-id", "node-0"], port: port, log: log)
+            defer { if node.isRunning { kill(node.processIdentifier, SIGKILL) } }
+            let auth = [("Authorization", "Bearer \(apiKey)")]
+            #expect(try await Self.call(.GET, "\(base)/healthz").0 == 200)
+
+            // The database refuses new connections, and the node's are cut.
+            try server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS false")
+            try server.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(name)'")
+            let (down, health) = try await DaemonProcessTests.http(.GET, "\(base)/healthz", timeout: 20)
+            #expect(down == 503)
+            #expect(health["status"] as? String == "unavailable")
+            #expect(health["database"] as? String == "unavailable")
+            // A request meanwhile gets the contract's error body, nothing of the fault in it.
+            let (refused, body) = try await DaemonProcessTests.http(
+                .POST, "\(base)/v1/users", json: #"{"email":"ana@example.com"}"#, headers: auth, timeout: 20)
+            #expect(refused == 503, "\(body)")
+            #expect(body["success"] as? Bool == false)
+            #expect(body["error"] as? String == "unavailable")
+            #expect(body["retryAfter"] as? Int == 1)
+            let message = try #require(body["message"] as? String)
+            for word in ["postgres", "PSQL", "connection", name, "\(server.port)"] {
+                #expect(!message.localizedCaseInsensitiveContains(word), "\(message)")
+            }
+
+            // The database answers again: so does the node, without a restart.
+            try server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS true")
+            var status = 0
+            for _ in 0..<60 {
+                status = (try? await DaemonProcessTests.http(.GET, "\(base)/healthz", timeout: 5))?.0 ?? 0
+                if status == 200 { break }
+                try await Task.sleep(for: .milliseconds(500))
+            }
+            #expect(status == 200, "\((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+            #expect(try await Self.call(.POST, "\(base)/v1/users", json: ["email": "ana@example.com"], headers: auth).0 == 201)
+            #expect(!((try? String(contentsOf: log, encoding: .utf8)) ?? "").contains(server.password))
+        }
+    }
 }

@@ -1,5 +1,11 @@
 import Foundation
 
+/// The database did not answer in time (a shared database down or out of
+/// reach): answer 503 `unavailable` and let the client retry.
+public struct StoreUnavailable: Error, Equatable {
+    public init() {}
+}
+
 /// Whether the database answers: for `/healthz` and the systemd watchdog.
 public protocol StoreHealth: Sendable {
     func ping() async -> Bool

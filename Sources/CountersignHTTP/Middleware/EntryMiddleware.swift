@@ -44,6 +44,9 @@ struct EntryMiddleware: RouterMiddleware {
         case is HashingQueueFull:
             context.logger.warning("password hashing queue full: answered 503")
             return try APIError.unavailable.response(from: request, context: context)
+        case is StoreUnavailable:
+            context.logger.warning("the database did not answer in time: answered 503")
+            return try APIError.unavailable.response(from: request, context: context)
         case let error as any HTTPResponseError:
             // The framework's own refusals (no route, a body too large, …), by their status alone.
             return try map(error.status).response(from: request, context: context)
