@@ -35,6 +35,16 @@ import Testing
                     #expect(prompts.allSatisfy { $0.data["requestId"] == id && $0.data["action"] == "password_reset" })
                     // No number code and no password in any push.
                     #expect(prompts.allSatisfy { !$0.json.contains("staple") && !$0.json.contains("numberCode") })
+                    // Nor the code's value: no data value is it, and the words shown do not hold it.
+                    let number = try #require(code)
+                    #expect(prompts.allSatisfy { !$0.data.values.contains(number) })
+                    for prompt in prompts {
+                        let message = try #require(try JSONSerialization.jsonObject(with: Data(prompt.json.utf8)) as? [String: Any])
+                        let notification = try #require((message["message"] as? [String: Any])?["notification"] as? [String: String])
+                        let shown = [notification["title"], notification["body"]].compactMap { $0 }.joined(separator: " ")
+                        #expect(!shown.isEmpty)
+                        #expect(shown.range(of: "\\b\(number)\\b", options: .regularExpression) == nil, "\(shown)")
+                    }
                     #expect(fake.rejections.isEmpty)
                     #expect(fake.exchanges == 1)
 
