@@ -22,6 +22,11 @@ import Testing
         #expect(configuration.bcryptCost == 12)
         #expect(configuration.fraudSilence == 3600)
         #expect(configuration.retention == 90 * 86400)
+        // http-api.md, "Connections and waits".
+        #expect(configuration.idleTimeout == .seconds(75))
+        #expect(configuration.headTimeout == .seconds(30))
+        #expect(configuration.longPollsPerAddress == 1000)
+        #expect(configuration.longPollsTotal == 100_000)
         let systemd = try ConfigurationLoader(flags: [:], environment: ["STATE_DIRECTORY": "/var/lib/countersign"], configFile: nil)
         #expect(try systemd.databasePath() == "/var/lib/countersign/countersign.sqlite")
     }

@@ -71,8 +71,11 @@ import Testing
         }
     }
 
-    @Test func longPollsOverTheAddressCapAreAnsweredAtOnce() async throws {
-        try await withTestDaemon(configure: { $0.longPollsPerAddress = 2 }) { daemon in
+    /// Over either cap, per client address or per node, a long poll answers at once.
+    @Test(arguments: ["address", "node"]) func longPollsOverACapAreAnsweredAtOnce(cap: String) async throws {
+        try await withTestDaemon(configure: {
+            if cap == "address" { $0.longPollsPerAddress = 2 } else { $0.longPollsTotal = 2 }
+        }) { daemon in
             let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             let started = ContinuousClock.now
             // Held for 5 s, so both are still parked when the third comes, however slow the start.
