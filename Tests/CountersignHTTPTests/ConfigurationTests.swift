@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignHTTP
+import CountersignPush
 import CountersignRuntime
 import Foundation
 import Logging
@@ -29,6 +30,28 @@ import Testing
         #expect(configuration.longPollsTotal == 100_000)
         let systemd = try ConfigurationLoader(flags: [:], environment: ["STATE_DIRECTORY": "/var/lib/countersign"], configFile: nil)
         #expect(try systemd.databasePath() == "/var/lib/countersign/countersign.sqlite")
+    }
+
+    /// fcm-http-v1.md: every command finds the service account the same way (they all read ``ConfigurationLoader/pushSettings()``).
+    @Test func theServiceAccountComesFromTheFlagThenTheEnvironmentThenTheFileThenTheCredential() throws {
+        let (folder, path) = try writeConfig(#"{"fcm": {"serviceAccountFile": "/from/file.json"}}"#)
+        defer { folder.remove() }
+        let credentials = folder.url.appendingPathComponent("credentials")
+        try FileManager.default.createDirectory(at: credentials, withIntermediateDirectories: true)
+        let credential = credentials.appendingPathComponent(PushSettings.credentialName).path
+        try Data("{}".utf8).write(to: URL(fileURLWithPath: credential))
+        let flag = [ConfigurationLoader.fcmServiceAccount.flag: "/from/flag.json"]
+        let variable = [ConfigurationLoader.fcmServiceAccount.environment: "/from/environment.json", "CREDENTIALS_DIRECTORY": credentials.path]
+        func found(_ flags: [String: String], _ environment: [String: String], _ file: String?) throws -> String? {
+            try ConfigurationLoader(flags: flags, environment: environment, configFile: file).pushSettings().serviceAccountFile
+        }
+        #expect(try found(flag, variable, path) == "/from/flag.json")
+        #expect(try found([:], variable, path) == "/from/environment.json")
+        #expect(try found([:], ["CREDENTIALS_DIRECTORY": credentials.path], path) == "/from/file.json")
+        #expect(try found([:], ["CREDENTIALS_DIRECTORY": credentials.path], nil) == credential)
+        // Without any of them, push is off.
+        #expect(try found([:], [:], nil) == nil)
+        #expect(try found([:], ["CREDENTIALS_DIRECTORY": folder.url.path], nil) == nil)
     }
 
     @Test func flagBeatsEnvironmentBeatsFileBeatsDefault() throws {
