@@ -28,6 +28,22 @@ public final class AuditLog: Sendable {
         signal.yield()
     }
 
+    /// Puts back, ahead of any recorded since, events a writer took but could
+    /// not write; past `capacity` the oldest are dropped and counted.
+    public func putBack(_ events: [AuditEvent]) {
+        buffer.withLock { buffer in
+            buffer.events.prepend(contentsOf: events)
+            let excess = buffer.events.count - capacity
+            if excess > 0 {
+                buffer.events.removeFirst(excess)
+                buffer.dropped += excess
+            }
+        }
+    }
+
+    /// Wakes the writer, as a recorded event does.
+    public func wake() { signal.yield() }
+
     /// Everything recorded since the last call, and how many events were dropped meanwhile.
     public func take() -> (events: [AuditEvent], dropped: Int) {
         buffer.withLock { buffer in

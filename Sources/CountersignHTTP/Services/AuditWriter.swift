@@ -4,29 +4,47 @@ import Logging
 import ServiceLifecycle
 
 /// Writes the audit log's events to the database in batches, one transaction
-/// per wake-up; on shutdown it writes what is left.
+/// per wake-up; on shutdown it writes what is left. While the database does
+/// not answer (``StoreUnavailable``), the events wait in the log (bounded by
+/// its capacity) and are tried again after a pause.
 struct AuditWriter: Service {
     let log: AuditLog
     let store: any AuditStore
     let logger: Logger
+    var firstPause = Duration.milliseconds(500)
+    var longestPause = Duration.seconds(5)
 
     func run() async throws {
+        var pause = firstPause
         for await _ in log.wakeups.cancelOnGracefulShutdown() {
-            await flush()
+            if await flush() {
+                pause = firstPause
+            } else {
+                try? await Task.sleep(for: pause)
+                pause = min(pause * 2, longestPause)
+                log.wake()
+            }
         }
         await flush()
     }
 
-    func flush() async {
+    /// Writes what the log holds; `false` when the database did not answer and the events went back to wait.
+    @discardableResult
+    func flush() async -> Bool {
         let (events, dropped) = log.take()
         if dropped > 0 {
             logger.error("audit events dropped: the writer fell behind", metadata: ["dropped": "\(dropped)"])
         }
-        guard !events.isEmpty else { return }
+        guard !events.isEmpty else { return true }
         do {
             try await store.append(events)
+        } catch is StoreUnavailable {
+            log.putBack(events)
+            logger.warning("audit events wait: the database did not answer", metadata: ["count": "\(events.count)"])
+            return false
         } catch {
             logger.error("cannot write audit events", metadata: ["count": "\(events.count)", "error": "\(error)"])
         }
+        return true
     }
 }
