@@ -177,6 +177,8 @@ public final class PostgresStore: Sendable {
                 // What the body threw is the caller's; before it ran, the lease was given up or refused.
                 if leased.isSet { throw error }
             }
+            // A caller that gave up itself (a long poll closed, a shutdown) is not an outage.
+            try Task.checkCancellation()
             throw StoreUnavailable()
         }
     }

@@ -2,8 +2,9 @@ import Foundation
 
 /// The database did not answer in time (a shared database down or out of
 /// reach): answer 503 `unavailable` and let the client retry.
-public struct StoreUnavailable: Error, Equatable {
+public struct StoreUnavailable: Error, Equatable, CustomStringConvertible {
     public init() {}
+    public var description: String { "the database did not answer in time (no connection within the wait)" }
 }
 
 /// Whether the database answers: for `/healthz` and the systemd watchdog.

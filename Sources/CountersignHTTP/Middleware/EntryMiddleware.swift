@@ -49,6 +49,9 @@ struct EntryMiddleware: RouterMiddleware {
             return try APIError.unavailable.response(from: request, context: context)
         case let error as any HTTPResponseError:
             // The framework's own refusals (no route, a body too large, …), by their status alone.
+            if error.status.code >= 500 {
+                context.logger.error("request failed", metadata: ["error": "\(String(reflecting: type(of: error)))", "detail": "\(error)"])
+            }
             return try map(error.status).response(from: request, context: context)
         default:
             context.logger.error("request failed", metadata: ["error": "\(String(reflecting: type(of: error)))", "detail": "\(error)"])
