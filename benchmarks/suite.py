@@ -298,10 +298,10 @@ def row_creates(args, rows):
     # Both runs fill every core: a phone create costs about one bcrypt hash plus
     # one create without bcrypt, so together they bound the phone rate.
     ceiling = ""
-    if hashes:
+    if hashes and rate > 0:
         bound = 1 / (1 / hashes + 1 / rate)
         ceiling = (f" (bcrypt cost 4 alone, every core, no HTTP: {hashes:,.0f} hashes/s; with the /v1 create's own cost"
-                   f" the cores allow about {bound:,.0f}/s, {phone / bound:.0%} reached)")
+                   f" the cores allow about {bound:,.0f}/s; reached: about {phone / bound:.0%})")
         log(f"phone creates bound by bcrypt + a /v1 create: {bound:,.0f}/s")
     rows.append(("durable creates/s, phone initiate (unknown emails, bcrypt 4, 16 conn.)", f"{phone:,.0f}{ceiling}", "≥ 2,000"))
     rows.append(("durable creates/s, POST /v1/approvals (no bcrypt, 16 conn.)", f"{rate:,.0f}", "≥ 5,000"))

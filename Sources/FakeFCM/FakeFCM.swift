@@ -248,7 +248,7 @@ public final class FakeFCM: Sendable {
             if let retryAfter { response.headers[.retryAfter] = String(retryAfter) }
             return response
         case .html(let httpStatus):
-            let page = "<html><head><title>\(httpStatus) Bad Gateway</title></head><body><h1>Bad Gateway</h1></body></html>"
+            let page = "<html><head><title>\(httpStatus) Error</title></head><body><h1>The server could not answer</h1></body></html>"
             return Response(
                 status: HTTPResponse.Status(code: httpStatus), headers: [.contentType: "text/html; charset=UTF-8"],
                 body: .init(byteBuffer: ByteBuffer(string: page)))
