@@ -23,6 +23,8 @@ public final class PostgresStore: Sendable {
     private let notificationState = Mutex("reconnecting")
     /// How long a query waits for a pooled connection before it fails as ``StoreUnavailable``.
     let connectionWait: Duration
+    private let waits = ConnectionWaits()
+    private let watchingWaits: Task<Void, Never>
 
     /// The channel every transition's `NOTIFY` goes to, with the request id as payload.
     static let channel = "countersign_changes"
@@ -42,10 +44,12 @@ public final class PostgresStore: Sendable {
         let client = PostgresClient(configuration: settings.clientConfiguration(maximumConnections: maximumConnections), backgroundLogger: logger)
         self.client = client
         running = Task { await client.run() }
+        watchingWaits = Task { [waits] in await waits.run() }
         do {
             try await migrate()
         } catch {
             running.cancel()
+            watchingWaits.cancel()
             throw PostgresStoreError.cannotOpen(settings.redacted, String(reflecting: error))
         }
     }
@@ -69,6 +73,7 @@ public final class PostgresStore: Sendable {
     public func close() throws {
         listening.withLock { $0?.cancel() }
         running.cancel()
+        watchingWaits.cancel()
     }
 
     // MARK: Notifications
@@ -147,47 +152,28 @@ public final class PostgresStore: Sendable {
     /// up through an outage. Once `body` has its connection it runs to its end.
     func withConnection<Result: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Result) async throws -> Result {
         let leased = LeaseFlag()
-        return try await withThrowingTaskGroup(of: Lease<Result>.self) { group in
-            group.addTask { [client] in
-                .done(
-                    try await client.withConnection { connection in
-                        leased.set()
-                        return try await body(connection)
-                    })
+        let lease = Task { [client] in
+            try await client.withConnection { connection in
+                leased.set()
+                return try await body(connection)
             }
-            group.addTask { [connectionWait] in
-                try? await Task.sleep(for: connectionWait)
-                return .waited
+        }
+        let wait = waits.add(deadline: .now + connectionWait) { if !leased.isSet { lease.cancel() } }
+        defer { waits.remove(wait) }
+        do {
+            return try await withTaskCancellationHandler {
+                try await lease.value
+            } onCancel: {
+                lease.cancel()
             }
-            do {
-                while let next = try await group.next() {
-                    switch next {
-                    case .done(let result):
-                        group.cancelAll()
-                        return result
-                    case .waited where leased.isSet:
-                        continue
-                    case .waited:
-                        group.cancelAll()
-                        // A connection leased in this very moment still runs its body to its end.
-                        while let next = try await group.next() { if case .done(let result) = next { return result } }
-                    }
-                }
-            } catch {
-                // What the body threw is the caller's; before it ran, the lease was given up or refused.
-                if leased.isSet { throw error }
-            }
+        } catch {
+            // What the body threw is the caller's; before it ran, the lease was given up or refused.
+            if leased.isSet { throw error }
             // A caller that gave up itself (a long poll closed, a shutdown) is not an outage.
             try Task.checkCancellation()
             throw StoreUnavailable()
         }
     }
-}
-
-/// What a ``PostgresStore/withConnection(_:)`` race ends with.
-private enum Lease<Result: Sendable>: Sendable {
-    case done(Result)
-    case waited
 }
 
 /// Set once the body has its connection.
