@@ -226,6 +226,39 @@ extension StoreTests {
     }
 
     @Test(.enabled(if: PostgresTestServer.isAvailable, Comment(rawValue: PostgresTestServer.skipNote)))
+    func aQueryWaitsForAConnectionNoLongerThanItsBoundAndACancelledOneIsNoOutage() async throws {
+        let database = try newDatabase(.postgres)
+        let store = try await PostgresStore(
+            settings: try PostgresSettings(url: database), nodeID: "a", connectionWait: .seconds(1), logger: Logger(label: "test"))
+        defer { try? store.close() }
+        #expect(try await store.user(email: "ana@example.com") == nil)
+        let server = try PostgresTestServer.shared()
+        let name = PostgresTestServer.databaseName(of: database)
+        try server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS false")
+        try server.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(name)'")
+        defer { _ = try? server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS true") }
+        // Out of reach: the query gives up after its bound (checked four times a second), well before the pool's own 60 s.
+        let clock = ContinuousClock()
+        let started = clock.now
+        await #expect(throws: StoreUnavailable.self) { _ = try await store.user(email: "ana@example.com") }
+        #expect(clock.now - started < .seconds(20))
+        #expect(await store.ping() == false)
+        // A caller that gives up while it waits gets its cancellation, not an outage.
+        let waiting = Task { try await store.user(email: "ana@example.com") }
+        try await Task.sleep(for: .milliseconds(100))
+        waiting.cancel()
+        await #expect(throws: CancellationError.self) { _ = try await waiting.value }
+        // Reachable again: the same store answers.
+        try server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS true")
+        var answered = false
+        for _ in 0..<40 where !answered {
+            answered = await store.ping()
+            if !answered { try await Task.sleep(for: .milliseconds(250)) }
+        }
+        #expect(answered)
+    }
+
+    @Test(.enabled(if: PostgresTestServer.isAvailable, Comment(rawValue: PostgresTestServer.skipNote)))
     func aCommittedTransitionNotifiesTheOtherNodeAndACutConnectionRecovers() async throws {
         let database = try newDatabase(.postgres)
         let settings = try PostgresSettings(url: database)
