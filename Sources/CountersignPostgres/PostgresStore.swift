@@ -25,6 +25,9 @@ public final class PostgresStore: Sendable {
     let connectionWait: Duration
     private let waits = ConnectionWaits()
     private let watchingWaits: Task<Void, Never>
+    /// Set once the schema is migrated: opening waits for its first connections
+    /// as long as the pool keeps trying (a database still starting is not an outage).
+    private let opened = Mutex(false)
 
     /// The channel every transition's `NOTIFY` goes to, with the request id as payload.
     static let channel = "countersign_changes"
@@ -47,6 +50,7 @@ public final class PostgresStore: Sendable {
         watchingWaits = Task { [waits] in await waits.run() }
         do {
             try await migrate()
+            opened.withLock { $0 = true }
         } catch {
             running.cancel()
             watchingWaits.cancel()
@@ -150,7 +154,9 @@ public final class PostgresStore: Sendable {
     /// and a caller would wait as long: here it gets ``StoreUnavailable``
     /// instead (503 to a client), so `/healthz` answers and requests do not pile
     /// up through an outage. Once `body` has its connection it runs to its end.
+    /// Until the store is open (migrated), the wait has no bound of its own.
     func withConnection<Result: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Result) async throws -> Result {
+        guard opened.withLock({ $0 }) else { return try await client.withConnection { connection in try await body(connection) } }
         let leased = LeaseFlag()
         let lease = Task { [client] in
             try await client.withConnection { connection in
