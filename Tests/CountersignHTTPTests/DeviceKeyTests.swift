@@ -213,6 +213,38 @@ import Testing
             #expect(!phone.keyBound)
             let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             #expect(try await daemon.respond(id, apiKey: phone.apiKey, code: code).status == 200)
+            // Ignored, not checked: a key this server would refuse does not stop the login.
+            let valid = try DeviceKey(signingKey: ES256PrivateKey())
+            let other = try await daemon.call(
+                .POST, "/api/mobile/auth/login",
+                json: [
+                    "email": Fixture.email, "password": Fixture.password, "deviceName": "Tablet", "platform": "iOS",
+                    "publicKey": ["kty": "EC", "crv": "P-384", "x": valid.x, "y": valid.y],
+                ])
+            #expect(other.status == 200, "\(other.text)")
+            #expect((other.json["device"] as? [String: any Sendable])?["keyBound"] as? Bool == false)
+        }
+    }
+
+    @Test func aKeyAsWebCryptoExportsItWithNonStringMembersIsTaken() async throws {
+        try await withTestDaemon { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let key = ES256PrivateKey()
+            let jwk = try DeviceKey(signingKey: key)
+            // crypto.subtle.exportKey("jwk", publicKey) adds "ext" and "key_ops".
+            let exported: [String: any Sendable] = ["kty": "EC", "crv": "P-256", "x": jwk.x, "y": jwk.y, "ext": true, "key_ops": ["verify"]]
+            let answer = try await daemon.call(
+                .POST, "/api/mobile/auth/login",
+                json: ["email": Fixture.email, "password": Fixture.password, "deviceName": "Phone", "platform": "iOS", "publicKey": exported])
+            #expect(answer.status == 200, "\(answer.text)")
+            #expect((answer.json["device"] as? [String: any Sendable])?["keyBound"] as? Bool == true)
+            // A private key (with "d") is still refused, whatever else it holds.
+            var secret = exported
+            secret["d"] = jwk.x
+            let refused = try await daemon.call(
+                .POST, "/api/mobile/auth/login",
+                json: ["email": Fixture.email, "password": Fixture.password, "deviceName": "Phone", "platform": "iOS", "publicKey": secret])
+            #expect(refused.status == 400)
         }
     }
 

@@ -18,7 +18,7 @@ struct DeviceKeyController: Sendable {
     }
 
     struct Body: Decodable {
-        var publicKey: [String: String]
+        var publicKey: JWKMembers
         var proof: String
         var previousProof: String?
     }

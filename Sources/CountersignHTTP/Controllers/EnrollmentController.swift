@@ -21,7 +21,7 @@ struct EnrollmentController: Sendable {
         var deviceName: String
         var platform: String
         var fcmToken: String?
-        var publicKey: [String: String]?
+        var publicKey: JWKMembers?
     }
 
     @Sendable func enroll(_ request: Request, context: AppRequestContext) async throws -> MobileAuthController.LoginAnswer {
@@ -30,7 +30,8 @@ struct EnrollmentController: Sendable {
         let deviceName = try Field.text(body.deviceName, "deviceName", maxBytes: 100)
         let platform = try Field.text(body.platform, "platform", maxBytes: 32)
         let token = try body.fcmToken.map { try Field.text($0, "fcmToken", maxBytes: 4096, allowEmpty: true) }
-        let key = try body.publicKey.map { try Field.deviceKey($0, "publicKey") }
+        // With device keys off, a key sent is ignored, not checked.
+        let key = deviceKeys == .off ? nil : try body.publicKey.map { try Field.deviceKey($0, "publicKey") }
         // Counted before the code is looked at, so that parallel guesses cannot pass the limit; given back on success.
         var redeemed: (userID: String, integrationID: String)?
         let accepted = try await abuse.attempt(
@@ -50,7 +51,7 @@ struct EnrollmentController: Sendable {
         let apiKey = SecureToken.apiKey()
         let device = try await store.registerDevice(
             userID: user.id, name: deviceName, platform: platform, fcmToken: Device.pushToken(from: token),
-            apiKeyHash: SecureToken.sha256Hex(apiKey), publicKey: deviceKeys == .off ? nil : key)
+            apiKeyHash: SecureToken.sha256Hex(apiKey), publicKey: key)
         let integration = try await store.integration(id: redeemed.integrationID)
         context.logger.info("device enrolled", metadata: ["user": "\(user.id)", "device": "\(device.id)", "push": "\(device.pushEnabled)"])
         audit.record(

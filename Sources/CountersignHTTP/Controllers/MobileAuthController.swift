@@ -29,7 +29,7 @@ struct MobileAuthController: Sendable {
         var platform: String
         var fcmToken: String?
         /// A P-256 public key (JWK) the device's answers will be signed with.
-        var publicKey: [String: String]?
+        var publicKey: JWKMembers?
     }
 
     struct LoginAnswer: ResponseEncodable {
@@ -58,7 +58,8 @@ struct MobileAuthController: Sendable {
         let deviceName = try Field.text(body.deviceName, "deviceName", maxBytes: 100)
         let platform = try Field.text(body.platform, "platform", maxBytes: 32)
         let token = try body.fcmToken.map { try Field.text($0, "fcmToken", maxBytes: 4096, allowEmpty: true) }
-        let key = try body.publicKey.map { try Field.deviceKey($0, "publicKey") }
+        // With device keys off, a key sent is ignored, not checked.
+        let key = deviceKeys == .off ? nil : try body.publicKey.map { try Field.deviceKey($0, "publicKey") }
         let normalized = User.normalize(email: email)
         var user: User?
         let passwordMatches = try await abuse.attempt(
@@ -89,7 +90,7 @@ struct MobileAuthController: Sendable {
             fcmToken: Device.pushToken(from: token),
             apiKeyHash: SecureToken.sha256Hex(apiKey),
             // With keys off, a key sent is ignored: the device answers with its API key.
-            publicKey: deviceKeys == .off ? nil : key
+            publicKey: key
         )
         context.logger.info("device signed in", metadata: ["user": "\(user.id)", "device": "\(device.id)", "push": "\(device.pushEnabled)"])
         audit.record(
