@@ -30,6 +30,8 @@ extension PostgresStore: ApprovalStore {
                     """, self.logger)
                 if inserted == 0 { throw IdempotencyKeyTaken() }
             }
+            // Creates for one subject and action take turns: a racing one waits here, then sees this one's row pending.
+            try await Self.serialize("approval", request.subject + "\u{1F}" + request.action.rawValue, connection, self.logger)
             // Locked: a racing insert for the same subject waits, then no longer sees them pending.
             let superseded = try await connection.rows(
                 """

@@ -6,6 +6,8 @@ extension PostgresStore: EmailResetStore {
     public func issueEmailReset(_ ticket: EmailResetTicket, mail: OutboxItem?) async throws -> (replaced: Int, droppedMails: [String]) {
         let now = ticket.createdAt.stored
         return try await transaction { connection in
+            // Codes for one address take turns: a racing one waits here, then sees this one's ticket active.
+            try await Self.serialize("email_reset", ticket.email, connection, self.logger)
             // Earlier unsent mails of the replaced tickets are useless now: they go with them.
             let dropped = try await connection.rows(
                 """

@@ -189,6 +189,17 @@ private final class LeaseFlag: Sendable {
     func set() { value.withLock { $0 = true } }
 }
 
+extension PostgresStore {
+    /// Makes the transactions that name the same `kind` and `key` take turns
+    /// until each commits (a transaction-scoped advisory lock on a hash of
+    /// both; two keys sharing a hash only wait for each other). Under READ
+    /// COMMITTED a racing transaction cannot see a row another has just
+    /// inserted, so "replace what is live, then insert" needs this.
+    static func serialize(_ kind: String, _ key: String, _ connection: PostgresConnection, _ logger: Logger) async throws {
+        try await connection.run("SELECT pg_advisory_xact_lock(hashtext(\(kind)), hashtext(\(key)))", logger)
+    }
+}
+
 extension PostgresConnection {
     func rows(_ query: PostgresQuery, _ logger: Logger) async throws -> [PostgresRandomAccessRow] {
         var rows: [PostgresRandomAccessRow] = []

@@ -89,6 +89,33 @@ extension StoreTests {
         #expect(try await store.redeliverWebhook(eventID: "evt_1", now: now))
     }
 
+    /// http-api.md and email-reset.md: one pending phone reset per user, one
+    /// active code per address, however many nodes create them at once.
+    @Test(arguments: Backend.available) func racingCreatesForOneSubjectLeaveOneLive(backend: Backend) async throws {
+        let database = try newDatabase(backend)
+        let nodes = [try await open(backend, database, node: "a"), try await open(backend, database, node: "b")]
+        let user = try await nodes[0].createUser(email: "ana@example.com", passwordHash: "old")
+        for round in 0..<5 {
+            let now = Date()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<8 {
+                    group.addTask {
+                        _ = try await nodes[index % 2].insert(self.pending("r\(round)-\(index)", user: user, at: now), idempotency: nil) { _ in nil }
+                        let ticket = EmailResetTicket(
+                            id: "e\(round)-\(index)", userID: user.id, email: user.email, codeHash: "c\(round)-\(index)",
+                            tokenHash: "t\(round)-\(index)", createdAt: now, expiresAt: now.addingTimeInterval(600))
+                        _ = try await nodes[index % 2].issueEmailReset(ticket, mail: nil)
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let live = try await nodes[0].liveRequests().filter { $0.subject == user.id }
+            #expect(live.count == 1, "round \(round): \(live.map(\.id))")
+            let codes = try await (0..<8).asyncCount { try await nodes[0].emailReset(tokenHash: "t\(round)-\($0)")?.state == .active }
+            #expect(codes == 1, "round \(round)")
+        }
+    }
+
     @Test(arguments: Backend.available) func racingTriesOfAnEmailCodeStopAtTheLimit(backend: Backend) async throws {
         let database = try newDatabase(backend)
         let nodes = [try await open(backend, database, node: "a"), try await open(backend, database, node: "b")]
@@ -294,5 +321,14 @@ extension StoreTests {
         #expect(try await nodeB.apply(completion, to: machine.request))
         #expect(await received.next() == "r1")
         try nodeA.close()
+    }
+}
+
+extension Range where Bound == Int {
+    /// How many of the range's numbers `test` holds for, one after another.
+    func asyncCount(_ test: (Int) async throws -> Bool) async throws -> Int {
+        var count = 0
+        for index in self where try await test(index) { count += 1 }
+        return count
     }
 }
