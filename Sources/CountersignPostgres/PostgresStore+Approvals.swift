@@ -105,7 +105,8 @@ extension PostgresStore: ApprovalStore {
     }
 
     public func apply(
-        _ transition: Transition, to request: ApprovalRequest, event: OutboxItem?, writeTime: @escaping @Sendable () -> Date
+        _ transition: Transition, to request: ApprovalRequest, event: OutboxItem?, audit: AuditEvent?,
+        writeTime: @escaping @Sendable () -> Date
     ) async throws -> Bool {
         guard let deadline = DeadlineCheck(transition) else { return false }  // terminal states never change
         let setsPassword = transition.setsPassword(of: request)
@@ -131,6 +132,7 @@ extension PostgresStore: ApprovalStore {
                 """, self.logger)
             guard changed == 1 else { return false }
             if let event { try await Self.queueWebhook(event, integrationID: request.integrationID, connection, self.logger) }
+            if let audit { try await Self.insert(audit, connection, self.logger) }
             if setsPassword {
                 // The held hash becomes the password in the same transaction as the completion.
                 guard let held, let userID = try held.get("user_id", as: String?.self),

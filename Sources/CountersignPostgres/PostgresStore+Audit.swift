@@ -6,15 +6,17 @@ extension PostgresStore: AuditStore {
     public func append(_ events: [AuditEvent]) async throws {
         guard !events.isEmpty else { return }
         try await transaction { connection in
-            for event in events {
-                try await connection.run(
-                    """
-                    INSERT INTO audit_events (at, kind, user_id, email, device_id, request_ref, ip, user_agent, detail, proof, proof_key)
-                    VALUES (\(event.at.stored), \(event.kind.rawValue), \(event.userID), \(event.email), \(event.deviceID), \(event.requestRef),
-                        \(event.ip), \(event.userAgent), \(event.detail), \(event.proof), \(event.proofKey))
-                    """, self.logger)
-            }
+            for event in events { try await Self.insert(event, connection, self.logger) }
         }
+    }
+
+    static func insert(_ event: AuditEvent, _ connection: PostgresConnection, _ logger: Logger) async throws {
+        try await connection.run(
+            """
+            INSERT INTO audit_events (at, kind, user_id, email, device_id, request_ref, ip, user_agent, detail, proof, proof_key)
+            VALUES (\(event.at.stored), \(event.kind.rawValue), \(event.userID), \(event.email), \(event.deviceID), \(event.requestRef),
+                \(event.ip), \(event.userAgent), \(event.detail), \(event.proof), \(event.proofKey))
+            """, logger)
     }
 
     public func auditEvents(since: Date?, email: String?, kind: AuditKind?, limit: Int) async throws -> [AuditEvent] {
@@ -28,7 +30,7 @@ extension PostgresStore: AuditStore {
                     AND (\(normalized)::text IS NULL OR a.email = \(normalized) OR a.user_id = (SELECT id FROM users WHERE email = \(normalized)))
                     AND (\(kind?.rawValue)::text IS NULL OR a.kind = \(kind?.rawValue))
                 ORDER BY a.id DESC LIMIT \(limit)
-            ) AS latest ORDER BY id
+            ) AS latest ORDER BY at, id
             """
         ).compactMap(AuditEvent.init(row:))
     }
@@ -37,7 +39,7 @@ extension PostgresStore: AuditStore {
         try await rows(
             """
             SELECT a.*, u.email AS user_email FROM audit_events a LEFT JOIN users u ON u.id = a.user_id
-            WHERE a.request_ref = \(requestRef) ORDER BY a.id LIMIT 1000
+            WHERE a.request_ref = \(requestRef) ORDER BY a.at, a.id LIMIT 1000
             """
         ).compactMap(AuditEvent.init(row:))
     }

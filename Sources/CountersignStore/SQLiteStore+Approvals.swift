@@ -138,7 +138,8 @@ extension SQLiteStore: ApprovalStore {
     }
 
     public func apply(
-        _ transition: Transition, to request: ApprovalRequest, event: OutboxItem?, writeTime: @escaping @Sendable () -> Date
+        _ transition: Transition, to request: ApprovalRequest, event: OutboxItem?, audit: AuditEvent?,
+        writeTime: @escaping @Sendable () -> Date
     ) async throws -> Bool {
         guard let deadline = DeadlineCheck(transition) else { return false }  // terminal states never change
         let setsPassword = transition.setsPassword(of: request)
@@ -165,6 +166,7 @@ extension SQLiteStore: ApprovalStore {
             )
             guard db.changesCount == 1 else { return false }
             if let event { try Self.queueWebhook(event, integrationID: request.integrationID, db) }
+            if let audit { try Self.insert(audit, db) }
             if setsPassword {
                 // The held hash becomes the password in the same transaction as the completion.
                 guard let userID: String = held?["user_id"], let hash: String = held?["new_password_hash"] else {

@@ -6,19 +6,21 @@ extension SQLiteStore: AuditStore {
     public func append(_ events: [AuditEvent]) async throws {
         guard !events.isEmpty else { return }
         try await pool.write { db in
-            for event in events {
-                try db.cachedStatement(
-                    sql: """
-                        INSERT INTO audit_events (at, kind, user_id, email, device_id, request_ref, ip, user_agent, detail, proof, proof_key)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                        """
-                ).execute(arguments: [
-                    event.at.storedValue, event.kind.rawValue, event.userID, event.email, event.deviceID,
-                    event.requestRef, event.ip, event.userAgent, event.detail, event.proof, event.proofKey,
-                ]
-                )
-            }
+            for event in events { try Self.insert(event, db) }
         }
+    }
+
+    static func insert(_ event: AuditEvent, _ db: Database) throws {
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO audit_events (at, kind, user_id, email, device_id, request_ref, ip, user_agent, detail, proof, proof_key)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """
+        ).execute(arguments: [
+            event.at.storedValue, event.kind.rawValue, event.userID, event.email, event.deviceID,
+            event.requestRef, event.ip, event.userAgent, event.detail, event.proof, event.proofKey,
+        ]
+        )
     }
 
     public func auditEvents(since: Date?, email: String?, kind: AuditKind?, limit: Int) async throws -> [AuditEvent] {
@@ -46,7 +48,7 @@ extension SQLiteStore: AuditStore {
                         SELECT * FROM (
                             SELECT a.*, u.email AS user_email FROM audit_events a LEFT JOIN users u ON u.id = a.user_id
                             \(filter) ORDER BY a.id DESC LIMIT ?
-                        ) ORDER BY id
+                        ) ORDER BY at, id
                         """),
                 arguments: arguments + [limit]
             )
@@ -60,7 +62,7 @@ extension SQLiteStore: AuditStore {
                 db.cachedStatement(
                     sql: """
                         SELECT a.*, u.email AS user_email FROM audit_events a LEFT JOIN users u ON u.id = a.user_id
-                        WHERE a.request_ref = ? ORDER BY a.id LIMIT 1000
+                        WHERE a.request_ref = ? ORDER BY a.at, a.id LIMIT 1000
                         """),
                 arguments: [requestRef]
             ).compactMap(AuditEvent.init(row:))

@@ -104,6 +104,36 @@ import Testing
         }
     }
 
+    /// device-keys.md: the stored transition keeps the JWS. A signed answer's
+    /// audit event is written in the transition's transaction, so it is in the
+    /// database when the answer returns, though no audit writer ever ran here.
+    @Test func aSignedAnswersProofIsWrittenWithItsTransition() async throws {
+        try await Self.withHarness { harness in
+            let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
+            let broker = try await harness.broker()
+            let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
+            harness.clock.advance(2)
+            let signed = AuditContext(ip: "203.0.113.7", deviceID: "d1", proof: "header.payload.signature", proofKey: #"{"kty":"EC"}"#)
+            _ = try await broker.respond(
+                to: request.id, userID: user.id, deviceID: "d1", decision: .approve, numberCode: code, keyBound: true, context: signed)
+            let stored = try await harness.store.auditEvents(requestRef: request.logReference)
+            let answered = try #require(stored.first { $0.kind == .approved }, "\(stored.map(\.kind))")
+            #expect(answered.proof == "header.payload.signature")
+            #expect(answered.proofKey == #"{"kty":"EC"}"#)
+            #expect(answered.deviceID == "d1")
+            // Written once: the in-memory log does not hold it a second time.
+            let buffered = harness.audit.take().events
+            #expect(!buffered.contains { $0.kind == .approved })
+            // Once the log is written too, the request's trail reads in time order, though its ids do not.
+            try await harness.store.append(buffered)
+            let trail = try await harness.store.auditEvents(requestRef: request.logReference).map(\.kind)
+            #expect(trail.firstIndex(of: .requestCreated).map { $0 < trail.firstIndex(of: .approved)! } == true, "\(trail)")
+            // An unsigned answer's event still goes through the log.
+            _ = try await broker.complete(request.id)
+            #expect(harness.audit.take().events.contains { $0.kind == .completed })
+        }
+    }
+
     /// The broker's memory holds no reset's new password hash, whether the
     /// request was made or reloaded at start; the row holds it until the
     /// request finishes, and completing sets it from there.
@@ -388,10 +418,11 @@ final class GatedStore: ApprovalStore {
     var isShared: Bool { false }
 
     func apply(
-        _ transition: Transition, to request: ApprovalRequest, event: OutboxItem?, writeTime: @escaping @Sendable () -> Date
+        _ transition: Transition, to request: ApprovalRequest, event: OutboxItem?, audit: AuditEvent?,
+        writeTime: @escaping @Sendable () -> Date
     ) async throws -> Bool {
         await applyStart.pass()
-        return try await base.apply(transition, to: request, event: event, writeTime: writeTime)
+        return try await base.apply(transition, to: request, event: event, audit: audit, writeTime: writeTime)
     }
 }
 

@@ -37,7 +37,7 @@ import Testing
             Issue.record("approve refused")
             return
         }
-        #expect(try await store.apply(approval, to: machine.request, event: nil, writeTime: { approval.at }))
+        #expect(try await store.apply(approval, to: machine.request, event: nil, audit: nil, writeTime: { approval.at }))
         guard case .persist(let completion) = machine.complete(at: Date()) else {
             Issue.record("complete refused")
             return
@@ -46,7 +46,7 @@ import Testing
 
         let outcomes = await withTaskGroup(of: (String, Bool).self) { group in
             group.addTask {
-                let failed = (try? await store.apply(completion, to: completed, event: nil, writeTime: { completion.at })) == nil
+                let failed = (try? await store.apply(completion, to: completed, event: nil, audit: nil, writeTime: { completion.at })) == nil
                 return ("broken", failed)
             }
             for index in 0..<60 {

@@ -73,13 +73,15 @@ extension StoreTests {
             return
         }
         #expect(
-            try await store.apply(approval, to: machine.request, event: item("evt_1", kind: .webhook, reference: "r1", at: now), writeTime: { now }))
+            try await store.apply(
+                approval, to: machine.request, event: item("evt_1", kind: .webhook, reference: "r1", at: now), audit: nil, writeTime: { now }))
         guard case .persist(let completion) = machine.complete(at: now) else {
             Issue.record("complete refused")
             return
         }
         #expect(
-            try await store.apply(completion, to: machine.request, event: item("evt_2", kind: .webhook, reference: "r1", at: now), writeTime: { now })
+            try await store.apply(
+                completion, to: machine.request, event: item("evt_2", kind: .webhook, reference: "r1", at: now), audit: nil, writeTime: { now })
         )
         #expect(try await store.claimOutbox(now: now, lease: 60, limit: 10).map(\.id) == ["evt_1"])
         #expect(try await store.claimOutbox(now: now, lease: 60, limit: 10).isEmpty)

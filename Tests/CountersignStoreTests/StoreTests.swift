@@ -200,7 +200,7 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
 extension ApprovalStore {
     /// Applies a transition written at the moment it was decided.
     func apply(_ transition: Transition, to request: ApprovalRequest) async throws -> Bool {
-        try await apply(transition, to: request, event: nil, writeTime: { transition.at })
+        try await apply(transition, to: request, event: nil, audit: nil, writeTime: { transition.at })
     }
 
     /// Inserts a phone-reset request (no idempotency key, no webhook).

@@ -379,8 +379,10 @@ public actor ApprovalBroker {
     @discardableResult
     private func commit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext, logger: Logger) async throws -> Bool {
         let event = WebhookEvent.outboxItem(for: request, after: transition)
-        if try await store.apply(transition, to: request, event: event, writeTime: now) {
-            didCommit(transition, request, context: context, logger: logger)
+        // A signed answer's proof is written with the transition, not later with the rest of the trail.
+        let proven = context.proof == nil ? nil : auditEvent(transition, request, context: context)
+        if try await store.apply(transition, to: request, event: event, audit: proven, writeTime: now) {
+            didCommit(transition, request, context: context, audited: proven != nil, logger: logger)
             return true
         }
         // The read below suspends this actor: another transition may commit (and
@@ -400,18 +402,23 @@ public actor ApprovalBroker {
         mirror(stored)
     }
 
-    private func didCommit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext, logger: Logger) {
+    /// The audit event of a transition.
+    private func auditEvent(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext) -> AuditEvent {
+        var details: [String] = []
+        if let prompt = request.prompt { details.append("integration \(prompt.integrationName)") }
+        if transition.cause == .supersededByNewerRequest { details.append("superseded by a newer request") }
+        return AuditEvent(
+            at: transition.at, kind: transition.cause.auditKind, userID: request.recipient.accountID,
+            requestRef: request.logReference, context: context, detail: details.isEmpty ? nil : details.joined(separator: "; "))
+    }
+
+    /// `audited`: the transition's audit event was written with it.
+    private func didCommit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext, audited: Bool = false, logger: Logger) {
         mirror(request)
         // The waiting long polls first: the metrics, audit and log line below need not delay their answer.
         wake(request.id)
         observer(transition)
-        var details: [String] = []
-        if let prompt = request.prompt { details.append("integration \(prompt.integrationName)") }
-        if transition.cause == .supersededByNewerRequest { details.append("superseded by a newer request") }
-        audit.record(
-            AuditEvent(
-                at: transition.at, kind: transition.cause.auditKind, userID: request.recipient.accountID,
-                requestRef: request.logReference, context: context, detail: details.isEmpty ? nil : details.joined(separator: "; ")))
+        if !audited { audit.record(auditEvent(transition, request, context: context)) }
         if request.prompt != nil { outboxBell?.ring() }
         if transition.setsPassword(of: request) {
             // Completing is what sets the password (same transaction); the trail names the path.

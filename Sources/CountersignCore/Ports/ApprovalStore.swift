@@ -38,8 +38,11 @@ public protocol ApprovalStore: Sendable {
     /// `transition` finishes the request (``Transition/clearsPasswordHash``).
     /// Completing a password reset also sets the user's password from the held
     /// hash, and `event` is queued in the outbox if the request's integration
-    /// has a webhook, both in the same transaction. Returns whether this call won.
+    /// has a webhook, and `audit` is appended to the audit trail (an answer
+    /// signed by a device key: its proof must last as long as the transition),
+    /// all in the same transaction. Returns whether this call won.
     func apply(
-        _ transition: Transition, to request: ApprovalRequest, event: OutboxItem?, writeTime: @escaping @Sendable () -> Date
+        _ transition: Transition, to request: ApprovalRequest, event: OutboxItem?, audit: AuditEvent?,
+        writeTime: @escaping @Sendable () -> Date
     ) async throws -> Bool
 }
