@@ -41,6 +41,10 @@ import Testing
             let listed = try #require(devices.json["devices"] as? [[String: any Sendable]])
             #expect(listed.map { $0["id"] as? String } == [device])
             #expect(listed.first?["name"] as? String == "Ana's iPhone")
+            // Every field approvals-api.md lists is there, lastSeenAt as null before the device is seen.
+            #expect(
+                Set(listed.first?.keys.map { $0 } ?? [])
+                    == ["id", "name", "platform", "pushEnabled", "keyBound", "createdAt", "lastSeenAt"])
 
             // Create: the device sees the integration's words in pull mode.
             let answer = try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.approval)
@@ -240,6 +244,23 @@ import Testing
         }
     }
 
+    /// approvals-api.md: a newer approval replaces the same integration's pending one for that user and action, no other's.
+    @Test func aNewerApprovalReplacesOnlyItsOwnIntegrationsPendingOne() async throws {
+        try await withTestDaemon { daemon in
+            let acme = try await daemon.addIntegration("Acme")
+            let other = try await daemon.addIntegration("Other")
+            _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+            _ = try await daemon.enroll(Fixture.email, integrationKey: acme.key)
+            let first = try #require(try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.approval)["approvalId"])
+            let theirs = try #require(try await daemon.v1(.POST, "/v1/approvals", key: other.key, json: Self.approval)["approvalId"])
+            #expect(try await daemon.v1(.GET, "/v1/approvals/\(first)", key: acme.key)["status"] == "pending")
+            let second = try #require(try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.approval)["approvalId"])
+            #expect(try await daemon.v1(.GET, "/v1/approvals/\(first)", key: acme.key)["status"] == "cancelled")
+            #expect(try await daemon.v1(.GET, "/v1/approvals/\(second)", key: acme.key)["status"] == "pending")
+            #expect(try await daemon.v1(.GET, "/v1/approvals/\(theirs)", key: other.key)["status"] == "pending")
+        }
+    }
+
     @Test func numberMatchingAndTTLAreTheIntegrationsChoice() async throws {
         try await withTestDaemon { daemon in
             let acme = try await daemon.addIntegration("Acme")
@@ -387,6 +408,9 @@ extension TestDaemon {
         else {
             throw TestFailure("enrollment code: \(issued.status) \(issued.text)")
         }
+        // Valid 10 minutes (approvals-api.md).
+        let expiresAt = try issued["expiresAt"].map { try Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse($0) }
+        #expect(expiresAt.map { abs($0.timeIntervalSinceNow - 600) < 30 } == true, "\(issued.text)")
         let enrolled = try await call(
             .POST, "/api/mobile/auth/enroll",
             json: ["enrollmentCode": code.lowercased(), "deviceName": deviceName, "platform": "iOS", "fcmToken": fcmToken])
