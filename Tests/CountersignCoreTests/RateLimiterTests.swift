@@ -91,6 +91,13 @@ import Testing
         #expect(limits[.refreshKeyFailuresPerDevice].limit == RateLimit(count: 5, window: 900))
         #expect(limits[.statusPollsPerIP].limit == RateLimit(count: 50, window: 1))
         #expect(limits[.respondPerDevice].limit == RateLimit(count: 10, window: 60))
+        // email-reset.md and approvals-api.md.
+        #expect(limits[.emailResetPerEmail].limit == RateLimit(count: 3, window: 3600))
+        #expect(limits[.emailResetPerIP].limit == RateLimit(count: 10, window: 3600))
+        #expect(limits[.emailVerifyFailuresPerIP].limit == RateLimit(count: 20, window: 3600))
+        #expect(limits[.approvalsPerUser].limit == RateLimit(count: 10, window: 60))
+        #expect(limits[.approvalsPerIntegration].limit == RateLimit(count: 100, window: 1))
+        #expect(limits[.enrollFailuresPerIP].limit == RateLimit(count: 10, window: 900))
         let custom = RateLimits([.statusPollsPerIP: RateLimit(count: 2, window: 5)])
         #expect(custom[.statusPollsPerIP].limit == RateLimit(count: 2, window: 5))
     }

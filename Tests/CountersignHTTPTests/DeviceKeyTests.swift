@@ -133,6 +133,11 @@ import Testing
                     try await AnswerSignature.sign(phone.payload(id, code: code, iat: Date().addingTimeInterval(-180)), with: phone.key), code,
                     "approve"
                 ),
+                (
+                    "iat 3 minutes ahead",
+                    try await AnswerSignature.sign(phone.payload(id, code: code, iat: Date().addingTimeInterval(180)), with: phone.key), code,
+                    "approve"
+                ),
                 ("a replay from another request", replayed, code, "approve"),
                 ("garbage", "not.a.jws", code, "approve"),
             ]
@@ -264,6 +269,8 @@ import Testing
             #expect(try await put(first, proof: PossessionProof.sign(deviceID: "someone-else", at: Date(), with: first)).status == 401)
             #expect(
                 try await put(first, proof: PossessionProof.sign(deviceID: deviceID, at: Date().addingTimeInterval(-360), with: first)).status == 401)
+            #expect(
+                try await put(first, proof: PossessionProof.sign(deviceID: deviceID, at: Date().addingTimeInterval(360), with: first)).status == 401)
             #expect(try await put(first, proof: PossessionProof.sign(deviceID: deviceID, at: Date(), with: second)).status == 401)
             let firstProof = try await PossessionProof.sign(deviceID: deviceID, at: Date(), with: first)
             let set = try await put(first, proof: firstProof)

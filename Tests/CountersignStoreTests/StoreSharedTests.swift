@@ -153,6 +153,11 @@ extension StoreTests {
             return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
         }
         #expect(redeemed == 1)
+        // approvals-api.md: a code is valid 10 minutes, not a second more.
+        try await nodes[0].createEnrollment(
+            codeHash: "late", userID: user.id, integrationID: "int_1", createdAt: now, expiresAt: now.addingTimeInterval(600))
+        #expect(try await nodes[1].redeemEnrollment(codeHash: "late", now: now.addingTimeInterval(601)) == nil)
+        #expect(try await nodes[1].redeemEnrollment(codeHash: "late", now: now.addingTimeInterval(599)) != nil)
         let inserted = try await withThrowingTaskGroup(of: Bool.self) { group in
             for index in 0..<8 {
                 group.addTask {
