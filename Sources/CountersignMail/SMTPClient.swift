@@ -95,9 +95,8 @@ struct SMTPClient {
         let detail = String(cString: errorBuffer)
         var reason = detail.isEmpty ? String(cString: curl_easy_strerror(result)) : detail
         if let reply = replies.last, code >= 400 { reason += " (server: \(reply))" }
-        // A refused login (535, 530) is the operator's to fix, not the mail's
-        // fault: retried until its deadline rather than failed for good.
-        if result == CURLE_LOGIN_DENIED { return .temporaryFailure(reason) }
+        // A refused login (535) is a 5xx like any other: not retried
+        // (email-reset.md); the audit trail and the log say which.
         switch code {
         case 400..<500: return .temporaryFailure(reason)
         case 500..<600: return .permanentFailure(reason)
