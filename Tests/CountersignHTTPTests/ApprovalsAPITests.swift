@@ -365,10 +365,12 @@ import Testing
             let acme = try await daemon.addIntegration("Acme")
             // An integration's approval and a phone reset for the same user live side by side.
             let approval = try #require(try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.approval)["approvalId"])
+            try await Task.sleep(for: .milliseconds(20))  // created at distinct times
             let (reset, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             let pending = try await daemon.call(.GET, "/api/mobile/approvals/pending", apiKey: deviceKey)
             let items = try #require(pending.json["approvals"] as? [[String: any Sendable]])
-            #expect(Set(items.compactMap { $0["requestId"] as? String }) == [approval, reset])
+            // Newest first (http-api.md).
+            #expect(items.compactMap { $0["requestId"] as? String } == [reset, approval])
             #expect(items.first { $0["requestId"] as? String == reset }?["title"] == nil)
             // The phone reset's id is no approval of the integration's.
             #expect(try await daemon.v1(.GET, "/v1/approvals/\(reset)", key: acme.key).status == 404)

@@ -3,6 +3,7 @@ import CountersignMail
 import CountersignRuntime
 import Foundation
 import GRDB
+import Logging
 import MailTestSupport
 import NIOHTTP1
 import Testing
@@ -419,6 +420,21 @@ import Testing
                 #expect(database.range(of: Data(secret.utf8)) == nil, "the database holds a secret in clear")
             }
             #expect(!logs.text.contains("token="))
+
+            // Stored as hashes keyed by the daemon's secret (email-reset.md), not plain digests:
+            // the ticket is found by the keyed hash of its link, and its code hash is the keyed one.
+            let configuration = daemon.server.configuration
+            let keys = try SecretKeyFile.load(
+                path: configuration.email.secretKeyPath(databasePath: configuration.databasePath, environment: [:]), create: false,
+                logger: Logger(label: "test"))
+            let secondCode = try #require(second.code)
+            let ticket = try #require(try await daemon.server.store.emailReset(tokenHash: keys.hash(token, context: "link")))
+            #expect(ticket.codeHash == keys.hash(secondCode, context: ticket.id))
+            #expect(ticket.codeHash != SecureToken.sha256Hex(secondCode))
+            #expect(ticket.codeHash != SecretKeys.random().hash(secondCode, context: ticket.id))
+            #expect(try await daemon.server.store.emailReset(tokenHash: SecureToken.sha256Hex(token)) == nil)
+            // A link's token is 256 random bits, base64url.
+            #expect(token.count >= 43 && SecureToken.isWellFormed(token))
         }
     }
 
