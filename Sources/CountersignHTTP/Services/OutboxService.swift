@@ -35,6 +35,15 @@ struct OutboxService: Service, CustomStringConvertible {
             let exponential = min(cap, base * pow(2, Double(max(0, attempt - 1))))
             return exponential * Double.random(in: 0.5...1)
         }
+
+        /// When to try again after a failed attempt: after the back-off, or, when
+        /// that would pass the deadline, one last time a second before it (a mail
+        /// is worth sending while its code is good); `nil` once that second has come.
+        func nextAttempt(afterAttempt attempt: Int, now: Date, deadline: Date) -> Date? {
+            let lastChance = deadline.addingTimeInterval(-1)
+            guard now < lastChance else { return nil }
+            return min(now.addingTimeInterval(delay(afterAttempt: attempt)), lastChance)
+        }
     }
 
     /// What service-lifecycle logs at start: the kinds, not the deliverers' innards (keys, templates).
@@ -101,8 +110,7 @@ struct OutboxService: Service, CustomStringConvertible {
         case .failed(let reason):
             await end(item, .failed, reason, logger: logger)
         case .retry(let reason):
-            let next = Date().addingTimeInterval(retry.delay(afterAttempt: item.attempts))
-            guard next < item.deadline else {
+            guard let next = retry.nextAttempt(afterAttempt: item.attempts, now: Date(), deadline: item.deadline) else {
                 await end(item, .dropped, "still failing at its deadline: \(reason)", logger: logger)
                 return
             }
