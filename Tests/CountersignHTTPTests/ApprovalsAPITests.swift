@@ -52,6 +52,9 @@ import Testing
             #expect(answer["status"] == "pending")
             let id = try #require(answer["approvalId"])
             let number = try #require(answer["numberCode"])
+            // Unanswered: the answer's fields are there, as null.
+            let unanswered = try await daemon.v1(.GET, "/v1/approvals/\(id)", key: acme.key).json
+            #expect(unanswered["decidedAt"] is NSNull && unanswered["device"] is NSNull && unanswered["deviceKeyBound"] is NSNull)
             let pending = try await daemon.call(.GET, "/api/mobile/approvals/pending", apiKey: deviceKey)
             let item = try #require((pending.json["approvals"] as? [[String: any Sendable]])?.first)
             #expect(item["requestId"] as? String == id)

@@ -175,24 +175,10 @@ struct IntegrationApprovalsController: Sendable {
         var status: ApprovalState
         var createdAt: String
         var expiresAt: String
-        var decidedAt: String?
-        var device: DeviceOut?
-        var deviceKeyBound: Bool?
-
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(approvalId, forKey: .approvalId)
-            try container.encode(action, forKey: .action)
-            try container.encode(status, forKey: .status)
-            try container.encode(createdAt, forKey: .createdAt)
-            try container.encode(expiresAt, forKey: .expiresAt)
-            // Always present: null until a device answered.
-            try container.encode(decidedAt, forKey: .decidedAt)
-            try container.encode(device, forKey: .device)
-            try container.encode(deviceKeyBound, forKey: .deviceKeyBound)
-        }
-
-        enum CodingKeys: String, CodingKey { case approvalId, action, status, createdAt, expiresAt, decidedAt, device, deviceKeyBound }
+        // Always present: null until a device answered.
+        @NullWhenAbsent var decidedAt: String?
+        @NullWhenAbsent var device: DeviceOut?
+        @NullWhenAbsent var deviceKeyBound: Bool?
     }
 
     @Sendable func status(_ request: Request, context: AppRequestContext) async throws -> StatusAnswer {

@@ -93,21 +93,8 @@ struct IntegrationUsersController: Sendable {
             var pushEnabled: Bool
             var keyBound: Bool
             var createdAt: String
-            var lastSeenAt: String?
-
-            enum CodingKeys: String, CodingKey { case id, name, platform, pushEnabled, keyBound, createdAt, lastSeenAt }
-
-            /// Every field of the contract, `lastSeenAt` as `null` for a device never seen since it enrolled.
-            func encode(to encoder: any Encoder) throws {
-                var container = encoder.container(keyedBy: CodingKeys.self)
-                try container.encode(id, forKey: .id)
-                try container.encode(name, forKey: .name)
-                try container.encode(platform, forKey: .platform)
-                try container.encode(pushEnabled, forKey: .pushEnabled)
-                try container.encode(keyBound, forKey: .keyBound)
-                try container.encode(createdAt, forKey: .createdAt)
-                try container.encode(lastSeenAt, forKey: .lastSeenAt)
-            }
+            /// `null` for a device never seen since it enrolled.
+            @NullWhenAbsent var lastSeenAt: String?
         }
         var devices: [Item]
     }
