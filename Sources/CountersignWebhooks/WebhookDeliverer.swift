@@ -22,22 +22,30 @@ public struct WebhookDeliverer: OutboxDeliverer {
         self.timeout = timeout
     }
 
+    /// The integration of the approval an event is about; `nil` when the approval is no longer stored.
+    private func integration(of item: OutboxItem) async throws -> Integration? {
+        guard let approvalID = item.reference, let approval = try await approvals.request(id: approvalID),
+            let integrationID = approval.integrationID
+        else { return nil }
+        return try await integrations.integration(id: integrationID)
+    }
+
+    public func auditSubject(of item: OutboxItem) async -> String? {
+        (try? await integration(of: item)).flatMap { $0.map { "integration \($0.name)" } }
+    }
+
     public func deliver(_ item: OutboxItem, logger: Logger) async -> DeliveryResult {
         let integration: Integration?
         do {
-            guard let approvalID = item.reference, let approval = try await approvals.request(id: approvalID),
-                let integrationID = approval.integrationID
-            else {
-                return .failed("its approval is no longer stored")
-            }
-            integration = try await integrations.integration(id: integrationID)
+            integration = try await self.integration(of: item)
         } catch {
             return .retry("cannot read the integration: \(error)")
         }
-        guard let integration, let url = integration.webhookURL, let secret = integration.webhookSecret else {
-            return .failed("the integration has no webhook any more")
+        guard let integration else { return .failed("its approval or integration is no longer stored") }
+        guard let url = integration.webhookURL, let secret = integration.webhookSecret else {
+            return .failed("integration \(integration.name) has no webhook any more")
         }
-        if let problem = Integration.webhookURLProblem(url) { return .failed(problem) }
+        if let problem = Integration.webhookURLProblem(url) { return .failed("integration \(integration.name): \(problem)") }
         var request = HTTPClientRequest(url: url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")

@@ -264,18 +264,26 @@ extension ClusterProcessTests {
                 ["--database", database, "--secret-key-file", key.path, "--node-id", "node-0"], port: port, log: log)
             defer { if node.isRunning { kill(node.processIdentifier, SIGKILL) } }
             let auth = [("Authorization", "Bearer \(apiKey)")]
-            #expect(try await Self.call(.GET, "\(base)/healthz").0 == 200)
+            // A call that times out says which, with the node's log.
+            func call(_ step: String, _ method: HTTPMethod, _ path: String, json: String? = nil, timeout: Int64) async throws -> (Int, JSON) {
+                do {
+                    return try await DaemonProcessTests.http(method, base + path, json: json, headers: auth, timeout: timeout)
+                } catch {
+                    let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+                    throw PostgresTestError("\(step): \(error); node log:\n\(text.suffix(4000))")
+                }
+            }
+            #expect(try await call("healthz before", .GET, "/healthz", timeout: 35).0 == 200)
 
             // The database refuses new connections, and the node's are cut.
             try server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS false")
             try server.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(name)'")
-            let (down, health) = try await DaemonProcessTests.http(.GET, "\(base)/healthz", timeout: 20)
+            let (down, health) = try await call("healthz down", .GET, "/healthz", timeout: 20)
             #expect(down == 503)
             #expect(health["status"] as? String == "unavailable")
             #expect(health["database"] as? String == "unavailable")
             // A request meanwhile gets the contract's error body, nothing of the fault in it.
-            let (refused, body) = try await DaemonProcessTests.http(
-                .POST, "\(base)/v1/users", json: #"{"email":"ana@example.com"}"#, headers: auth, timeout: 20)
+            let (refused, body) = try await call("create down", .POST, "/v1/users", json: #"{"email":"ana@example.com"}"#, timeout: 20)
             #expect(refused == 503, "\(body)")
             #expect(body["success"] as? Bool == false)
             #expect(body["error"] as? String == "unavailable")
@@ -294,7 +302,7 @@ extension ClusterProcessTests {
                 try await Task.sleep(for: .milliseconds(500))
             }
             #expect(status == 200, "\((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
-            #expect(try await Self.call(.POST, "\(base)/v1/users", json: ["email": "ana@example.com"], headers: auth).0 == 201)
+            #expect(try await call("create after", .POST, "/v1/users", json: #"{"email":"ana@example.com"}"#, timeout: 35).0 == 201)
             #expect(!((try? String(contentsOf: log, encoding: .utf8)) ?? "").contains(server.password))
         }
     }

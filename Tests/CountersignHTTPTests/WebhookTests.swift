@@ -1,6 +1,7 @@
 import CountersignCore
 import CountersignRuntime
 import Foundation
+import GRDB
 import NIOHTTP1
 import Testing
 
@@ -25,6 +26,26 @@ import Glibc
         let answer = try await daemon.v1(.POST, "/v1/approvals", key: key, json: body)
         guard answer.status == 201, let id = answer["approvalId"] else { throw TestFailure("create: \(answer.status) \(answer.text)") }
         return (id, answer["numberCode"])
+    }
+
+    /// approvals-api.md: every webhook delivery outcome is audited with the integration's name,
+    /// also the ones decided before a send (an event past its delivery window).
+    @Test func everyDeliveryOutcomeNamesTheIntegration() async throws {
+        try await withTestDaemon { daemon in
+            // Nothing listens on port 1: every attempt is refused.
+            let (key, _, _) = try await Self.setUp(daemon, webhookURL: "http://127.0.0.1:1/hook")
+            let approval = try await Self.create(daemon, key)
+            #expect(try await daemon.v1(.POST, "/v1/approvals/\(approval.id)/cancel", key: key).status == 200)
+            let retried = try await daemon.waitForAudit(.webhookRetried)
+            #expect(retried.allSatisfy { $0.detail?.contains("integration Acme") == true }, "\(retried.map(\.detail))")
+            // Its delivery window ends before the next attempt.
+            try await DatabaseQueue(path: daemon.server.configuration.databasePath).write { db in
+                try db.execute(sql: "UPDATE outbox SET deadline = 0 WHERE kind = 'webhook'")
+            }
+            let dropped = try await daemon.waitForAudit(.webhookDropped)
+            #expect(dropped.first?.detail?.contains("deadline") == true, "\(dropped.map(\.detail))")
+            #expect(dropped.first?.detail?.contains("integration Acme") == true, "\(dropped.map(\.detail))")
+        }
     }
 
     @Test func oneSignedEventPerTransitionInOrderAndNoSecretInLogs() async throws {

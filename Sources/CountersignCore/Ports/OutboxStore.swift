@@ -20,4 +20,11 @@ public protocol OutboxStore: Sendable {
 /// Delivers the items of one kind.
 public protocol OutboxDeliverer: Sendable {
     func deliver(_ item: OutboxItem, logger: Logger) async -> DeliveryResult
+    /// Whom an item concerns, for an audit event whose detail does not say
+    /// (a webhook event: "integration NAME"); `nil` when nothing is to add.
+    func auditSubject(of item: OutboxItem) async -> String?
+}
+
+extension OutboxDeliverer {
+    public func auditSubject(of item: OutboxItem) async -> String? { nil }
 }

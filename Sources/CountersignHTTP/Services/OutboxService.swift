@@ -127,7 +127,7 @@ struct OutboxService: Service, CustomStringConvertible {
             logger.warning(
                 "delivery failed; will retry",
                 metadata: ["attempt": "\(item.attempts)", "in": "\(Int(next.timeIntervalSinceNow.rounded()))s", "reason": "\(reason)"])
-            audit.record(Self.auditEvent(.retried, item, "attempt \(item.attempts): \(reason)"))
+            audit.record(await auditEvent(.retried, item, "attempt \(item.attempts): \(reason)"))
         }
     }
 
@@ -138,7 +138,7 @@ struct OutboxService: Service, CustomStringConvertible {
                 logger.info("ended elsewhere while it was being sent", metadata: ["outcome": "\(end.rawValue)"])
                 if end == .delivered {
                     audit.record(
-                        Self.auditEvent(.delivered, item, "attempt \(item.attempts): \(detail); a newer code had replaced it meanwhile"))
+                        await auditEvent(.delivered, item, "attempt \(item.attempts): \(detail); a newer code had replaced it meanwhile"))
                 }
                 return
             }
@@ -156,7 +156,7 @@ struct OutboxService: Service, CustomStringConvertible {
         case .dropped:
             logger.warning("dropped", metadata: ["reason": "\(detail)"])
         }
-        audit.record(Self.auditEvent(Outcome(end), item, "attempt \(item.attempts): \(detail)"))
+        audit.record(await auditEvent(Outcome(end), item, "attempt \(item.attempts): \(detail)"))
     }
 
     /// What happened to an attempt, for the audit trail.
@@ -173,6 +173,15 @@ struct OutboxService: Service, CustomStringConvertible {
     }
 
     /// A mail is named by its outbox id; a webhook event by its approval's log reference, with the event id in the detail.
+    /// The audit event of an attempt; a webhook's names its integration (approvals-api.md), from the detail or looked up.
+    func auditEvent(_ outcome: Outcome, _ item: OutboxItem, _ detail: String) async -> AuditEvent {
+        var detail = detail
+        if item.kind == .webhook, !detail.contains("integration "), let subject = await deliverers[item.kind]?.auditSubject(of: item) {
+            detail = "\(subject), \(detail)"
+        }
+        return Self.auditEvent(outcome, item, detail)
+    }
+
     static func auditEvent(_ outcome: Outcome, _ item: OutboxItem, _ detail: String) -> AuditEvent {
         switch item.kind {
         case .mail:
