@@ -54,7 +54,7 @@ code=$(echo "$init" | json '["numberCode"]')
 echo "$init" | json '["expiresAt"]'
 
 step "pending (device)"
-curl -fsS -H "X-API-Key: $key" "$base/api/mobile/approvals/pending" | json '["approvals"][0]["requestId"]' | grep -qx "$id"
+curl -fsS -H "X-API-Key: $key" "$base/api/mobile/approvals/pending" | json '["approvals"][0]["requestId"]' | grep -qxF -- "$id"
 echo "listed"
 
 step "respond approve, then kill -9 at once"
