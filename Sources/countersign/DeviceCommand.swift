@@ -32,7 +32,8 @@ struct DeviceCommand: AsyncParsableCommand {
 
     struct Revoke: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Revoke a trusted device: its API key stops working.")
-        @Argument(help: "The device id (see `device list`).") var deviceID: String
+        @Argument(help: "The device id (see `device list`); an older one that begins with `-` goes after `--`.")
+        var deviceID: String
         @OptionGroup var database: DatabaseOptions
 
         func run() async throws {

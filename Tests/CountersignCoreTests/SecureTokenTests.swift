@@ -10,6 +10,14 @@ import Testing
         #expect(SecureToken.apiKey().count == 43)
     }
 
+    @Test func recordIDsAreSixteenBase64URLCharactersNeverBeginningWithADash() {
+        // With '-' allowed first, 5,000 ids would hold about 78 such.
+        let ids = (0..<5_000).map { _ in SecureToken.recordID() }
+        #expect(ids.allSatisfy { $0.count == 16 && SecureToken.isWellFormed($0) && !$0.hasPrefix("-") })
+        #expect(Set(ids).count == ids.count)
+        #expect(ids.contains { $0.hasPrefix("_") })
+    }
+
     @Test func malformedTokensAreRecognised() {
         #expect(!SecureToken.isWellFormed(""))
         #expect(!SecureToken.isWellFormed("abc def"))

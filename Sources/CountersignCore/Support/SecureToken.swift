@@ -18,8 +18,15 @@ public enum SecureToken {
 
     /// A request id: 16 random bytes (128 bits), 22 characters.
     public static func requestID() -> String { generate(byteCount: 16) }
-    /// A device or user id: 12 random bytes, 16 characters.
-    public static func recordID() -> String { generate(byteCount: 12) }
+    /// A device or user id: 12 random bytes, 16 characters. Never begins with
+    /// `-` (drawn again, about one time in 64), so a command line takes it as
+    /// an argument, not an option (`countersign device revoke ID`).
+    public static func recordID() -> String {
+        while true {
+            let id = generate(byteCount: 12)
+            if !id.hasPrefix("-") { return id }
+        }
+    }
     /// An API key: 32 random bytes (256 bits), 43 characters.
     public static func apiKey() -> String { generate(byteCount: 32) }
 
