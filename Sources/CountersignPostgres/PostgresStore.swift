@@ -157,36 +157,129 @@ public final class PostgresStore: Sendable {
     /// Until the store is open (migrated), the wait has no bound of its own.
     func withConnection<Result: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Result) async throws -> Result {
         guard opened.withLock({ $0 }) else { return try await client.withConnection { connection in try await body(connection) } }
-        let leased = LeaseFlag()
+        let wait = ConnectionWait<Result>()
         let lease = Task { [client] in
-            try await client.withConnection { connection in
-                leased.set()
-                return try await body(connection)
+            do {
+                let result = try await client.withConnection { connection in
+                    // A connection handed over after the wait was given up is not used.
+                    guard wait.claim() else { throw CancellationError() }
+                    return try await body(connection)
+                }
+                wait.settle(.success(result))
+            } catch {
+                wait.settle(.failure(error))
             }
         }
-        let wait = waits.add(deadline: .now + connectionWait) { if !leased.isSet { lease.cancel() } }
-        defer { waits.remove(wait) }
+        let watched = waits.add(deadline: .now + connectionWait) { if wait.abandon(StoreUnavailable()) { lease.cancel() } }
+        defer { waits.remove(watched) }
         do {
             return try await withTaskCancellationHandler {
-                try await lease.value
+                try await wait.value()
             } onCancel: {
-                lease.cancel()
+                // A caller that gave up itself (a long poll closed, a shutdown) is not an outage.
+                if wait.abandon(CancellationError()) { lease.cancel() }
             }
         } catch {
-            // What the body threw is the caller's; before it ran, the lease was given up or refused.
-            if leased.isSet { throw error }
-            // A caller that gave up itself (a long poll closed, a shutdown) is not an outage.
+            // What the body threw is the caller's, unless the connection was lost under it.
+            if wait.isClaimed { throw Self.isConnectionLoss(error) ? StoreUnavailable() : error }
+            if error is StoreUnavailable || error is CancellationError { throw error }
+            // The pool refused the lease (its circuit breaker, a shutdown).
             try Task.checkCancellation()
             throw StoreUnavailable()
         }
     }
 }
 
-/// Set once the body has its connection.
-private final class LeaseFlag: Sendable {
-    private let value = Mutex(false)
-    var isSet: Bool { value.withLock { $0 } }
-    func set() { value.withLock { $0 = true } }
+extension PostgresStore {
+    /// Whether `error` says the connection went away (closed on either side,
+    /// as PostgresNIO reports a connection the server ended, or ended by the
+    /// server: SQLSTATE class 08, connection exception, or 57P, operator
+    /// intervention such as an administrator's termination or a shutdown), not
+    /// that the statement was refused.
+    static func isConnectionLoss(_ error: any Error) -> Bool {
+        if let wrapped = error as? PostgresTransactionError {
+            return [wrapped.beginError, wrapped.closureError, wrapped.commitError].contains { $0.map(isConnectionLoss) ?? false }
+        }
+        guard let error = error as? PSQLError else { return false }
+        switch error.code {
+        case .serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown:
+            return true
+        case .server:
+            let state = error.serverInfo?[.sqlState] ?? ""
+            return state.hasPrefix("08") || state.hasPrefix("57P")
+        default:
+            return false
+        }
+    }
+}
+
+/// One caller's wait for a pooled connection, settled once: by the body
+/// claiming its connection, or by the wait being given up (its bound passed,
+/// or its caller cancelled), whichever comes first. The caller's answer does
+/// not depend on the pool noticing a cancellation: a lease cancelled just as
+/// it is queued may stay queued until the pool next has a connection.
+private final class ConnectionWait<Value: Sendable>: Sendable {
+    private enum Phase { case waiting, claimed, abandoned }
+
+    private struct State {
+        var phase = Phase.waiting
+        var outcome: Result<Value, any Error>?
+        var continuation: CheckedContinuation<Value, any Error>?
+    }
+
+    private let state = Mutex(State())
+
+    /// The body may use its connection: `false` once the wait was given up.
+    func claim() -> Bool {
+        state.withLock { state in
+            guard case .waiting = state.phase else { return false }
+            state.phase = .claimed
+            return true
+        }
+    }
+
+    var isClaimed: Bool {
+        state.withLock { state in
+            if case .claimed = state.phase { return true }
+            return false
+        }
+    }
+
+    /// Gives the wait up unless the body has its connection: the caller gets `error` at once.
+    func abandon(_ error: any Error) -> Bool {
+        let (given, waiting) = state.withLock { state -> (Bool, CheckedContinuation<Value, any Error>?) in
+            guard case .waiting = state.phase else { return (false, nil) }
+            state.phase = .abandoned
+            return (true, Self.settle(&state, .failure(error)))
+        }
+        waiting?.resume(throwing: error)
+        return given
+    }
+
+    /// The caller's answer, unless it has one already.
+    func settle(_ outcome: Result<Value, any Error>) {
+        let waiting = state.withLock { Self.settle(&$0, outcome) }
+        waiting?.resume(with: outcome)
+    }
+
+    /// Records the answer if none is; the caller's continuation, if it waits, to resume outside the lock.
+    private static func settle(_ state: inout State, _ outcome: Result<Value, any Error>) -> CheckedContinuation<Value, any Error>? {
+        guard state.outcome == nil else { return nil }
+        state.outcome = outcome
+        defer { state.continuation = nil }
+        return state.continuation
+    }
+
+    func value() async throws -> Value {
+        try await withCheckedThrowingContinuation { continuation in
+            let settled = state.withLock { state -> Result<Value, any Error>? in
+                if let outcome = state.outcome { return outcome }
+                state.continuation = continuation
+                return nil
+            }
+            if let settled { continuation.resume(with: settled) }
+        }
+    }
 }
 
 extension PostgresStore {

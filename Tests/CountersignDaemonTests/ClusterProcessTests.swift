@@ -278,6 +278,8 @@ extension ClusterProcessTests {
             // The database refuses new connections, and the node's are cut.
             try server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS false")
             try server.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(name)'")
+            // Time for the node's pool to see its connections closed (see StoreSharedTests).
+            try await Task.sleep(for: .seconds(1))
             let (down, health) = try await call("healthz down", .GET, "/healthz", timeout: 20)
             #expect(down == 503)
             #expect(health["status"] as? String == "unavailable")

@@ -271,6 +271,9 @@ extension StoreTests {
         try server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS false")
         try server.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(name)'")
         defer { _ = try? server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS true") }
+        // Time for the pool to see its connections closed: PostgresNIO can leave a query
+        // written to a connection closing at that very moment waiting for ever.
+        try await Task.sleep(for: .seconds(1))
         // Out of reach: the query gives up after its bound (checked four times a second), well before the pool's own 60 s.
         let clock = ContinuousClock()
         let started = clock.now
