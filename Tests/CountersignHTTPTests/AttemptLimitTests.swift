@@ -36,6 +36,23 @@ import Testing
         }
     }
 
+    /// email-reset.md: wrong codes count per client address before the work, 20 an hour by default.
+    @Test func aBurstOfParallelWrongEmailCodesGetsNoMoreThanThePerAddressLimit() async throws {
+        try await withMailDaemon(configure: { $0.bcryptCost = 8 }) { daemon, _ in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            #expect(try await daemon.emailInitiate(Fixture.email).status == 200)
+            // 60 wrong codes at once, spread over the known address and nine unknown ones.
+            let answers = try await Self.parallel(60) { index in
+                let email = index % 10 == 0 ? Fixture.email : "nobody\(index % 10)@example.com"
+                return try await daemon.emailVerify(email, code: String(format: "%06d", index), newPassword: Fixture.newPassword)
+            }
+            let statuses = answers.map(\.status)
+            #expect(statuses.filter { $0 == 400 }.count <= 20, "\(statuses)")
+            #expect(statuses.filter { $0 == 429 }.count >= 40, "\(statuses)")
+            #expect(statuses.allSatisfy { $0 == 400 || $0 == 429 }, "\(statuses)")
+        }
+    }
+
     @Test func aSuccessfulLoginGivesItsAttemptBack() async throws {
         try await withTestDaemon(configure: { $0.rateLimits[.loginFailuresPerEmail] = RateLimit(count: 2, window: 900) }) { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
