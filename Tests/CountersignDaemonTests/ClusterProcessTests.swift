@@ -42,7 +42,7 @@ struct ClusterProcessTests {
 
     @Test func twoNodesOnOneDatabaseActAsOneDaemon() async throws {
         try await MailDeliveryProcessTests.withFolder { folder in
-            let server = try PostgresTestServer.shared()
+            let server = try await PostgresTestServer.shared()
             let database = try server.newDatabase()
             let databaseName = PostgresTestServer.databaseName(of: database)
             let key = folder.appendingPathComponent("secret-key")
@@ -188,7 +188,7 @@ extension ClusterProcessTests {
             daemon.waitUntilExit()
 
             // The move, then a second one refused: the target is no longer empty.
-            let server = try PostgresTestServer.shared()
+            let server = try await PostgresTestServer.shared()
             let database = try server.newDatabase()
             let moved = try DaemonProcessTests.command(["migrate", "--from", file, "--to", database])
             #expect(moved.status == 0, "\(moved.output)")
@@ -219,7 +219,7 @@ extension ClusterProcessTests {
 extension ClusterProcessTests {
     @Test func bothNodesSweepButARequestExpiresOnce() async throws {
         try await MailDeliveryProcessTests.withFolder { folder in
-            let database = try PostgresTestServer.shared().newDatabase()
+            let database = try await PostgresTestServer.shared().newDatabase()
             let key = folder.appendingPathComponent("secret-key")
             try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: key)
             let apiKey = try Self.addIntegration("Sweeping Admin", database: database)
@@ -251,7 +251,7 @@ extension ClusterProcessTests {
 
     @Test func aNodeWhoseDatabaseStopsAnsweringSaysSoAndRecovers() async throws {
         try await MailDeliveryProcessTests.withFolder { folder in
-            let server = try PostgresTestServer.shared()
+            let server = try await PostgresTestServer.shared()
             let database = try server.newDatabase()
             let name = PostgresTestServer.databaseName(of: database)
             let key = folder.appendingPathComponent("secret-key")

@@ -18,7 +18,7 @@ extension StoreTests {
     }
 
     @Test(arguments: Backend.available) func twoNodesClaimEachOutboxItemOnceAndALapsedLeaseFreesIt(backend: Backend) async throws {
-        let database = try newDatabase(backend)
+        let database = try await newDatabase(backend)
         let nodeA = try await open(backend, database, node: "a")
         let nodeB = try await open(backend, database, node: "b")
         let now = Date()
@@ -94,7 +94,7 @@ extension StoreTests {
     /// http-api.md and email-reset.md: one pending phone reset per user, one
     /// active code per address, however many nodes create them at once.
     @Test(arguments: Backend.available) func racingCreatesForOneSubjectLeaveOneLive(backend: Backend) async throws {
-        let database = try newDatabase(backend)
+        let database = try await newDatabase(backend)
         let nodes = [try await open(backend, database, node: "a"), try await open(backend, database, node: "b")]
         let user = try await nodes[0].createUser(email: "ana@example.com", passwordHash: "old")
         for round in 0..<5 {
@@ -119,7 +119,7 @@ extension StoreTests {
     }
 
     @Test(arguments: Backend.available) func racingTriesOfAnEmailCodeStopAtTheLimit(backend: Backend) async throws {
-        let database = try newDatabase(backend)
+        let database = try await newDatabase(backend)
         let nodes = [try await open(backend, database, node: "a"), try await open(backend, database, node: "b")]
         let now = Date()
         let user = try await nodes[0].createUser(email: "ana@example.com", passwordHash: "old")
@@ -140,7 +140,7 @@ extension StoreTests {
     }
 
     @Test(arguments: Backend.available) func anEnrollmentCodeAndAnIdempotencyKeyAreTakenOnce(backend: Backend) async throws {
-        let database = try newDatabase(backend)
+        let database = try await newDatabase(backend)
         let nodes = [try await open(backend, database, node: "a"), try await open(backend, database, node: "b")]
         let now = Date()
         let (user, created) = try await nodes[0].ensureUser(email: "Ana@example.com")
@@ -216,13 +216,13 @@ extension StoreTests {
 
     @Test(.enabled(if: PostgresTestServer.isAvailable, Comment(rawValue: PostgresTestServer.skipNote)))
     func nodesStartingTogetherMigrateOnceAndShareTheirRateCounters() async throws {
-        let database = try newDatabase(.postgres)
+        let database = try await newDatabase(.postgres)
         let settings = try PostgresSettings(url: database)
         let nodes = try await withThrowingTaskGroup(of: PostgresStore.self) { group in
             for index in 0..<4 { group.addTask { try await PostgresStore(settings: settings, nodeID: "n\(index)", logger: Logger(label: "test")) } }
             return try await group.reduce(into: [PostgresStore]()) { $0.append($1) }
         }
-        let server = try PostgresTestServer.shared()
+        let server = try await PostgresTestServer.shared()
         let name = PostgresTestServer.databaseName(of: database)
         #expect(try server.psql("SELECT count(*) FROM schema_migrations", database: name) == "\(PostgresStore.migrations.count)")
         // 40 attempts spread over the nodes against a limit of 10: 10 admitted in all.
@@ -261,12 +261,12 @@ extension StoreTests {
 
     @Test(.enabled(if: PostgresTestServer.isAvailable, Comment(rawValue: PostgresTestServer.skipNote)))
     func aQueryWaitsForAConnectionNoLongerThanItsBoundAndACancelledOneIsNoOutage() async throws {
-        let database = try newDatabase(.postgres)
+        let database = try await newDatabase(.postgres)
         let store = try await PostgresStore(
             settings: try PostgresSettings(url: database), nodeID: "a", connectionWait: .seconds(1), logger: Logger(label: "test"))
         defer { try? store.close() }
         #expect(try await store.user(email: "ana@example.com") == nil)
-        let server = try PostgresTestServer.shared()
+        let server = try await PostgresTestServer.shared()
         let name = PostgresTestServer.databaseName(of: database)
         try server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS false")
         try server.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(name)'")
@@ -297,7 +297,7 @@ extension StoreTests {
 
     @Test(.enabled(if: PostgresTestServer.isAvailable, Comment(rawValue: PostgresTestServer.skipNote)))
     func aCommittedTransitionNotifiesTheOtherNodeAndACutConnectionRecovers() async throws {
-        let database = try newDatabase(.postgres)
+        let database = try await newDatabase(.postgres)
         let settings = try PostgresSettings(url: database)
         let nodeA = try await PostgresStore(settings: settings, nodeID: "a", logger: Logger(label: "test"))
         let nodeB = try await PostgresStore(settings: settings, nodeID: "b", logger: Logger(label: "test"))
@@ -317,7 +317,7 @@ extension StoreTests {
         #expect(try await nodeB.apply(approval, to: machine.request))
         #expect(await received.next() == "r1")
         // The listening connection is cut: it comes back and reports the gap.
-        let server = try PostgresTestServer.shared()
+        let server = try await PostgresTestServer.shared()
         let name = PostgresTestServer.databaseName(of: database)
         let cut = try server.psql(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(name)' AND query LIKE 'LISTEN%'", database: name)

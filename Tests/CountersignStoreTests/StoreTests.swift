@@ -33,10 +33,10 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
     }
 
     /// A new, empty database of `backend`: a file path or a URL.
-    func newDatabase(_ backend: Backend) throws -> String {
+    func newDatabase(_ backend: Backend) async throws -> String {
         switch backend {
         case .sqlite: folder.appendingPathComponent("store.sqlite").path
-        case .postgres: try PostgresTestServer.shared().newDatabase()
+        case .postgres: try await PostgresTestServer.shared().newDatabase()
         }
     }
 
@@ -49,7 +49,7 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
 
     /// A store on a new database of `backend`.
     func open(_ backend: Backend) async throws -> any CountersignStorage {
-        try await open(backend, try newDatabase(backend))
+        try await open(backend, try await newDatabase(backend))
     }
 
     func pending(_ id: String, user: User, at t0: Date = Date()) -> ApprovalRequest {
@@ -60,7 +60,7 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test func theSQLiteDatabaseIsInWALModeWithFullSync() async throws {
-        let store = try SQLiteStore(path: try newDatabase(.sqlite), logger: Logger(label: "test"))
+        let store = try SQLiteStore(path: try await newDatabase(.sqlite), logger: Logger(label: "test"))
         #expect(try store.pragma("journal_mode") == "wal")
         #expect(try store.pragma("synchronous") == "2")
     }
@@ -147,7 +147,7 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
     }
 
     @Test(arguments: Backend.available) func everythingSurvivesReopening(backend: Backend) async throws {
-        let database = try newDatabase(backend)
+        let database = try await newDatabase(backend)
         let user: User
         do {
             let store = try await open(backend, database)

@@ -24,16 +24,24 @@ public struct PostgresTestServer: Sendable {
         return versions.contains { FileManager.default.isExecutableFile(atPath: "/usr/lib/postgresql/\($0)/bin/initdb") }
     }
 
-    private static let started = Mutex<Result<PostgresTestServer, any Error>?>(nil)
+    private static let started = Mutex<Task<PostgresTestServer, any Error>?>(nil)
 
-    /// The process's server, started on first use.
-    public static func shared() throws -> PostgresTestServer {
-        try started.withLock { started in
-            if let started { return try started.get() }
-            let result = Result { try start() }
-            started = result
-            return try result.get()
+    /// The process's server, started on first use. Starting blocks for seconds
+    /// (initdb, pg_ctl), so it runs on a thread of its own and every caller
+    /// awaits the same start: a blocked caller would hold one of the few
+    /// threads every test's tasks run on, and stall them all.
+    public static func shared() async throws -> PostgresTestServer {
+        let task = started.withLock { started in
+            if let started { return started }
+            let task = Task<PostgresTestServer, any Error> {
+                try await withCheckedThrowingContinuation { continuation in
+                    Thread.detachNewThread { continuation.resume(with: Result { try start() }) }
+                }
+            }
+            started = task
+            return task
         }
+        return try await task.value
     }
 
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
