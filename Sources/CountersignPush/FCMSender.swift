@@ -49,7 +49,6 @@ public final class FCMSender: PushSender {
     struct HealthRecord {
         var lastSuccess: Date?
         var lastAuthFault: Date?
-        var lastMisconfiguration: Date?
         var lastGiveUp: Date?
     }
 
@@ -81,14 +80,14 @@ public final class FCMSender: PushSender {
     /// `messages:send` of the account's project, made once.
     let sendURL: String
 
-    /// `ok`; `auth_error` (credentials or permissions refused) or `misconfigured` (a
-    /// 404 naming no token: wrong project id or endpoint), while nothing succeeded
-    /// since; or `degraded` (a push gave up in the last five minutes and none succeeded since).
+    /// `ok`; `auth_error` (credentials or permissions refused, or a 404 naming no
+    /// token: wrong project id or endpoint; the log line tells which), while nothing
+    /// succeeded since; or `degraded` (a push gave up in the last five minutes and
+    /// none succeeded since).
     public var health: PushHealth {
         record.withLock { record in
             let success = record.lastSuccess ?? .distantPast
             if let fault = record.lastAuthFault, fault > success { return .authError }
-            if let fault = record.lastMisconfiguration, fault > success { return .misconfigured }
             if let giveUp = record.lastGiveUp, giveUp > success, giveUp.timeIntervalSinceNow > -300 { return .degraded }
             return .ok
         }
@@ -116,10 +115,8 @@ public final class FCMSender: PushSender {
             record.withLock { $0.lastSuccess = Date() }
         case .dropped:
             record.withLock { $0.lastGiveUp = Date() }
-        case .authError:
+        case .authError, .misconfigured:
             record.withLock { $0.lastAuthFault = Date() }
-        case .misconfigured:
-            record.withLock { $0.lastMisconfiguration = Date() }
         case .rejected, .disabled:
             break
         }

@@ -59,7 +59,7 @@ import Testing
         }
     }
 
-    @Test func aWrongProjectDisablesNoDeviceAndHealthSaysMisconfigured() async throws {
+    @Test func aWrongProjectDisablesNoDeviceAndHealthSaysAuthError() async throws {
         try await withTemporaryFolder { folder in
             try await FakeFCMServer.run(folder: folder) { fake, base, file in
                 // The same key, but a project id the push service does not know: every send is a bare 404.
@@ -71,8 +71,8 @@ import Testing
                     let user = try await daemon.createUser(Fixture.email, password: Fixture.password)
                     _ = try await daemon.login(Fixture.email, password: Fixture.password, fcmToken: "token-fine")
                     _ = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
-                    try await Self.eventually { (try? await daemon.call(.GET, "/healthz"))?["push"] == "misconfigured" }
-                    #expect(try await daemon.call(.GET, "/healthz")["push"] == "misconfigured")
+                    try await Self.eventually { (try? await daemon.call(.GET, "/healthz"))?["push"] == "auth_error" }
+                    #expect(try await daemon.call(.GET, "/healthz")["push"] == "auth_error")
                     #expect(try await daemon.server.store.devices(userID: user.id).allSatisfy(\.pushEnabled))
                     #expect(fake.received.isEmpty)
                 }

@@ -88,7 +88,8 @@ import Testing
             // A wrong project id or endpoint: 404 without UNREGISTERED.
             harness.fake.script("a", [.error(httpStatus: 404, status: "NOT_FOUND", errorCode: nil)])
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("a"), logger: logger) == .misconfigured)
-            #expect(harness.sender.health.rawValue == "misconfigured")
+            // Health names only http-api.md's values: a configuration to check is auth_error.
+            #expect(harness.sender.health.rawValue == "auth_error")
             // A service account without the right to send: 403 without SENDER_ID_MISMATCH.
             harness.fake.script("b", [.error(httpStatus: 403, status: "PERMISSION_DENIED", errorCode: nil)])
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("b"), logger: logger) == .authError)

@@ -19,8 +19,8 @@ public enum PushHealth: String, Sendable {
     case disabled
     /// A push gave up recently and none succeeded since.
     case degraded
-    /// The push service refused our credentials, and nothing succeeded since.
+    /// The push service refused our credentials, or does not know the project or
+    /// endpoint we send to (a 404 naming no token), and nothing succeeded since: both
+    /// are the operator's configuration to check, and http-api.md lists only these values.
     case authError = "auth_error"
-    /// The push service says the send address is wrong (project id, endpoint), and nothing succeeded since.
-    case misconfigured
 }
