@@ -92,6 +92,22 @@ import Testing
         }
     }
 
+    /// device-keys.md's policy: `deviceKeys` in the file, `COUNTERSIGN_DEVICE_KEYS`, `--device-keys`, in that rising order.
+    @Test func theDeviceKeyPolicyComesFromFlagEnvironmentOrFile() throws {
+        let (folder, path) = try writeConfig(#"{"deviceKeys": "required"}"#)
+        defer { folder.remove() }
+        func policy(_ flags: [String: String], _ environment: [String: String], _ file: String?) throws -> DeviceKeyPolicy {
+            try ConfigurationLoader(flags: flags, environment: environment, configFile: file).serveConfiguration().deviceKeys
+        }
+        #expect(try policy([:], [:], nil) == .optional)
+        #expect(try policy([:], [:], path) == .required)
+        #expect(try policy([:], ["COUNTERSIGN_DEVICE_KEYS": "OFF"], path) == .off)
+        #expect(try policy(["--device-keys": "optional"], ["COUNTERSIGN_DEVICE_KEYS": "off"], path) == .optional)
+        #expect(throws: ConfigurationError("invalid value \"sometimes\" for COUNTERSIGN_DEVICE_KEYS: expected off, optional or required")) {
+            try policy([:], ["COUNTERSIGN_DEVICE_KEYS": "sometimes"], nil)
+        }
+    }
+
     @Test func rateLimitsComeFromFileEnvironmentAndRepeatedFlags() throws {
         let (folder, path) = try writeConfig(
             #"{"rateLimits": {"resetInitiatePerEmail": {"count": 7, "window": 600}, "statusPollsPerIP": {"count": 9, "window": 2}}}"#)
