@@ -29,11 +29,17 @@ struct GuardedHTTP1Channel: ServerChildChannel {
             configuration: .init(additionalChannelHandlers: [HeadWatcher(deadline: deadline)], idleTimeout: idleTimeout))
         let headTimeout = headTimeout
         return http1.setup(channel: channel, logger: logger).flatMapThrowing { value in
+            // A connection keeps its read buffer while it waits (NIO pools it); the
+            // default starts at 2 KiB, where a request head is a few hundred bytes.
+            // The buffer still grows, read by read, for larger requests.
+            try channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: Self.readBuffers)
             // First in the pipeline: it sees the raw bytes, before the HTTP decoder.
             try channel.pipeline.syncOperations.addHandler(ByteWatcher(deadline: deadline, timeout: headTimeout), position: .first)
             return value
         }
     }
+
+    static let readBuffers = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65536)
 
     func handle(value: Value, logger: Logger) async {
         await HTTP1Channel(responder: responder).handle(value: value, logger: logger)
