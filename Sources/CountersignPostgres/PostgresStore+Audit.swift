@@ -45,13 +45,15 @@ extension PostgresStore: AuditStore {
     }
 
     public func pruneAudit(before date: Date) async throws -> Int {
-        try await rows("DELETE FROM audit_events WHERE at < \(date.stored) RETURNING id").count
+        try await rows("DELETE FROM audit_events WHERE at < \(date.stored) RETURNING id", bounded: false).count
     }
 
     /// Removes terminal approval requests last changed before `date`; returns how many.
     public func pruneFinishedRequests(before date: Date) async throws -> Int {
-        try await rows("DELETE FROM approval_requests WHERE state NOT IN ('pending', 'approved') AND updated_at < \(date.stored) RETURNING id")
-            .count
+        try await rows(
+            "DELETE FROM approval_requests WHERE state NOT IN ('pending', 'approved') AND updated_at < \(date.stored) RETURNING id", bounded: false
+        )
+        .count
     }
 }
 

@@ -70,7 +70,7 @@ extension PostgresStore: EmailResetStore {
 
     /// Email resets and outbox items that ended (or expired) before `date`.
     public func pruneFinishedResets(before date: Date) async throws -> Int {
-        try await transaction { connection in
+        try await transaction(bounded: false) { connection in
             let resets = try await connection.run(
                 """
                 DELETE FROM email_resets WHERE (state != 'active' AND finished_at < \(date.stored)) OR expires_at < \(date.stored) RETURNING id

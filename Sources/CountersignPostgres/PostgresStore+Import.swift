@@ -16,7 +16,7 @@ extension PostgresStore {
     /// Inserts the rows of every table in one transaction (all or nothing),
     /// then moves the audit trail's id sequence past the copied ids.
     public func importRows(_ tables: [(table: MigratedTable, rows: [[(column: String, value: StoredValue)]])]) async throws {
-        try await transaction { connection in
+        try await transaction(bounded: false) { connection in
             for (table, rows) in tables {
                 for row in rows {
                     var bindings = PostgresBindings()

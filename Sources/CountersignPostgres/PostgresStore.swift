@@ -23,6 +23,9 @@ public final class PostgresStore: Sendable {
     private let notificationState = Mutex("reconnecting")
     /// How long a query waits for a pooled connection before it fails as ``StoreUnavailable``.
     let connectionWait: Duration
+    /// How long a query (or transaction) may run on its connection before the
+    /// connection is closed under it and it fails as ``StoreUnavailable``.
+    let queryLimit: Duration
     private let waits = ConnectionWaits()
     private let watchingWaits: Task<Void, Never>
     /// Set once the schema is migrated: opening waits for its first connections
@@ -34,11 +37,13 @@ public final class PostgresStore: Sendable {
 
     /// Connects (a pool of at most `maximumConnections`) and migrates the schema.
     public init(
-        settings: PostgresSettings, nodeID: String, maximumConnections: Int = 16, connectionWait: Duration = .seconds(5), logger: Logger
+        settings: PostgresSettings, nodeID: String, maximumConnections: Int = 16, connectionWait: Duration = .seconds(5),
+        queryLimit: Duration = .seconds(30), logger: Logger
     ) async throws {
         self.settings = settings
         self.nodeID = nodeID
         self.connectionWait = connectionWait
+        self.queryLimit = queryLimit
         // Queries log only errors (PostgresNIO also warns about a lease asked for before the pool runs: it waits).
         var queries = logger
         queries.logLevel = max(logger.logLevel, .error)
@@ -129,8 +134,8 @@ public final class PostgresStore: Sendable {
     // MARK: Queries
 
     @discardableResult
-    func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
-        try await withConnection { [logger] connection in try await connection.rows(query, logger) }
+    func rows(_ query: PostgresQuery, bounded: Bool = true) async throws -> [PostgresRandomAccessRow] {
+        try await withConnection(bounded: bounded) { [logger] connection in try await connection.rows(query, logger) }
     }
 
     func value<T: PostgresDecodable>(_ type: T.Type, _ query: PostgresQuery) async throws -> T? {
@@ -138,9 +143,11 @@ public final class PostgresStore: Sendable {
     }
 
     /// Runs `body` in one transaction (committed when it returns, rolled back when it throws).
-    func transaction<Result: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Result) async throws -> Result {
+    func transaction<Result: Sendable>(
+        bounded: Bool = true, _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
         do {
-            return try await withConnection { [logger] connection in
+            return try await withConnection(bounded: bounded) { [logger] connection in
                 try await connection.withTransaction(logger: logger) { connection in try await body(connection) }
             }
         } catch let error as PostgresTransactionError {
@@ -153,16 +160,34 @@ public final class PostgresStore: Sendable {
     /// one. While the database does not answer, the pool keeps trying to connect
     /// and a caller would wait as long: here it gets ``StoreUnavailable``
     /// instead (503 to a client), so `/healthz` answers and requests do not pile
-    /// up through an outage. Once `body` has its connection it runs to its end.
-    /// Until the store is open (migrated), the wait has no bound of its own.
-    func withConnection<Result: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Result) async throws -> Result {
+    /// up through an outage. Until the store is open (migrated), the wait has no
+    /// bound of its own.
+    ///
+    /// Once `body` has its connection it may run for `queryLimit` when `bounded`:
+    /// past that the connection is closed under it, which fails its statement at
+    /// once (StoreUnavailable). A database that stops answering on an open
+    /// connection (a frozen server, a failover that leaves the old address
+    /// silent) would otherwise hold the caller until TCP gives up, minutes
+    /// later. A transaction cut so may still have committed, as with any
+    /// connection lost at commit. Long upkeep (pruning, importing) runs unbounded.
+    func withConnection<Result: Sendable>(
+        bounded: Bool = true, _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
         guard opened.withLock({ $0 }) else { return try await client.withConnection { connection in try await body(connection) } }
         let wait = ConnectionWait<Result>()
-        let lease = Task { [client] in
+        let lease = Task { [client, waits, queryLimit, eventLogger] in
             do {
                 let result = try await client.withConnection { connection in
                     // A connection handed over after the wait was given up is not used.
                     guard wait.claim() else { throw CancellationError() }
+                    guard bounded else { return try await body(connection) }
+                    let overdue = waits.add(deadline: .now + queryLimit) {
+                        eventLogger.warning(
+                            "a query ran past its limit; its connection is closed under it",
+                            metadata: ["limit": "\(queryLimit)"])
+                        connection.close().whenComplete { _ in }
+                    }
+                    defer { waits.remove(overdue) }
                     return try await body(connection)
                 }
                 wait.settle(.success(result))

@@ -295,6 +295,44 @@ extension StoreTests {
         #expect(answered)
     }
 
+    /// A database that stops answering on an open connection (here its server
+    /// process is frozen, the socket left open) holds no caller past the query limit.
+    @Test(.enabled(if: PostgresTestServer.isAvailable, Comment(rawValue: PostgresTestServer.skipNote)))
+    func aQueryOnAConnectionThatStopsAnsweringEndsAtTheQueryLimit() async throws {
+        let database = try await newDatabase(.postgres)
+        let store = try await PostgresStore(
+            settings: try PostgresSettings(url: database), nodeID: "a", maximumConnections: 1, queryLimit: .seconds(1),
+            logger: Logger(label: "test"))
+        defer { try? store.close() }
+        #expect(try await store.user(email: "ana@example.com") == nil)
+        let server = try await PostgresTestServer.shared()
+        let name = PostgresTestServer.databaseName(of: database)
+        let backends = try server.psql("SELECT pid FROM pg_stat_activity WHERE datname = '\(name)' AND backend_type = 'client backend'")
+            .split(separator: "\n").compactMap { pid_t($0) }
+        let backend = try #require(backends.count == 1 ? backends.first : nil, "the pool's one connection: \(backends)")
+        try #require(kill(backend, SIGSTOP) == 0)
+        defer { kill(backend, SIGCONT) }
+        // Should the limit not hold, the server wakes after 20 s and the query answers: a failure, not a hung test.
+        let wake = Task {
+            try await Task.sleep(for: .seconds(20))
+            kill(backend, SIGCONT)
+        }
+        defer { wake.cancel() }
+        let clock = ContinuousClock()
+        let started = clock.now
+        await #expect(throws: StoreUnavailable.self) { _ = try await store.user(email: "ana@example.com") }
+        let waited = clock.now - started
+        #expect(waited >= .seconds(1) && waited < .seconds(10), "waited \(waited)")
+        kill(backend, SIGCONT)
+        // The pool opens a new connection: the same store answers.
+        var answered = false
+        for _ in 0..<40 where !answered {
+            answered = await store.ping()
+            if !answered { try await Task.sleep(for: .milliseconds(250)) }
+        }
+        #expect(answered)
+    }
+
     @Test(.enabled(if: PostgresTestServer.isAvailable, Comment(rawValue: PostgresTestServer.skipNote)))
     func aCommittedTransitionNotifiesTheOtherNodeAndACutConnectionRecovers() async throws {
         let database = try await newDatabase(.postgres)
