@@ -537,6 +537,39 @@ def daemon_push_rate(args, folder):
         return sent / elapsed, int(sent), expected, int(others)
 
 
+def users_devices_rounds(args):
+    return args.push_users * args.push_devices * args.push_rounds
+
+
+def h2load_stub_rate(folder, messages):
+    """The stub's own rate to h2load (Debian's nghttp2-client) sending a prompt-sized body: the machine's ceiling
+    for this stub, with a client that batches its writes (None when h2load is missing)."""
+    if not shutil.which("h2load"):
+        log("h2load not installed (apt-get install nghttp2-client): the stub's ceiling is not measured")
+        return None
+    body = os.path.join(folder, "h2load-body.json")
+    prompt = {"message": {"token": "bench-token-0-0-" + "x" * 120,
+                          "data": {"type": "approval_request", "requestId": "r" * 40, "action": "password_reset",
+                                   "expiresAt": "2026-01-01T00:00:00Z"},
+                          "android": {"priority": "HIGH", "ttl": "60s"},
+                          "apns": {"headers": {"apns-priority": "10", "apns-expiration": "1767225600"},
+                                   "payload": {"aps": {"alert": {"title": "Approve password reset?",
+                                                                 "body": "Someone asked to reset the password of ana@example.com"},
+                                                       "category": "APPROVAL_REQUEST"}}}}}
+    with open(body, "w") as file:
+        json.dump(prompt, file)
+    output = subprocess.run(["h2load", "-n", str(messages), "-c", "2", "-m", "32", "-H", "Authorization: Bearer ya29.stub-token",
+                             "-H", "Content-Type: application/json; charset=utf-8", "-d", body,
+                             "https://127.0.0.1:18443/v1/projects/bench/messages:send"], capture_output=True, text=True, timeout=300).stdout
+    found = re.search(r"finished in [\d.]+m?s, ([\d.]+) req/s", output)
+    succeeded = re.search(r"(\d+) succeeded", output)
+    if not (found and succeeded and int(succeeded.group(1)) == messages):
+        log(f"h2load did not complete: {output[-300:]}")
+        return None
+    log(f"h2load to the stub: {float(found.group(1)):,.0f}/s")
+    return float(found.group(1))
+
+
 def row_push(args, rows):
     stub = args.fcm_stub
     if not (stub and os.path.exists(os.path.join(stub, "start.sh"))):
@@ -560,11 +593,13 @@ def row_push(args, rows):
             log(f"firebase-admin failed: {error}")
         rate, sent, expected, others = daemon_push_rate(args, folder)
         log(f"push: {rate:,.0f} msg/s ({sent:,} of {expected:,} sent, {others} other outcomes)")
+        ceiling = h2load_stub_rate(folder, messages=users_devices_rounds(args))
     finally:
         stop_stub(folder)
     ratio = f"{rate / reference:.1f}×" if reference else "no reference"
+    beside = f"; h2load, 2 conn. × 32 streams, same stub and body size: {ceiling:,.0f}/s" if ceiling else ""
     rows.append(("push msg/s, whole daemon ÷ firebase-admin (best mode), same stub",
-                 f"{rate:,.0f} vs {reference:,.0f} = {ratio} ({sent:,}/{expected:,} sent, {others} not)", "≥ 10×"))
+                 f"{rate:,.0f} vs {reference:,.0f} = {ratio} ({sent:,}/{expected:,} sent, {others} not{beside})", "≥ 10×"))
 
     folder = start_stub(stub, mode="early-answer")
     try:
@@ -591,7 +626,7 @@ def main():
     parser.add_argument("--held", type=int, default=18_000)
     parser.add_argument("--push-users", type=int, default=50)
     parser.add_argument("--push-devices", type=int, default=40)
-    parser.add_argument("--push-rounds", type=int, default=4)
+    parser.add_argument("--push-rounds", type=int, default=8)
     parser.add_argument("--admin-messages", type=int, default=5000)
     parser.add_argument("--binary", help="the daemon to measure (default: the release build's)")
     parser.add_argument("--fcm-stub", default=os.path.join(ROOT, "..", "shared", "bench", "fcm-stub"))
