@@ -242,6 +242,7 @@ let package = Package(
                 "CountersignPostgres",
                 "PostgresTestSupport",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         .testTarget(

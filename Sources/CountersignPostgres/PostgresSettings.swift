@@ -76,6 +76,10 @@ public struct PostgresSettings: Sendable, Equatable {
         configuration.options.maximumConnections = maximumConnections
         configuration.options.minimumConnections = 1
         configuration.options.connectTimeout = .seconds(5)
+        // A node frozen inside a transaction (stopped, cut off) would keep its
+        // locks, and every node's writes behind them, until its connection is
+        // found dead: the server ends a transaction left idle this long.
+        configuration.options.additionalStartupParameters = [("idle_in_transaction_session_timeout", "60s")]
         return configuration
     }
 

@@ -19,6 +19,8 @@ extension PostgresStore: AuditStore {
             """, logger)
     }
 
+    /// The operator's reads (`countersign audit`) run without the query limit: on a
+    /// long trail they may scan it, and nothing waits on them but the operator.
     public func auditEvents(since: Date?, email: String?, kind: AuditKind?, limit: Int) async throws -> [AuditEvent] {
         // Events name the user by id once known, by the typed email before. NULL filters match all.
         let normalized = email.map(User.normalize(email:))
@@ -31,7 +33,7 @@ extension PostgresStore: AuditStore {
                     AND (\(kind?.rawValue)::text IS NULL OR a.kind = \(kind?.rawValue))
                 ORDER BY a.id DESC LIMIT \(limit)
             ) AS latest ORDER BY at, id
-            """
+            """, bounded: false
         ).compactMap(AuditEvent.init(row:))
     }
 
@@ -40,7 +42,7 @@ extension PostgresStore: AuditStore {
             """
             SELECT a.*, u.email AS user_email FROM audit_events a LEFT JOIN users u ON u.id = a.user_id
             WHERE a.request_ref = \(requestRef) ORDER BY a.at, a.id LIMIT 1000
-            """
+            """, bounded: false
         ).compactMap(AuditEvent.init(row:))
     }
 

@@ -69,19 +69,24 @@ extension PostgresStore: EmailResetStore {
     }
 
     /// Email resets and outbox items that ended (or expired) before `date`.
+    /// Each delete is a statement of its own: in one transaction the rows
+    /// deleted first would stay locked, against the upserts of requests
+    /// (rate counters, idempotency keys), until the last delete ended.
     public func pruneFinishedResets(before date: Date) async throws -> Int {
-        try await transaction(bounded: false) { connection in
-            let resets = try await connection.run(
-                """
-                DELETE FROM email_resets WHERE (state != 'active' AND finished_at < \(date.stored)) OR expires_at < \(date.stored) RETURNING id
-                """, self.logger)
-            let outbox = try await connection.run(
-                "DELETE FROM outbox WHERE state != 'pending' AND finished_at < \(date.stored) RETURNING id", self.logger)
-            // Rate counters whose window ended a day ago (the longest limit's window is an hour by default).
-            let counters = try await connection.run(
-                "DELETE FROM rate_counters WHERE opened < \(Date().addingTimeInterval(-86400).stored) RETURNING key", self.logger)
-            return resets + outbox + counters + (try await Self.pruneIntegrationRecords(now: Date(), connection, self.logger))
+        let resets = try await rows(
+            """
+            DELETE FROM email_resets WHERE (state != 'active' AND finished_at < \(date.stored)) OR expires_at < \(date.stored) RETURNING id
+            """, bounded: false
+        ).count
+        let outbox = try await rows("DELETE FROM outbox WHERE state != 'pending' AND finished_at < \(date.stored) RETURNING id", bounded: false).count
+        // Rate counters whose window ended a day ago (the longest limit's window is an hour by default).
+        let counters = try await rows(
+            "DELETE FROM rate_counters WHERE opened < \(Date().addingTimeInterval(-86400).stored) RETURNING key", bounded: false
+        ).count
+        let records = try await withConnection(bounded: false) { [logger] connection in
+            try await Self.pruneIntegrationRecords(now: Date(), connection, logger)
         }
+        return resets + outbox + counters + records
     }
 }
 

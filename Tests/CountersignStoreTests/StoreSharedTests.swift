@@ -1,10 +1,12 @@
 import CountersignCore
-import CountersignPostgres
 import CountersignStore
 import Foundation
 import Logging
+import PostgresNIO
 import PostgresTestSupport
 import Testing
+
+@testable import CountersignPostgres
 
 /// More of the store suite, on both backends: outbox claims, the email
 /// reset's tries, enrollment codes, idempotency keys, the audit trail and the
@@ -305,6 +307,8 @@ extension StoreTests {
             logger: Logger(label: "test"))
         defer { try? store.close() }
         #expect(try await store.user(email: "ana@example.com") == nil)
+        // A transaction left idle (its node frozen) is ended by the server, freeing its locks.
+        #expect(try await store.value(String.self, "SHOW idle_in_transaction_session_timeout") == "1min")
         let server = try await PostgresTestServer.shared()
         let name = PostgresTestServer.databaseName(of: database)
         let backends = try server.psql("SELECT pid FROM pg_stat_activity WHERE datname = '\(name)' AND backend_type = 'client backend'")
