@@ -79,9 +79,14 @@ public struct PostgresSettings: Sendable, Equatable {
         // A node frozen inside a transaction (stopped, cut off) would keep its
         // locks, and every node's writes behind them, until its connection is
         // found dead: the server ends a transaction left idle this long.
-        configuration.options.additionalStartupParameters = [("idle_in_transaction_session_timeout", "60s")]
+        configuration.options.additionalStartupParameters = [
+            ("application_name", "countersign"), ("idle_in_transaction_session_timeout", "60s"),
+        ]
         return configuration
     }
+
+    /// The notification connection's `application_name`.
+    public static let notificationsApplicationName = "countersign-notifications"
 
     func connectionConfiguration() throws -> PostgresConnection.Configuration {
         let tls: PostgresConnection.Configuration.TLS =
@@ -93,6 +98,8 @@ public struct PostgresSettings: Sendable, Equatable {
         var configuration = PostgresConnection.Configuration(
             host: host, port: port, username: username, password: password, database: database, tls: tls)
         configuration.options.connectTimeout = .seconds(5)
+        // Named apart from the pool's sessions in pg_stat_activity.
+        configuration.options.additionalStartupParameters = [("application_name", Self.notificationsApplicationName)]
         return configuration
     }
 }

@@ -26,6 +26,8 @@ public final class PostgresStore: Sendable {
     /// How long a query (or transaction) may run on its connection before the
     /// connection is closed under it and it fails as ``StoreUnavailable``.
     let queryLimit: Duration
+    /// How often the notification connection is asked whether it still answers, and how long it has to.
+    let listenerCheck: Duration
     private let waits = ConnectionWaits()
     private let watchingWaits: Task<Void, Never>
     /// Set once the schema is migrated: opening waits for its first connections
@@ -38,12 +40,13 @@ public final class PostgresStore: Sendable {
     /// Connects (a pool of at most `maximumConnections`) and migrates the schema.
     public init(
         settings: PostgresSettings, nodeID: String, maximumConnections: Int = 16, connectionWait: Duration = .seconds(5),
-        queryLimit: Duration = .seconds(30), logger: Logger
+        queryLimit: Duration = .seconds(30), listenerCheck: Duration = .seconds(5), logger: Logger
     ) async throws {
         self.settings = settings
         self.nodeID = nodeID
         self.connectionWait = connectionWait
         self.queryLimit = queryLimit
+        self.listenerCheck = listenerCheck
         // Queries log only errors (PostgresNIO also warns about a lease asked for before the pool runs: it waits).
         var queries = logger
         queries.logLevel = max(logger.logLevel, .error)
@@ -102,6 +105,10 @@ public final class PostgresStore: Sendable {
                         logger: eventLogger
                     ).get()
                     do {
+                        // The check closes a connection that no longer answers (a silent
+                        // one would lose every notification), which ends the listening.
+                        let checking = Task { await self.checkAnswers(connection) }
+                        defer { checking.cancel() }
                         try await connection.listen(on: Self.channel) { notifications in
                             notificationState.withLock { $0 = "ok" }
                             if connected { eventLogger.notice("notification connection restored: long polls re-read their requests") }
@@ -129,6 +136,22 @@ public final class PostgresStore: Sendable {
             }
         }
         listening.withLock { $0 = task }
+    }
+
+    /// Every `listenerCheck` asks the notification connection a trivial query;
+    /// one unanswered within `listenerCheck` closes the connection (its
+    /// listening then ends, and the node reconnects and has its waiters re-read).
+    /// Returns once it closed the connection, or when cancelled.
+    private func checkAnswers(_ connection: PostgresConnection) async {
+        while (try? await Task.sleep(for: listenerCheck)) != nil {
+            let silent = waits.add(deadline: .now + listenerCheck) { [eventLogger] in
+                eventLogger.warning("notification connection does not answer; reconnecting")
+                connection.close().whenComplete { _ in }
+            }
+            let answered = (try? await connection.query("SELECT 1", logger: logger).collect()) != nil
+            waits.remove(silent)
+            if !answered { return }
+        }
     }
 
     // MARK: Queries

@@ -112,7 +112,7 @@ struct ClusterProcessTests {
 
             // Node 0's notification connection is cut: it reconnects, and the next wake-up still arrives.
             let cut = try server.psql(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(databaseName)' AND query LIKE 'LISTEN%'",
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(databaseName)' AND application_name = 'countersign-notifications'",
                 database: databaseName)
             #expect(cut == "2")
             let clock = ContinuousClock()
@@ -131,7 +131,7 @@ struct ClusterProcessTests {
             async let parkedPoll = Self.call(.GET, "\(bases[0])/v1/approvals/\(parkedID)?wait=20", headers: auth)
             try await Task.sleep(for: .milliseconds(300))
             try server.psql(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(databaseName)' AND query LIKE 'LISTEN%'",
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(databaseName)' AND application_name = 'countersign-notifications'",
                 database: databaseName)
             #expect(
                 try await Self.call(

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import PostgresTestSupport
+import Synchronization
 import Testing
 
 @testable import CountersignPostgres
@@ -337,6 +338,51 @@ extension StoreTests {
         #expect(answered)
     }
 
+    /// A notification connection that falls silent (its server process frozen,
+    /// the socket left open) is given up like a cut one: no wake-up is lost.
+    @Test(.enabled(if: PostgresTestServer.isAvailable, Comment(rawValue: PostgresTestServer.skipNote)))
+    func aSilentNotificationConnectionIsReplacedAndReportsTheGap() async throws {
+        let database = try await newDatabase(.postgres)
+        let settings = try PostgresSettings(url: database)
+        let nodeA = try await PostgresStore(settings: settings, nodeID: "a", listenerCheck: .seconds(1), logger: Logger(label: "test"))
+        let nodeB = try await PostgresStore(settings: settings, nodeID: "b", logger: Logger(label: "test"))
+        defer { try? nodeA.close() }
+        let heard = Mutex<[String]>([])
+        nodeA.listen(onChange: { id in heard.withLock { $0.append(id) } }, onGap: { heard.withLock { $0.append("<gap>") } })
+        /// What node A heard once it heard `count` things, or after 10 s.
+        func heardOnce(_ count: Int) async throws -> [String] {
+            let clock = ContinuousClock()
+            let started = clock.now
+            while heard.withLock({ $0.count }) < count && clock.now - started < .seconds(10) {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            return heard.withLock { $0 }
+        }
+        #expect(try await heardOnce(1) == ["<gap>"])
+        let server = try await PostgresTestServer.shared()
+        let name = PostgresTestServer.databaseName(of: database)
+        let listener = try server.psql(
+            "SELECT pid FROM pg_stat_activity WHERE datname = '\(name)' AND application_name = '\(PostgresSettings.notificationsApplicationName)'")
+        let backend = try #require(pid_t(listener), "one notification connection: \(listener)")
+        try #require(kill(backend, SIGSTOP) == 0)
+        defer { kill(backend, SIGCONT) }
+        // Within a check and its wait, the node gives the connection up, connects anew and reports the gap.
+        #expect(try await heardOnce(2) == ["<gap>", "<gap>"])
+        #expect(nodeA.cluster?.notifications == "ok")
+        kill(backend, SIGCONT)
+        // And hears the next transition.
+        let user = try await nodeB.createUser(email: "ana@example.com", passwordHash: "h")
+        let request = pending("r1", user: user)
+        _ = try await nodeB.insert(request)
+        var machine = ApprovalStateMachine(request)
+        guard case .persist(let approval) = machine.respond(.approve, numberCode: "47", deviceID: "d1", at: Date()) else {
+            Issue.record("approve refused")
+            return
+        }
+        #expect(try await nodeB.apply(approval, to: machine.request))
+        #expect(try await heardOnce(3) == ["<gap>", "<gap>", "r1"])
+    }
+
     @Test(.enabled(if: PostgresTestServer.isAvailable, Comment(rawValue: PostgresTestServer.skipNote)))
     func aCommittedTransitionNotifiesTheOtherNodeAndACutConnectionRecovers() async throws {
         let database = try await newDatabase(.postgres)
@@ -362,7 +408,8 @@ extension StoreTests {
         let server = try await PostgresTestServer.shared()
         let name = PostgresTestServer.databaseName(of: database)
         let cut = try server.psql(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(name)' AND query LIKE 'LISTEN%'", database: name)
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(name)' AND application_name = '\(PostgresSettings.notificationsApplicationName)'",
+            database: name)
         #expect(cut == "1")
         #expect(await received.next() == "<gap>")
         #expect(nodeA.cluster?.notifications == "ok")
