@@ -296,3 +296,39 @@ import Testing
         }
     }
 }
+
+extension AbuseResistanceTests {
+    /// A failed login for an unknown email costs the same bcrypt work as a
+    /// wrong password for a known one (the decoy hash), so its time does not
+    /// tell the two apart. Medians of interleaved rounds, at bcrypt cost 10,
+    /// where one hash takes far longer than the rest of a request.
+    @Test func failedLoginsForUnknownAndKnownEmailsTakeTheSameHashingWork() async throws {
+        try await withTestDaemon(configure: {
+            $0.bcryptCost = 10
+            $0.rateLimits[.loginFailuresPerEmail] = RateLimit(count: 1000, window: 60)
+            $0.rateLimits[.loginFailuresPerIP] = RateLimit(count: 1000, window: 60)
+        }) { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let clock = ContinuousClock()
+            func failedLogin(_ email: String) async throws -> Duration {
+                let started = clock.now
+                let answer = try await daemon.call(
+                    .POST, "/api/mobile/auth/login",
+                    json: ["email": email, "password": "not the password", "deviceName": "Phone", "platform": "iOS", "fcmToken": "t"])
+                #expect(answer.status == 401)
+                return clock.now - started
+            }
+            var known: [Duration] = []
+            var unknown: [Duration] = []
+            for round in 0..<5 {
+                known.append(try await failedLogin(Fixture.email))
+                unknown.append(try await failedLogin("ghost\(round)@example.com"))
+            }
+            let knownMedian = known.sorted()[2]
+            let unknownMedian = unknown.sorted()[2]
+            // Without the decoy an unknown email answers in a small fraction of the time.
+            #expect(unknownMedian > knownMedian * 0.5, "known \(known), unknown \(unknown)")
+            #expect(knownMedian > unknownMedian * 0.5, "known \(known), unknown \(unknown)")
+        }
+    }
+}
