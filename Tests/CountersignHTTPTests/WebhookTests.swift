@@ -137,6 +137,35 @@ import Glibc
         }
     }
 
+    /// approvals-api.md: an attempt the receiver does not answer within 10 s is a timeout, retried.
+    @Test func aReceiverThatDoesNotAnswerIsGivenUpAfterTenSecondsAndRetried() async throws {
+        let secret = Integration.newWebhookSecret()
+        let receiver = WebhookReceiver(secret: secret, stallFirst: 1, stall: .seconds(12))
+        try await receiver.serve { url, _ in
+            try await withTestDaemon { daemon in
+                let acme = try await daemon.addIntegration("Acme", webhookURL: url)
+                #expect(try await daemon.server.store.setWebhook(integrationID: acme.id, url: url, secret: secret))
+                _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+                _ = try await daemon.enroll(Fixture.email, integrationKey: acme.key)
+                let approval = try await Self.create(daemon, acme.key)
+                #expect(try await daemon.v1(.POST, "/v1/approvals/\(approval.id)/cancel", key: acme.key).status == 200)
+
+                try await receiver.wait { !$0.all.isEmpty }
+                let clock = ContinuousClock()
+                let held = clock.now
+                let retried = try await daemon.waitForAudit(.webhookRetried, timeout: .seconds(20))
+                let gaveUp = clock.now - held
+                #expect(retried.count == 1)
+                #expect(retried.first?.detail?.contains("timed out") == true, "\(retried.map(\.detail))")
+                #expect(gaveUp > .seconds(8) && gaveUp < .seconds(15), "gave up after \(gaveUp)")
+                // The next attempt is answered: the event arrives, once, under the same id.
+                try await receiver.wait(timeout: .seconds(20)) { !$0.accepted.isEmpty }
+                #expect(receiver.all.map(\.status) == [0, 200])
+                #expect(Set(receiver.all.map(\.id)).count == 1)
+            }
+        }
+    }
+
     @Test func eventsWaitForADownReceiverAndArriveInOrderWhenItReturns() async throws {
         let secret = Integration.newWebhookSecret()
         // A port that was free a moment ago, and nobody listens on now.

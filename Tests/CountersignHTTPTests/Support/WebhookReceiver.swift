@@ -8,7 +8,8 @@ import Synchronization
 
 /// A webhook receiver on 127.0.0.1 that checks each event's signature as a
 /// relying service must, records what arrived, and can answer 500 a number of
-/// times first.
+/// times first, or first hold a number of requests unanswered for a while
+/// (recorded with status 0: the sender has given up on them by then).
 final class WebhookReceiver: Sendable {
     struct Arrival: Sendable {
         let id: String
@@ -22,10 +23,14 @@ final class WebhookReceiver: Sendable {
     let secret: String
     private let arrivals = Mutex<[Arrival]>([])
     private let failures = Mutex<Int>(0)
+    private let stalls = Mutex<Int>(0)
+    private let stall: Duration
 
-    init(secret: String, failFirst: Int = 0) {
+    init(secret: String, failFirst: Int = 0, stallFirst: Int = 0, stall: Duration = .seconds(12)) {
         self.secret = secret
+        self.stall = stall
         failures.withLock { $0 = failFirst }
+        stalls.withLock { $0 = stallFirst }
     }
 
     var all: [Arrival] { arrivals.withLock { $0 } }
@@ -44,17 +49,28 @@ final class WebhookReceiver: Sendable {
             let valid = WebhookSignature.verify(header: header, secret: self.secret, body: data, now: Date())
             let json = (try? JSONSerialization.jsonObject(with: data) as? [String: any Sendable]) ?? [:]
             let payload = json["data"] as? [String: any Sendable] ?? [:]
-            let fail = self.failures.withLock { left in
+            let held = self.stalls.withLock { left in
                 guard left > 0 else { return false }
                 left -= 1
                 return true
             }
-            let status = !valid ? 400 : fail ? 500 : 200
+            let fail =
+                !held
+                && self.failures.withLock { left in
+                    guard left > 0 else { return false }
+                    left -= 1
+                    return true
+                }
+            let status = held ? 0 : !valid ? 400 : fail ? 500 : 200
             self.arrivals.withLock {
                 $0.append(
                     Arrival(
                         id: json["id"] as? String ?? "", type: json["type"] as? String ?? "", approvalID: payload["approvalId"] as? String ?? "",
                         json: json, signatureValid: valid, status: status))
+            }
+            if held {
+                try? await Task.sleep(for: self.stall)
+                return Response(status: .ok)
             }
             return Response(status: .init(code: status))
         }
