@@ -19,6 +19,16 @@ import Glibc
         return (acme.key, try #require(acme.secret), device.apiKey)
     }
 
+    /// An integration whose webhook is `url` signed with `secret`, a user, an enrolled device, and one approval cancelled: one event to send.
+    static func cancelOneApproval(_ daemon: TestDaemon, webhookURL url: String, secret: String) async throws {
+        let acme = try await daemon.addIntegration("Acme", webhookURL: url)
+        #expect(try await daemon.server.store.setWebhook(integrationID: acme.id, url: url, secret: secret))
+        _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+        _ = try await daemon.enroll(Fixture.email, integrationKey: acme.key)
+        let approval = try await create(daemon, acme.key)
+        #expect(try await daemon.v1(.POST, "/v1/approvals/\(approval.id)/cancel", key: acme.key).status == 200)
+    }
+
     static func create(_ daemon: TestDaemon, _ key: String, ttl: Int? = nil, action: String = "login") async throws -> (id: String, code: String?) {
         var body = ApprovalsAPITests.approval
         body["action"] = action
@@ -104,12 +114,7 @@ import Glibc
         let receiver = WebhookReceiver(secret: secret, failFirst: 3)
         try await receiver.serve { url, _ in
             try await withTestDaemon { daemon in
-                let acme = try await daemon.addIntegration("Acme", webhookURL: url)
-                #expect(try await daemon.server.store.setWebhook(integrationID: acme.id, url: url, secret: secret))
-                _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
-                _ = try await daemon.enroll(Fixture.email, integrationKey: acme.key)
-                let approval = try await Self.create(daemon, acme.key)
-                #expect(try await daemon.v1(.POST, "/v1/approvals/\(approval.id)/cancel", key: acme.key).status == 200)
+                try await Self.cancelOneApproval(daemon, webhookURL: url, secret: secret)
 
                 try await receiver.wait(timeout: .seconds(30)) { !$0.accepted.isEmpty }
                 #expect(receiver.all.map(\.status) == [500, 500, 500, 200])
@@ -143,12 +148,7 @@ import Glibc
         let receiver = WebhookReceiver(secret: secret, stallFirst: 1, stall: .seconds(12))
         try await receiver.serve { url, _ in
             try await withTestDaemon { daemon in
-                let acme = try await daemon.addIntegration("Acme", webhookURL: url)
-                #expect(try await daemon.server.store.setWebhook(integrationID: acme.id, url: url, secret: secret))
-                _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
-                _ = try await daemon.enroll(Fixture.email, integrationKey: acme.key)
-                let approval = try await Self.create(daemon, acme.key)
-                #expect(try await daemon.v1(.POST, "/v1/approvals/\(approval.id)/cancel", key: acme.key).status == 200)
+                try await Self.cancelOneApproval(daemon, webhookURL: url, secret: secret)
 
                 try await receiver.wait { !$0.all.isEmpty }
                 let clock = ContinuousClock()

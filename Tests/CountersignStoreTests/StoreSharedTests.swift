@@ -290,12 +290,27 @@ extension StoreTests {
         await #expect(throws: CancellationError.self) { _ = try await waiting.value }
         // Reachable again: the same store answers.
         try server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS true")
-        var answered = false
-        for _ in 0..<40 where !answered {
-            answered = await store.ping()
-            if !answered { try await Task.sleep(for: .milliseconds(250)) }
+        #expect(try await Self.answersWithin10Seconds(store))
+    }
+
+    /// Whether `store` answers a ping within 10 s, asked four times a second.
+    static func answersWithin10Seconds(_ store: PostgresStore) async throws -> Bool {
+        for _ in 0..<40 {
+            if await store.ping() { return true }
+            try await Task.sleep(for: .milliseconds(250))
         }
-        #expect(answered)
+        return false
+    }
+
+    /// Inserts `request` and approves it, on `store`; the state machine after the approval.
+    static func insertAndApprove(_ request: ApprovalRequest, on store: any ApprovalStore) async throws -> ApprovalStateMachine {
+        _ = try await store.insert(request)
+        var machine = ApprovalStateMachine(request)
+        guard case .persist(let approval) = machine.respond(.approve, numberCode: "47", deviceID: "d1", at: Date()) else {
+            throw PostgresTestError("the state machine refused the approval")
+        }
+        #expect(try await store.apply(approval, to: machine.request))
+        return machine
     }
 
     /// A database that stops answering on an open connection (here its server
@@ -330,12 +345,7 @@ extension StoreTests {
         #expect(waited >= .seconds(1) && waited < .seconds(10), "waited \(waited)")
         kill(backend, SIGCONT)
         // The pool opens a new connection: the same store answers.
-        var answered = false
-        for _ in 0..<40 where !answered {
-            answered = await store.ping()
-            if !answered { try await Task.sleep(for: .milliseconds(250)) }
-        }
-        #expect(answered)
+        #expect(try await Self.answersWithin10Seconds(store))
     }
 
     /// A notification connection that falls silent (its server process frozen,
@@ -372,14 +382,7 @@ extension StoreTests {
         kill(backend, SIGCONT)
         // And hears the next transition.
         let user = try await nodeB.createUser(email: "ana@example.com", passwordHash: "h")
-        let request = pending("r1", user: user)
-        _ = try await nodeB.insert(request)
-        var machine = ApprovalStateMachine(request)
-        guard case .persist(let approval) = machine.respond(.approve, numberCode: "47", deviceID: "d1", at: Date()) else {
-            Issue.record("approve refused")
-            return
-        }
-        #expect(try await nodeB.apply(approval, to: machine.request))
+        _ = try await Self.insertAndApprove(pending("r1", user: user), on: nodeB)
         #expect(try await heardOnce(3) == ["<gap>", "<gap>", "r1"])
     }
 
@@ -395,14 +398,7 @@ extension StoreTests {
         #expect(await received.next() == "<gap>")
         #expect(nodeA.cluster == ClusterHealth(node: "a", notifications: "ok"))
         let user = try await nodeB.createUser(email: "ana@example.com", passwordHash: "h")
-        let request = pending("r1", user: user)
-        _ = try await nodeB.insert(request)
-        var machine = ApprovalStateMachine(request)
-        guard case .persist(let approval) = machine.respond(.approve, numberCode: "47", deviceID: "d1", at: Date()) else {
-            Issue.record("approve refused")
-            return
-        }
-        #expect(try await nodeB.apply(approval, to: machine.request))
+        var machine = try await Self.insertAndApprove(pending("r1", user: user), on: nodeB)
         #expect(await received.next() == "r1")
         // The listening connection is cut: it comes back and reports the gap.
         let server = try await PostgresTestServer.shared()
