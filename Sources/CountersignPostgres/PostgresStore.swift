@@ -144,13 +144,16 @@ public final class PostgresStore: Sendable {
     /// Returns once it closed the connection, or when cancelled.
     private func checkAnswers(_ connection: PostgresConnection) async {
         while (try? await Task.sleep(for: listenerCheck)) != nil {
+            let running = RunningQuery()
             let silent = waits.add(deadline: .now + listenerCheck) { [eventLogger] in
+                // Not once it has answered, however close to the bound.
+                guard running.cut() else { return }
                 eventLogger.warning("notification connection does not answer; reconnecting")
                 connection.close().whenComplete { _ in }
             }
             let answered = (try? await connection.query("SELECT 1", logger: logger).collect()) != nil
             waits.remove(silent)
-            if !answered { return }
+            if !running.finish() || !answered { return }
         }
     }
 
