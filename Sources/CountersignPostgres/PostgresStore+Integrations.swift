@@ -101,16 +101,16 @@ extension PostgresStore: IntegrationStore {
         ).compactMap(OutboxEntry.init(row:))
     }
 
-    public func redeliverWebhook(eventID: String, now: Date) async throws -> Bool {
+    public func redeliverWebhook(eventID: String, now: Date) async throws -> String? {
         try await rows(
             """
             UPDATE outbox SET state = 'pending', next_attempt_at = \(now.stored),
                 deadline = \(now.addingTimeInterval(WebhookEvent.deliveryWindow).stored), attempts = 0, lease_until = NULL,
                 lease_owner = NULL, last_error = NULL, finished_at = NULL
             WHERE id = \(eventID) AND kind = 'webhook' AND payload IS NOT NULL AND (state != 'pending' OR lease_until IS NULL)
-            RETURNING id
+            RETURNING reference
             """
-        ).count == 1
+        ).first.map { try $0[0].decode(String.self) }
     }
 
     /// Removes enrollment codes and idempotency keys past their use; returns how many.

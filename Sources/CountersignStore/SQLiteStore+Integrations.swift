@@ -129,16 +129,17 @@ extension SQLiteStore: IntegrationStore {
         }
     }
 
-    public func redeliverWebhook(eventID: String, now: Date) async throws -> Bool {
+    public func redeliverWebhook(eventID: String, now: Date) async throws -> String? {
         try await pool.write { db in
-            try db.cachedStatement(
-                sql: """
-                    UPDATE outbox SET state = 'pending', next_attempt_at = ?, deadline = ?, attempts = 0, lease_until = NULL,
-                        last_error = NULL, finished_at = NULL
-                    WHERE id = ? AND kind = 'webhook' AND payload IS NOT NULL AND (state != 'pending' OR lease_until IS NULL)
-                    """
-            ).execute(arguments: [now.storedValue, now.addingTimeInterval(WebhookEvent.deliveryWindow).storedValue, eventID])
-            return db.changesCount == 1
+            try String.fetchOne(
+                db.cachedStatement(
+                    sql: """
+                        UPDATE outbox SET state = 'pending', next_attempt_at = ?, deadline = ?, attempts = 0, lease_until = NULL,
+                            last_error = NULL, finished_at = NULL
+                        WHERE id = ? AND kind = 'webhook' AND payload IS NOT NULL AND (state != 'pending' OR lease_until IS NULL)
+                        RETURNING reference
+                        """),
+                arguments: [now.storedValue, now.addingTimeInterval(WebhookEvent.deliveryWindow).storedValue, eventID])
         }
     }
 

@@ -188,10 +188,20 @@ struct WebhookCommand: AsyncParsableCommand {
 
         func run() async throws {
             let store = try await database.open()
-            guard try await store.redeliverWebhook(eventID: eventID, now: Date()) else {
+            guard let approvalID = try await store.redeliverWebhook(eventID: eventID, now: Date()) else {
                 throw ValidationError("no webhook event \(eventID) that can be sent again (unknown, or being sent right now)")
             }
-            try await store.append([AuditEvent(kind: .webhookRedelivered, detail: "event \(eventID), countersign webhook redeliver")])
+            // Told like the daemon's own webhook audit events: the approval's log reference, the integration's name.
+            let approval = try await store.request(id: approvalID)
+            var subject = ""
+            if let integrationID = approval?.integrationID, let integration = try await store.integration(id: integrationID) {
+                subject = "integration \(integration.name): "
+            }
+            try await store.append([
+                AuditEvent(
+                    kind: .webhookRedelivered, userID: approval?.userID, requestRef: ApprovalRequest.logReference(of: approvalID),
+                    detail: "event \(eventID), \(subject)countersign webhook redeliver")
+            ])
             print("event \(eventID) queued again")
         }
     }

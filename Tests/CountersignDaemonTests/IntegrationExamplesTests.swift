@@ -170,6 +170,10 @@ import Glibc
             let redeliver = try Self.countersign(["webhook", "redeliver", eventID, "--database", database])
             #expect(redeliver.status == 0, "\(redeliver.output)")
             _ = try await receiver.waitFor("duplicate") { $0 == "duplicate \(eventID) ignored" }
+            // Audited like the daemon's own webhook events: the integration named.
+            let redelivered = try Self.countersign(["audit", "--kind", "webhook_redelivered", "--database", database])
+            #expect(
+                redelivered.output.contains("event \(eventID), integration Example Admin: countersign webhook redeliver"), "\(redelivered.output)")
             #expect(try Self.countersign(["webhook", "list", "--failed", "--database", database]).output.contains("no failed deliveries"))
 
             // The operator's commands act on the running daemon at its next request.

@@ -126,7 +126,7 @@ import Glibc
                 #expect(retried.count == 3)
 
                 // `countersign webhook redeliver` queues it again; the running daemon sends it.
-                #expect(try await daemon.server.store.redeliverWebhook(eventID: event, now: Date()))
+                #expect(try await daemon.server.store.redeliverWebhook(eventID: event, now: Date()) != nil)
                 try await receiver.wait { $0.accepted.count == 2 }
                 #expect(receiver.accepted.map(\.id) == [event, event])
                 // The receiver counts an arrival before its 200 reaches the daemon, which then marks the row.

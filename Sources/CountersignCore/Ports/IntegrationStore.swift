@@ -29,8 +29,9 @@ public protocol IntegrationStore: Sendable {
 
     /// Webhook deliveries, newest first; with `failedOnly`, those that failed, were dropped or are being retried.
     func webhookDeliveries(failedOnly: Bool, limit: Int) async throws -> [OutboxEntry]
-    /// Queues an event again, due now, for another `WebhookEvent.deliveryWindow`; `false` for an unknown event.
-    func redeliverWebhook(eventID: String, now: Date) async throws -> Bool
+    /// Queues an event again, due now, for another `WebhookEvent.deliveryWindow`;
+    /// the id of the approval it tells of, or `nil` for an unknown event (or one being sent).
+    func redeliverWebhook(eventID: String, now: Date) async throws -> String?
 }
 
 public enum IntegrationError: Error, Equatable {
