@@ -16,6 +16,10 @@ public struct PostgresSettings: Sendable, Equatable {
     public var password: String?
     public var database: String
     public var sslMode: SSLMode
+    /// How long a query waits for a pooled connection (`--database-connection-wait`).
+    public var connectionWait: Duration = .seconds(5)
+    /// How long a query or transaction may run on its connection (`--database-query-limit`).
+    public var queryLimit: Duration = .seconds(30)
 
     /// Whether `value` names a PostgreSQL database rather than an SQLite file.
     public static func isURL(_ value: String) -> Bool {

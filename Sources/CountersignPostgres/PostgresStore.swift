@@ -39,13 +39,13 @@ public final class PostgresStore: Sendable {
 
     /// Connects (a pool of at most `maximumConnections`) and migrates the schema.
     public init(
-        settings: PostgresSettings, nodeID: String, maximumConnections: Int = 16, connectionWait: Duration = .seconds(5),
-        queryLimit: Duration = .seconds(30), listenerCheck: Duration = .seconds(5), logger: Logger
+        settings: PostgresSettings, nodeID: String, maximumConnections: Int = 16, connectionWait: Duration? = nil,
+        queryLimit: Duration? = nil, listenerCheck: Duration = .seconds(5), logger: Logger
     ) async throws {
         self.settings = settings
         self.nodeID = nodeID
-        self.connectionWait = connectionWait
-        self.queryLimit = queryLimit
+        self.connectionWait = connectionWait ?? settings.connectionWait
+        self.queryLimit = queryLimit ?? settings.queryLimit
         self.listenerCheck = listenerCheck
         // Queries log only errors (PostgresNIO also warns about a lease asked for before the pool runs: it waits).
         var queries = logger

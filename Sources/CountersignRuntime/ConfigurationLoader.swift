@@ -23,6 +23,10 @@ public struct ConfigurationLoader {
     public static let databasePasswordFile = Setting(
         flag: "--database-password-file", environment: "COUNTERSIGN_DATABASE_PASSWORD_FILE", fileKey: "databasePasswordFile")
     public static let nodeID = Setting(flag: "--node-id", environment: "COUNTERSIGN_NODE_ID", fileKey: "nodeID")
+    public static let databaseConnectionWait = Setting(
+        flag: "--database-connection-wait", environment: "COUNTERSIGN_DATABASE_CONNECTION_WAIT", fileKey: "databaseConnectionWait")
+    public static let databaseQueryLimit = Setting(
+        flag: "--database-query-limit", environment: "COUNTERSIGN_DATABASE_QUERY_LIMIT", fileKey: "databaseQueryLimit")
     public static let requestTTL = Setting(flag: "--request-ttl", environment: "COUNTERSIGN_REQUEST_TTL", fileKey: "requestTTL")
     public static let completionWindow = Setting(
         flag: "--completion-window", environment: "COUNTERSIGN_COMPLETION_WINDOW", fileKey: "completionWindow")
@@ -63,7 +67,8 @@ public struct ConfigurationLoader {
     public static let secretKeyFile = Setting(flag: "--secret-key-file", environment: "COUNTERSIGN_SECRET_KEY_FILE", fileKey: "secretKeyFile")
     public static let deviceKeys = Setting(flag: "--device-keys", environment: "COUNTERSIGN_DEVICE_KEYS", fileKey: "deviceKeys")
     static let all = [
-        listen, database, databasePasswordFile, nodeID, requestTTL, completionWindow, numberMatching, bcryptCost, bcryptQueue, logLevel, fraudSilence,
+        listen, database, databasePasswordFile, nodeID, databaseConnectionWait, databaseQueryLimit, requestTTL, completionWindow, numberMatching,
+        bcryptCost, bcryptQueue, logLevel, fraudSilence,
         retention,
         rateLimits, trustedProxies, idleTimeout, headTimeout, longPollsPerAddress, longPollsTotal, fcmServiceAccount, fcmEndpoint,
         fcmCAFile, smtpURL, smtpUser, smtpPasswordFile, smtpFrom, smtpTLS, smtpCAFile, publicURL, resetLinkTemplate, emailCodeTTL,
@@ -145,8 +150,16 @@ public struct ConfigurationLoader {
     public func database() throws -> DatabaseLocation {
         let path = try databasePath()
         guard PostgresSettings.isURL(path) else { return .sqlite(path: path) }
-        return try DatabaseLocation.postgres(
+        let location = try DatabaseLocation.postgres(
             url: path, password: try secret(Self.databasePasswordFile, credential: DatabaseLocation.passwordCredential, what: "database password"))
+        guard case .postgres(var settings) = location else { return location }
+        if let wait = try value(Self.databaseConnectionWait, expected: "whole seconds from 1 to 86400", parse: Self.parseSeconds) {
+            settings.connectionWait = .seconds(wait)
+        }
+        if let limit = try value(Self.databaseQueryLimit, expected: "whole seconds from 1 to 86400", parse: Self.parseSeconds) {
+            settings.queryLimit = .seconds(limit)
+        }
+        return .postgres(settings)
     }
 
     /// The bcrypt cost alone (the user commands need nothing else).

@@ -24,6 +24,14 @@ struct Serve: AsyncParsableCommand {
         name: .customLong(Setting.databasePasswordFile.longName),
         help: "File holding the PostgreSQL password when the URL has none (default: the systemd credential database-password).")
     var databasePasswordFile: String?
+    @Option(
+        name: .customLong(Setting.databaseConnectionWait.longName),
+        help: "PostgreSQL: seconds a query waits for a pooled connection before answering 503 (default 5).")
+    var databaseConnectionWait: String?
+    @Option(
+        name: .customLong(Setting.databaseQueryLimit.longName),
+        help: "PostgreSQL: seconds a query or transaction may run before its connection is closed and it answers 503 (default 30).")
+    var databaseQueryLimit: String?
     @Option(name: .customLong(Setting.nodeID.longName), help: "This node's name in a cluster (default HOSTNAME:PORT).")
     var nodeID: String?
     @Option(name: .customLong(Setting.requestTTL.longName), help: "Seconds a request stays pending (default 60).")
@@ -88,7 +96,8 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         let flags: [String: String?] = [
             Setting.listen.flag: listen, Setting.database.flag: database, Setting.databasePasswordFile.flag: databasePasswordFile,
-            Setting.nodeID.flag: nodeID, Setting.requestTTL.flag: requestTTL,
+            Setting.nodeID.flag: nodeID, Setting.databaseConnectionWait.flag: databaseConnectionWait,
+            Setting.databaseQueryLimit.flag: databaseQueryLimit, Setting.requestTTL.flag: requestTTL,
             Setting.completionWindow.flag: completionWindow, Setting.numberMatching.flag: numberMatching,
             Setting.bcryptCost.flag: bcryptCost, Setting.bcryptQueue.flag: bcryptQueue, Setting.logLevel.flag: logLevel,
             Setting.fraudSilence.flag: fraudSilence,

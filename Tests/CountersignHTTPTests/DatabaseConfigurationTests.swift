@@ -11,6 +11,27 @@ import Testing
         try ConfigurationLoader(flags: flags, environment: environment, configFile: nil).database()
     }
 
+    /// A cluster's two bounds on the database: defaults, environment, flag, and a bad value named with its source.
+    @Test func theConnectionWaitAndQueryLimitAreSettings() throws {
+        let url = "postgres://countersign@db.internal/auth"
+        guard case .postgres(let defaults) = try database(["--database": url]) else {
+            Issue.record("not PostgreSQL")
+            return
+        }
+        #expect(defaults.connectionWait == .seconds(5) && defaults.queryLimit == .seconds(30))
+        guard
+            case .postgres(let set) = try database(
+                ["--database": url, "--database-query-limit": "120"], environment: ["COUNTERSIGN_DATABASE_CONNECTION_WAIT": "2"])
+        else {
+            Issue.record("not PostgreSQL")
+            return
+        }
+        #expect(set.connectionWait == .seconds(2) && set.queryLimit == .seconds(120))
+        #expect(throws: ConfigurationError("invalid value \"0\" for --database-query-limit: expected whole seconds from 1 to 86400")) {
+            try database(["--database": url, "--database-query-limit": "0"])
+        }
+    }
+
     @Test func thePasswordComesFromTheURLTheFileOrTheCredential() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
