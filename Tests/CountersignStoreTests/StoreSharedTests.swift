@@ -319,9 +319,10 @@ extension StoreTests {
     @Test(.enabled(if: PostgresTestServer.isAvailable, Comment(rawValue: PostgresTestServer.skipNote)))
     func aQueryOnAConnectionThatStopsAnsweringEndsAtTheQueryLimit() async throws {
         let database = try await newDatabase(.postgres)
-        let store = try await PostgresStore(
-            settings: try PostgresSettings(url: database), nodeID: "a", maximumConnections: 1, queryLimit: .seconds(1),
-            logger: Logger(label: "test"))
+        // The limit as `--database-query-limit` sets it.
+        var settings = try PostgresSettings(url: database)
+        settings.queryLimit = .seconds(1)
+        let store = try await PostgresStore(settings: settings, nodeID: "a", maximumConnections: 1, logger: Logger(label: "test"))
         defer { try? store.close() }
         #expect(try await store.user(email: "ana@example.com") == nil)
         // A transaction left idle (its node frozen) is ended by the server, freeing its locks.
