@@ -144,16 +144,14 @@ public final class PostgresStore: Sendable {
     /// Returns once it closed the connection, or when cancelled.
     private func checkAnswers(_ connection: PostgresConnection) async {
         while (try? await Task.sleep(for: listenerCheck)) != nil {
-            let running = RunningQuery()
-            let silent = waits.add(deadline: .now + listenerCheck) { [eventLogger] in
-                // Not once it has answered, however close to the bound.
-                guard running.cut() else { return }
-                eventLogger.warning("notification connection does not answer; reconnecting")
-                connection.close().whenComplete { _ in }
+            do {
+                _ = try await waits.bounding(
+                    connection, to: listenerCheck,
+                    cut: { [eventLogger] in eventLogger.warning("notification connection does not answer; reconnecting") }
+                ) { try await connection.query("SELECT 1", logger: logger).collect() }
+            } catch {
+                return
             }
-            let answered = (try? await connection.query("SELECT 1", logger: logger).collect()) != nil
-            waits.remove(silent)
-            if !running.finish() || !answered { return }
         }
     }
 
@@ -207,27 +205,13 @@ public final class PostgresStore: Sendable {
                     // A connection handed over after the wait was given up is not used.
                     guard wait.claim() else { throw CancellationError() }
                     guard bounded else { return try await body(connection) }
-                    let running = RunningQuery()
-                    let overdue = waits.add(deadline: .now + queryLimit) {
-                        // Only while the body runs: once it is done the connection goes back to the pool.
-                        guard running.cut() else { return }
-                        connection.close().whenComplete { _ in }
-                        eventLogger.warning(
-                            "a query ran past its limit; its connection is closed under it",
-                            metadata: ["limit": "\(queryLimit)"])
-                    }
-                    defer { waits.remove(overdue) }
-                    // Cut as it ended: the pool must see the connection closed before it
-                    // gets it back, or it could hand it to the next caller, closing.
-                    @Sendable func ended() async { if !running.finish() { _ = try? await connection.closeFuture.get() } }
-                    do {
-                        let value = try await body(connection)
-                        await ended()
-                        return value
-                    } catch {
-                        await ended()
-                        throw error
-                    }
+                    return try await waits.bounding(
+                        connection, to: queryLimit,
+                        cut: {
+                            eventLogger.warning(
+                                "a query ran past its limit; its connection is closed under it", metadata: ["limit": "\(queryLimit)"])
+                        }
+                    ) { try await body(connection) }
                 }
                 wait.settle(.success(result))
             } catch {
@@ -273,31 +257,6 @@ extension PostgresStore {
             return state.hasPrefix("08") || state.hasPrefix("57P")
         default:
             return false
-        }
-    }
-}
-
-/// A bounded body on its connection: it finishes, or it is cut (its connection
-/// closed) when it runs past the query limit, whichever comes first.
-private final class RunningQuery: Sendable {
-    private enum Phase { case running, finished, cut }
-    private let phase = Mutex(Phase.running)
-
-    /// The limit passed: `true` if the body was still running (the caller closes the connection).
-    func cut() -> Bool {
-        phase.withLock { phase in
-            guard case .running = phase else { return false }
-            phase = .cut
-            return true
-        }
-    }
-
-    /// The body ended: `false` if it had been cut.
-    func finish() -> Bool {
-        phase.withLock { phase in
-            guard case .running = phase else { return false }
-            phase = .finished
-            return true
         }
     }
 }

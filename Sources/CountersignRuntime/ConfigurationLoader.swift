@@ -150,16 +150,11 @@ public struct ConfigurationLoader {
     public func database() throws -> DatabaseLocation {
         let path = try databasePath()
         guard PostgresSettings.isURL(path) else { return .sqlite(path: path) }
-        let location = try DatabaseLocation.postgres(
-            url: path, password: try secret(Self.databasePasswordFile, credential: DatabaseLocation.passwordCredential, what: "database password"))
-        guard case .postgres(var settings) = location else { return location }
-        if let wait = try value(Self.databaseConnectionWait, expected: "whole seconds from 1 to 86400", parse: Self.parseSeconds) {
-            settings.connectionWait = .seconds(wait)
-        }
-        if let limit = try value(Self.databaseQueryLimit, expected: "whole seconds from 1 to 86400", parse: Self.parseSeconds) {
-            settings.queryLimit = .seconds(limit)
-        }
-        return .postgres(settings)
+        let seconds = "whole seconds from 1 to 86400"
+        return try DatabaseLocation.postgres(
+            url: path, password: try secret(Self.databasePasswordFile, credential: DatabaseLocation.passwordCredential, what: "database password"),
+            connectionWait: try value(Self.databaseConnectionWait, expected: seconds, parse: Self.parseSeconds).map { .seconds($0) },
+            queryLimit: try value(Self.databaseQueryLimit, expected: seconds, parse: Self.parseSeconds).map { .seconds($0) })
     }
 
     /// The bcrypt cost alone (the user commands need nothing else).

@@ -13,13 +13,20 @@ public enum DatabaseLocation: Sendable, Equatable {
     /// The systemd credential holding the PostgreSQL password.
     public static let passwordCredential = "database-password"
 
-    /// A cluster's database from its URL; `password` is used when the URL carries none.
-    public static func postgres(url: String, password: String?) throws -> DatabaseLocation {
+    /// A cluster's database from its URL; `password` is used when the URL carries none;
+    /// the bounds on waits and queries replace the defaults when given.
+    public static func postgres(
+        url: String, password: String?, connectionWait: Duration? = nil, queryLimit: Duration? = nil
+    ) throws -> DatabaseLocation {
+        var settings: PostgresSettings
         do {
-            return .postgres(try PostgresSettings(url: url, password: password))
+            settings = try PostgresSettings(url: url, password: password)
         } catch {
             throw ConfigurationError("invalid PostgreSQL URL in --database: \(error.description)")
         }
+        if let connectionWait { settings.connectionWait = connectionWait }
+        if let queryLimit { settings.queryLimit = queryLimit }
+        return .postgres(settings)
     }
 
     /// The database as logs and messages may show it (never a password).
