@@ -152,3 +152,41 @@ import Testing
         }
     }
 }
+
+extension PushFlowTests {
+    /// http-api.md: an `approval_resolved` notice follows whenever a request
+    /// leaves pending (denied, cancelled by its requester, expired), to the
+    /// devices that were prompted.
+    @Test func everyWayOutOfPendingSendsAResolutionNotice() async throws {
+        @Sendable func resolutions(_ pushes: RecordingPushSender) -> [String: ApprovalState] {
+            var found: [String: ApprovalState] = [:]
+            for delivery in pushes.deliveries {
+                if case .resolved(let id, _, let status) = delivery.job { found[id] = status }
+            }
+            return found
+        }
+        @Sendable func eventually(_ pushes: RecordingPushSender, count: Int) async throws -> [String: ApprovalState] {
+            for _ in 0..<200 where resolutions(pushes).count < count { try await Task.sleep(for: .milliseconds(50)) }
+            return resolutions(pushes)
+        }
+        let pushes = RecordingPushSender()
+        try await withTestDaemon(pushSender: pushes) { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password, fcmToken: "token-phone-123456")
+            let denied = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            #expect(try await daemon.respond(denied.requestID, apiKey: key, decision: "deny", code: nil).status == 200)
+            let cancelled = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            #expect(try await daemon.call(.POST, "/api/mobile/auth/reset/phone/cancel/\(cancelled.requestID)").status == 200)
+            let found = try await eventually(pushes, count: 2)
+            #expect(found[denied.requestID] == .denied)
+            #expect(found[cancelled.requestID] == .cancelled)
+        }
+        let expiring = RecordingPushSender()
+        try await withTestDaemon(configure: { $0.broker.requestTTL = 1 }, pushSender: expiring) { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            _ = try await daemon.login(Fixture.email, password: Fixture.password, fcmToken: "token-phone-123456")
+            let expired = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            #expect(try await eventually(expiring, count: 1)[expired.requestID] == .expired)
+        }
+    }
+}
