@@ -221,6 +221,8 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
+        // Processes the tests start that die with the test process (TiedProcess).
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
         // A real SMTP server for the mail tests (aiosmtpd through scripts/smtp-test-server.py).
         .target(name: "MailTestSupport", path: "Tests/MailTestSupport"),
         // A throw-away PostgreSQL server for the tests (scripts/pg-test-server.sh).
@@ -292,6 +294,7 @@ let package = Package(
             name: "CountersignDaemonTests",
             dependencies: [
                 "countersign",
+                "TestSupport",
                 "CountersignRuntime",
                 "FakeFCM",
                 "MailTestSupport",

@@ -5,6 +5,7 @@ import CountersignPostgres
 import CountersignPush
 import CountersignStore
 import CountersignWebhooks
+import Foundation
 import Hummingbird
 import Logging
 
@@ -18,13 +19,15 @@ import Logging
 ///   - mailSender: where mail goes instead of the configured SMTP server (the demo prints it).
 ///   - environment: where `NOTIFY_SOCKET` and `WATCHDOG_USEC` are read (systemd).
 ///   - onServerRunning: called with the bound port once the listener is up.
+///   - now: the clock of request lifetimes, email codes and rate-limit windows.
 public func buildServer(
     configuration: ServeConfiguration,
     logger: Logger,
     pushSender: (any PushSender)? = nil,
     mailSender: (any MailSender)? = nil,
     environment: [String: String] = [:],
-    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in },
+    now: @escaping @Sendable () -> Date = { Date() }
 ) async throws -> CountersignServer {
     let store = try await configuration.database.open(
         nodeID: { configuration.nodeID ?? DatabaseLocation.defaultNodeID(port: configuration.port) }, logger: logger)
@@ -36,12 +39,12 @@ public func buildServer(
     let bell = OutboxBell()
     let broker = ApprovalBroker(
         store: store, approvers: store, configuration: configuration.broker, pushQueue: pushQueue, audit: audit, logger: logger,
-        outboxBell: bell, observer: { metrics.transition($0) })
+        outboxBell: bell, now: now, observer: { metrics.transition($0) })
     let push = pushSender == nil ? try await PushSetup.make(settings: configuration.push, deadTokens: store, logger: logger) : nil
     let sender: any PushSender = pushSender ?? push?.sender ?? LoggingPushSender()
     let email = try EmailSetup.make(
         configuration: configuration, store: store, hasher: hasher, audit: audit, bell: bell, mailSender: mailSender, environment: environment,
-        logger: logger)
+        now: now, logger: logger)
     // Webhooks of the approvals API: always on (an integration without a webhook queues nothing).
     let webhookClient = WebhookClient()
     var deliverers = email.deliverers
@@ -55,7 +58,7 @@ public func buildServer(
         audit: audit,
         metrics: metrics,
         // A cluster counts in the database, so that two nodes do not double a limit.
-        rateLimits: RateLimits(configuration.rateLimits, shared: cluster),
+        rateLimits: RateLimits(configuration.rateLimits, shared: cluster, now: now),
         trustedProxies: configuration.trustedProxies,
         retention: configuration.retention,
         decoyHash: try await hasher.hash(SecureToken.apiKey()),

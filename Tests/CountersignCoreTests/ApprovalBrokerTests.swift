@@ -179,7 +179,9 @@ import Testing
     /// A long poll reads its request off the actor, then parks on it: an answer
     /// committed in between (its wake-up found no waiter) must end the wait at
     /// once, not at the timeout. Here the answer lands exactly in that gap.
-    @Test func anAnswerBetweenALongPollsReadAndItsParkingIsNotMissed() async throws {
+    /// Waits here are an hour long: reaching the next line at all is the proof
+    /// that something other than the timeout ended them (the time limit fails a hang).
+    @Test(.timeLimit(.minutes(1))) func anAnswerBetweenALongPollsReadAndItsParkingIsNotMissed() async throws {
         try await Self.withHarness { harness in
             let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
             let broker = try await harness.broker()
@@ -187,56 +189,52 @@ import Testing
             let read = try #require(try await broker.status(of: request.id))
             #expect(read.state == .pending)
             _ = try await broker.respond(to: request.id, userID: user.id, deviceID: "d", decision: .approve, numberCode: code)
-            let started = ContinuousClock.now
-            await broker.park(request.id, for: .seconds(20), unlessChangedFrom: read.version)
-            #expect(ContinuousClock.now - started < .seconds(10), "the wait missed the answer and ran to its timeout")
+            await broker.park(request.id, for: .seconds(3600), unlessChangedFrom: read.version)
             #expect(await broker.waiters[request.id] == nil)
-            #expect(try await broker.waitForChange(of: request.id, timeout: .seconds(20))?.state == .approved)
+            #expect(try await broker.waitForChange(of: request.id, timeout: .seconds(3600))?.state == .approved)
         }
     }
 
     /// Long polls nothing answers end at their own timeouts: one timer serves
     /// every waiter, so a shorter wait parked after a longer one must bring it forward.
-    @Test func unansweredLongPollsEndAtTheirOwnTimeouts() async throws {
+    @Test(.timeLimit(.minutes(1))) func unansweredLongPollsEndAtTheirOwnTimeouts() async throws {
         try await Self.withHarness { harness in
             _ = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
             let broker = try await harness.broker()
             let (request, _) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
-            func timedWait(_ timeout: Duration) async throws -> (ApprovalState?, Duration) {
-                let started = ContinuousClock.now
-                let state = try await broker.waitForChange(of: request.id, timeout: timeout)?.state
-                return (state, ContinuousClock.now - started)
-            }
-            async let long = timedWait(.seconds(8))
-            try await Task.sleep(for: .milliseconds(200))
-            async let short = timedWait(.seconds(1))
-            let (shortState, shortWait) = try await short
+            // An hour's wait parks first, and arms the timer for its end.
+            let long = Task { try await broker.waitForChange(of: request.id, timeout: .seconds(3600))?.state }
+            while await broker.waiters[request.id]?.count != 1 { await Task.yield() }
+            let longEnd = try #require(await broker.timeoutTimer?.at)
+            // A one-second wait parked after it ends on its own: returning at all means the
+            // timer was brought forward (the hour's timer would outlast the time limit).
+            let shortState = try await broker.waitForChange(of: request.id, timeout: .seconds(1))?.state
             #expect(shortState == .pending)
-            #expect(shortWait >= .seconds(1))
-            #expect(shortWait < .seconds(5), "the shorter wait ran to the longer one's timer")
-            let (longState, longWait) = try await long
-            #expect(longState == .pending)
-            #expect(longWait >= .seconds(8))
+            // The hour's wait is still parked, and the timer is armed for it again.
+            #expect(await broker.waiters[request.id]?.count == 1)
+            #expect(await broker.timeoutTimer?.at == longEnd)
+            // A caller that goes away leaves no waiter behind.
+            long.cancel()
+            _ = try? await long.value
             #expect(await broker.waiters.isEmpty)
-            // Both timeouts fired: none is left to sleep for.
-            #expect(await broker.timeoutTimer == nil)
         }
     }
 
-    @Test func aNewRequestSupersedesThePendingOneAndWakesItsLongPoll() async throws {
+    @Test(.timeLimit(.minutes(1))) func aNewRequestSupersedesThePendingOneAndWakesItsLongPoll() async throws {
         try await Self.withHarness { harness in
             _ = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
             let broker = try await harness.broker()
             let (old, _) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
-            let waiter = Task { try await broker.waitForChange(of: old.id, timeout: .seconds(20)) }
+            // An hour's wait: only the wake-up can end it within the time limit.
+            let waiter = Task { try await broker.waitForChange(of: old.id, timeout: .seconds(3600)) }
             // Let the long poll register before the new request arrives.
             while await broker.waiters[old.id] == nil { await Task.yield() }
 
-            let started = ContinuousClock.now
             let (new, _) = try await broker.initiate(email: Self.email, newPasswordHash: "newer", requester: Self.requester)
+            // Woken inside the supersede's commit.
+            #expect(await broker.waiters[old.id] == nil)
             let woken = try await waiter.value
             #expect(woken?.state == .cancelled)
-            #expect(ContinuousClock.now - started < .seconds(5))
             #expect(try await harness.store.request(id: old.id)?.state == .cancelled)
             #expect(try await broker.status(of: new.id)?.state == .pending)
             let cancelled = harness.events(.cancelled)
@@ -304,17 +302,16 @@ import Testing
 
     // MARK: Interleavings the actor allows at its suspension points
 
-    @Test func aSupersedeThatBeatsAnAnswerStillCancelsWakesAndAudits() async throws {
+    @Test(.timeLimit(.minutes(1))) func aSupersedeThatBeatsAnAnswerStillCancelsWakesAndAudits() async throws {
         try await Self.withHarness { harness in
             // setup
             let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
             let gated = GatedStore(harness.store)
             let broker = try await harness.broker(approvals: gated)
             let (old, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
-            // A long wait, so that waking at its end cannot pass for the wake-up below, however slow the machine.
-            let waiter = Task { try await broker.waitForChange(of: old.id, timeout: .seconds(60)) }
+            // An hour's wait, so that waking at its end cannot pass for the wake-up below (the time limit fails first).
+            let waiter = Task { try await broker.waitForChange(of: old.id, timeout: .seconds(3600)) }
             while await broker.waiters[old.id] == nil { await Task.yield() }
-            let started = ContinuousClock.now
 
             // act: the new request's insert commits (cancelling the old one) and is held before it returns…
             await gated.insertReturn.arm()
@@ -329,7 +326,6 @@ import Testing
 
             // check: the long poll woke at once, and the supersede was audited.
             #expect(try await waiter.value?.state == .cancelled)
-            #expect(ContinuousClock.now - started < .seconds(30))
             let cancelled = harness.events(.cancelled)
             #expect(cancelled.map(\.requestRef) == [old.logReference])
             #expect(cancelled.first?.detail == "superseded by a newer request")

@@ -17,8 +17,10 @@ import Glibc
 struct ClusterProcessTests {
     typealias JSON = [String: any Sendable]
 
-    static func call(_ method: HTTPMethod, _ url: String, json: JSON? = nil, headers: [(String, String)] = []) async throws -> (Int, JSON) {
-        try await IntegrationExamplesTests.call(method, url, json: json, headers: headers)
+    static func call(
+        _ method: HTTPMethod, _ url: String, json: JSON? = nil, headers: [(String, String)] = [], timeout: Int64 = 35
+    ) async throws -> (Int, JSON) {
+        try await IntegrationExamplesTests.call(method, url, json: json, headers: headers, timeout: timeout)
     }
 
     /// `countersign integration add NAME` on `database`: the integration's API key, as printed.
@@ -48,15 +50,14 @@ struct ClusterProcessTests {
             let key = folder.appendingPathComponent("secret-key")
             try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: key)
             let apiKey = try Self.addIntegration("Cluster Admin", database: database)
-            let ports = [try DaemonProcessTests.freePort(), try DaemonProcessTests.freePort()]
-            let bases = ports.map { "http://127.0.0.1:\($0)" }
-            func start(_ node: Int) async throws -> Process {
+            func start(_ node: Int) async throws -> RunningDaemon {
                 try await MailDeliveryProcessTests.startDaemon(
-                    ["--database", database, "--secret-key-file", key.path, "--node-id", "node-\(node)"], port: ports[node],
+                    ["--database", database, "--secret-key-file", key.path, "--node-id", "node-\(node)"],
                     log: folder.appendingPathComponent("node-\(node).log"))
             }
             var nodes = [try await start(0), try await start(1)]
-            defer { for node in nodes where node.isRunning { kill(node.processIdentifier, SIGKILL) } }
+            defer { for node in nodes { node.stop() } }
+            var bases = nodes.map(\.base)
             for (index, base) in bases.enumerated() {
                 let (status, health) = try await Self.call(.GET, "\(base)/healthz")
                 #expect(status == 200)
@@ -69,41 +70,39 @@ struct ClusterProcessTests {
             let device = try await Self.enrollAna(requester: bases[0], device: bases[1], auth: auth)
 
             /// Creates an approval on `requester`'s node, long-polls it there, answers on `approver`'s node;
-            /// returns the id and how long the long poll took to answer after the answer was sent.
-            func approve(requester: Int, approver: Int) async throws -> (String, Duration) {
+            /// returns the id. The poll would wait 30 s and its client gives up after 25: an answer at all is the wake-up.
+            func approve(requester: Int, approver: Int) async throws -> String {
+                let bases = bases
                 let (created, approval) = try await Self.call(
                     .POST, "\(bases[requester])/v1/approvals", json: ["user": "ana@example.com", "action": "sign_in", "title": "Sign in"],
                     headers: auth)
                 #expect(created == 201)
                 let id = try #require(approval["approvalId"] as? String)
                 let number = try #require(approval["numberCode"] as? String)
-                async let polled = Self.call(.GET, "\(bases[requester])/v1/approvals/\(id)?wait=20", headers: auth)
+                async let polled = Self.call(.GET, "\(bases[requester])/v1/approvals/\(id)?wait=30", headers: auth, timeout: 25)
                 // The device sees it on the other node (no stale read), then answers there.
                 let (_, pending) = try await Self.call(.GET, "\(bases[approver])/api/mobile/approvals/pending", headers: device)
                 #expect((pending["approvals"] as? [JSON])?.contains { $0["requestId"] as? String == id } == true)
-                try await Task.sleep(for: .milliseconds(300))  // the long poll is parked by now
-                let clock = ContinuousClock()
-                let sent = clock.now
+                try await DaemonProcessTests.waitForLongPolls(1, base: bases[requester])
                 let (answered, _) = try await Self.call(
                     .POST, "\(bases[approver])/api/mobile/approvals/\(id)/respond", json: ["decision": "approve", "numberCode": number],
                     headers: device)
                 #expect(answered == 200)
                 let (status, state) = try await polled
-                let waited = clock.now - sent
                 #expect(status == 200)
                 #expect(state["status"] as? String == "approved")
-                return (id, waited)
+                return id
             }
 
             // The requester on node 0, the device on node 1: the long poll is woken across nodes.
-            let (first, wake) = try await approve(requester: 0, approver: 1)
-            #expect(wake < .seconds(5), "the long poll answered \(wake) after the approval on the other node")
+            let first = try await approve(requester: 0, approver: 1)
             #expect(try await Self.call(.GET, "\(bases[1])/v1/approvals/\(first)", headers: auth).1["status"] as? String == "approved")
 
             // 50 concurrent completes split over both nodes: one 200, 49 × 409.
+            let nodeBases = bases
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for index in 0..<50 {
-                    group.addTask { try await Self.call(.POST, "\(bases[index % 2])/v1/approvals/\(first)/complete", headers: auth).0 }
+                    group.addTask { try await Self.call(.POST, "\(nodeBases[index % 2])/v1/approvals/\(first)/complete", headers: auth).0 }
                 }
                 return try await group.reduce(into: [Int]()) { $0.append($1) }
             }
@@ -118,18 +117,18 @@ struct ClusterProcessTests {
             let clock = ContinuousClock()
             let cutAt = clock.now
             while try await Self.call(.GET, "\(bases[0])/healthz").1["notifications"] as? String != "ok" {
-                guard clock.now - cutAt < .seconds(10) else { throw PostgresTestError("node 0 did not reconnect") }
+                guard clock.now - cutAt < .seconds(60) else { throw PostgresTestError("node 0 did not reconnect") }
                 try await Task.sleep(for: .milliseconds(50))
             }
-            let (_, afterCut) = try await approve(requester: 0, approver: 1)
-            #expect(afterCut < .seconds(5))
+            _ = try await approve(requester: 0, approver: 1)
 
             // A long poll parked while the connection is down re-reads after it comes back: nothing is lost.
             let (_, parked) = try await Self.call(
                 .POST, "\(bases[0])/v1/approvals", json: ["user": "ana@example.com", "action": "sign_in", "title": "Parked"], headers: auth)
             let parkedID = try #require(parked["approvalId"] as? String)
-            async let parkedPoll = Self.call(.GET, "\(bases[0])/v1/approvals/\(parkedID)?wait=20", headers: auth)
-            try await Task.sleep(for: .milliseconds(300))
+            let parkedURL = "\(bases[0])/v1/approvals/\(parkedID)?wait=30"
+            async let parkedPoll = Self.call(.GET, parkedURL, headers: auth, timeout: 25)
+            try await DaemonProcessTests.waitForLongPolls(1, base: bases[0])
             try server.psql(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(databaseName)' AND application_name = 'countersign-notifications'",
                 database: databaseName)
@@ -155,6 +154,7 @@ struct ClusterProcessTests {
             #expect(try await Self.call(.POST, "\(bases[0])/v1/approvals/\(orphanID)/complete", headers: auth).0 == 200)
             // And the killed node comes back to the same state.
             nodes[1] = try await start(1)
+            bases[1] = nodes[1].base
             #expect(try await Self.call(.GET, "\(bases[1])/v1/approvals/\(orphanID)", headers: auth).1["status"] as? String == "completed")
 
             // The trail of the race: one completion.
@@ -172,11 +172,10 @@ extension ClusterProcessTests {
             // A daemon on SQLite with an integration, a user, an enrolled device, a pending approval and audit rows.
             let file = folder.appendingPathComponent("countersign.sqlite").path
             let apiKey = try Self.addIntegration("Moving Admin", database: file)
-            let port = try DaemonProcessTests.freePort()
-            let base = "http://127.0.0.1:\(port)"
             let log = folder.appendingPathComponent("daemon.log")
-            var daemon = try await MailDeliveryProcessTests.startDaemon(["--database", file], port: port, log: log)
-            defer { if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) } }
+            var daemon = try await MailDeliveryProcessTests.startDaemon(["--database", file], log: log)
+            defer { daemon.stop() }
+            var base = daemon.base
             let auth = [("Authorization", "Bearer \(apiKey)")]
             let device = try await Self.enrollAna(requester: base, device: base, auth: auth)
             let (_, approval) = try await Self.call(
@@ -202,7 +201,8 @@ extension ClusterProcessTests {
 
             // On PostgreSQL, with the SQLite daemon's key: the same keys work and the pending approval goes on.
             daemon = try await MailDeliveryProcessTests.startDaemon(
-                ["--database", database, "--secret-key-file", folder.appendingPathComponent("countersign.key").path], port: port, log: log)
+                ["--database", database, "--secret-key-file", folder.appendingPathComponent("countersign.key").path], log: log)
+            base = daemon.base
             let (_, pending) = try await Self.call(.GET, "\(base)/api/mobile/approvals/pending", headers: device)
             #expect((pending["approvals"] as? [JSON])?.first?["title"] as? String == "Before the move")
             #expect(
@@ -223,16 +223,15 @@ extension ClusterProcessTests {
             let key = folder.appendingPathComponent("secret-key")
             try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: key)
             let apiKey = try Self.addIntegration("Sweeping Admin", database: database)
-            let ports = [try DaemonProcessTests.freePort(), try DaemonProcessTests.freePort()]
-            let bases = ports.map { "http://127.0.0.1:\($0)" }
-            var nodes: [Process] = []
-            defer { for node in nodes where node.isRunning { kill(node.processIdentifier, SIGKILL) } }
+            var nodes: [RunningDaemon] = []
+            defer { for node in nodes { node.stop() } }
             for node in 0..<2 {
                 nodes.append(
                     try await MailDeliveryProcessTests.startDaemon(
-                        ["--database", database, "--secret-key-file", key.path, "--node-id", "node-\(node)"], port: ports[node],
+                        ["--database", database, "--secret-key-file", key.path, "--node-id", "node-\(node)"],
                         log: folder.appendingPathComponent("node-\(node).log")))
             }
+            let bases = nodes.map(\.base)
             let auth = [("Authorization", "Bearer \(apiKey)")]
             _ = try await Self.enrollAna(requester: bases[0], device: bases[1], auth: auth)
             let (_, approval) = try await Self.call(
@@ -257,12 +256,11 @@ extension ClusterProcessTests {
             let key = folder.appendingPathComponent("secret-key")
             try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: key)
             let apiKey = try Self.addIntegration("Outage Admin", database: database)
-            let port = try DaemonProcessTests.freePort()
-            let base = "http://127.0.0.1:\(port)"
             let log = folder.appendingPathComponent("node.log")
             let node = try await MailDeliveryProcessTests.startDaemon(
-                ["--database", database, "--secret-key-file", key.path, "--node-id", "node-0"], port: port, log: log)
-            defer { if node.isRunning { kill(node.processIdentifier, SIGKILL) } }
+                ["--database", database, "--secret-key-file", key.path, "--node-id", "node-0"], log: log)
+            defer { node.stop() }
+            let base = node.base
             let auth = [("Authorization", "Bearer \(apiKey)")]
             // A call that times out says which, with the node's log.
             func call(_ step: String, _ method: HTTPMethod, _ path: String, json: String? = nil, timeout: Int64) async throws -> (Int, JSON) {

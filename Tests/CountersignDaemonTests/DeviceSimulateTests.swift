@@ -32,10 +32,9 @@ import Glibc
             let database = folder.appendingPathComponent("countersign.sqlite").path
             let email = "ana@example.com"
             #expect(try Self.run(["user", "add", email, "--database", database, "--bcrypt-cost", "4"], input: "correct horse\n").status == 0)
-            let port = try DaemonProcessTests.freePort()
-            let base = "http://127.0.0.1:\(port)"
             let daemon = try await MailDeliveryProcessTests.startDaemon(
-                ["--database", database, "--device-keys", "required"], port: port, log: folder.appendingPathComponent("daemon.log"))
+                ["--database", database, "--device-keys", "required"], log: folder.appendingPathComponent("daemon.log"))
+            let base = daemon.base
             defer {
                 kill(daemon.processIdentifier, SIGTERM)
                 daemon.waitUntilExit()

@@ -10,7 +10,7 @@ import Glibc
 /// Creates that share a transaction are answered only once it is durable:
 /// kill -9 in the middle of a stream of them loses none that was answered.
 @Suite struct GroupCommitProcessTests {
-    @Test(.timeLimit(.minutes(2))) func noAnsweredCreateIsLostToKillDashNineUnderLoad() async throws {
+    @Test(.timeLimit(.minutes(5))) func noAnsweredCreateIsLostToKillDashNineUnderLoad() async throws {
         try await MailDeliveryProcessTests.withFolder { folder in
             let database = folder.appendingPathComponent("countersign.sqlite").path
             let log = folder.appendingPathComponent("daemon.log")
@@ -18,9 +18,9 @@ import Glibc
                 "--database", database, "--request-ttl", "3600", "--rate-limit", "resetInitiatePerIP=1000000/60",
                 "--rate-limit", "statusPollsPerIP=1000000/60",
             ]
-            let port = try DaemonProcessTests.freePort()
-            let daemon = try await MailDeliveryProcessTests.startDaemon(raised, port: port, log: log)
-            defer { if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) } }
+            let daemon = try await MailDeliveryProcessTests.startDaemon(raised, log: log)
+            defer { daemon.stop() }
+            let port = daemon.port
 
             // 16 requesters create without pause; the daemon is killed once 200 answers have come back.
             final class Answered: Sendable { let ids = Mutex<[String]>([]) }
@@ -53,9 +53,9 @@ import Glibc
             #expect(acknowledged.count >= 200)
 
             // Restarted on the same file: every answered request is there, still pending.
-            let again = try DaemonProcessTests.freePort()
-            let restarted = try await MailDeliveryProcessTests.startDaemon(raised, port: again, log: log)
-            defer { kill(restarted.processIdentifier, SIGKILL) }
+            let restarted = try await MailDeliveryProcessTests.startDaemon(raised, log: log)
+            defer { restarted.stop() }
+            let again = restarted.port
             var missing: [String] = []
             for id in acknowledged {
                 let (status, answer) = try await DaemonProcessTests.http(.GET, "http://127.0.0.1:\(again)/api/mobile/auth/reset/phone/status/\(id)")
@@ -69,7 +69,7 @@ import Glibc
     /// devices approve and their requesters complete without pause; after every
     /// 200 answered transitions the daemon is killed and started again, three
     /// times, and in the end each answered transition holds.
-    @Test(.timeLimit(.minutes(2))) func noAnsweredTransitionIsLostToKillDashNineUnderLoad() async throws {
+    @Test(.timeLimit(.minutes(5))) func noAnsweredTransitionIsLostToKillDashNineUnderLoad() async throws {
         try await MailDeliveryProcessTests.withFolder { folder in
             let database = folder.appendingPathComponent("countersign.sqlite").path
             let log = folder.appendingPathComponent("daemon.log")
@@ -82,10 +82,10 @@ import Glibc
                 added.output.split(separator: "\n").first { $0.hasPrefix("API key:") }.map { $0.dropFirst(8).trimmingCharacters(in: .whitespaces) },
                 "\(added.output)")
             let auth = [("Authorization", "Bearer \(apiKey)")]
-            let port = try DaemonProcessTests.freePort()
-            let base = "http://127.0.0.1:\(port)"
-            let daemon = try await MailDeliveryProcessTests.startDaemon(raised, port: port, log: log)
-            defer { if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) } }
+            let daemon = try await MailDeliveryProcessTests.startDaemon(raised, log: log)
+            defer { daemon.stop() }
+            let port = daemon.port
+            let base = daemon.base
             func call(
                 _ method: HTTPMethod, _ path: String, _ json: String? = nil, _ headers: [(String, String)]
             ) async throws -> (Int, [String: any Sendable]) {
@@ -153,10 +153,10 @@ import Glibc
                 }
                 running.waitUntilExit()
                 #expect(running.terminationReason == .uncaughtSignal)
-                runningPort = try DaemonProcessTests.freePort()
-                running = try await MailDeliveryProcessTests.startDaemon(raised, port: runningPort, log: log)
+                running = try await MailDeliveryProcessTests.startDaemon(raised, log: log)
+                runningPort = running.port
             }
-            defer { kill(running.processIdentifier, SIGKILL) }
+            defer { running.stop() }
             var last: [String: String] = [:]
             for (id, state) in answered.states.withLock({ $0 }) { last[id] = state }
             #expect(last.values.filter { $0 == "completed" }.count >= 150)

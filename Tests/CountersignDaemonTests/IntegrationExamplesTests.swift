@@ -4,6 +4,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import Synchronization
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -24,24 +25,22 @@ import Glibc
 
     /// A process whose output lines are collected as they come.
     final class Running: Sendable {
-        let process: Process
+        private let child = Mutex<TiedProcess?>(nil)
         private let lines = Mutex<[String]>([])
 
         init(_ executable: String, _ arguments: [String], environment: [String: String]) throws {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = arguments
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
             let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = pipe
-            self.process = process
             pipe.fileHandleForReading.readabilityHandler = { [self] handle in
                 let text = String(decoding: handle.availableData, as: UTF8.self)
                 append(text.split(separator: "\n").map(String.init))
             }
-            try process.run()
+            let child = try TiedProcess(
+                URL(fileURLWithPath: executable), arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+                pipe: pipe)
+            self.child.withLock { $0 = child }
         }
+
+        var process: Process { child.withLock { $0!.process } }
 
         var output: [String] { lines.withLock { $0 } }
 
@@ -57,10 +56,7 @@ import Glibc
             throw TestError("no \(what) in: \(output.joined(separator: "\n"))")
         }
 
-        func stop() {
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
-        }
+        func stop() { child.withLock { $0?.stop() } }
     }
 
     struct TestError: Error, CustomStringConvertible {
@@ -70,19 +66,17 @@ import Glibc
 
     /// An HTTP call with a JSON object body.
     static func call(
-        _ method: HTTPMethod, _ url: String, json: [String: any Sendable]? = nil, headers: [(String, String)] = []
+        _ method: HTTPMethod, _ url: String, json: [String: any Sendable]? = nil, headers: [(String, String)] = [], timeout: Int64 = 35
     ) async throws -> (Int, [String: any Sendable]) {
         let text = try json.map { String(decoding: try JSONSerialization.data(withJSONObject: $0), as: UTF8.self) }
-        return try await DaemonProcessTests.http(method, url, json: text, headers: headers)
+        return try await DaemonProcessTests.http(method, url, json: text, headers: headers, timeout: timeout)
     }
 
     @Test func theExamplesSignInAndReceiveEveryEventAfterKillDashNine() async throws {
         try await MailDeliveryProcessTests.withFolder { folder in
             // setup: an integration made by the CLI, its webhook on a port where nothing listens yet.
             let database = folder.appendingPathComponent("countersign.sqlite").path
-            let port = try DaemonProcessTests.freePort()
             let hookPort = try DaemonProcessTests.freePort()
-            let base = "http://127.0.0.1:\(port)"
             let added = try Self.countersign([
                 "integration", "add", "Example Admin", "--webhook-url", "http://127.0.0.1:\(hookPort)/hook", "--database", database,
             ])
@@ -100,8 +94,9 @@ import Glibc
             #expect(!listed.output.contains(apiKey) && !listed.output.contains(secret))
 
             let log = folder.appendingPathComponent("daemon.log")
-            var daemon = try await MailDeliveryProcessTests.startDaemon(["--database", database], port: port, log: log)
-            defer { if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) } }
+            var daemon = try await MailDeliveryProcessTests.startDaemon(["--database", database], log: log)
+            defer { daemon.stop() }
+            var base = daemon.base
             let auth = [("Authorization", "Bearer \(apiKey)")]
             #expect(try await Self.call(.POST, "\(base)/v1/users", json: ["email": "ana@example.com"], headers: auth).0 == 201)
             let (issued, enrollment) = try await Self.call(.POST, "\(base)/v1/users/ana@example.com/enrollments", headers: auth)
@@ -146,7 +141,8 @@ import Glibc
                 environment: ["COUNTERSIGN_WEBHOOK_SECRET": secret])
             defer { receiver.stop() }
             _ = try await receiver.waitFor("listening") { $0.hasPrefix("listening") }
-            daemon = try await MailDeliveryProcessTests.startDaemon(["--database", database], port: port, log: log)
+            daemon = try await MailDeliveryProcessTests.startDaemon(["--database", database], log: log)
+            base = daemon.base
             _ = try await receiver.waitFor("completed event", timeout: .seconds(40)) { $0.contains("approval.completed") }
             let events = receiver.output.filter { $0.hasPrefix("event ") }
             #expect(events.count == 2)
@@ -196,7 +192,7 @@ import Glibc
             #expect(try Self.countersign(["integration", "set-webhook", "Example Admin", "--none", "--database", database]).status == 0)
 
             // Keys are stored only as hashes: no key is in the database files.
-            daemon.terminate()
+            daemon.signal(SIGTERM)
             daemon.waitUntilExit()
             for file in try FileManager.default.contentsOfDirectory(atPath: folder.path) where file.hasPrefix("countersign.sqlite") {
                 let bytes = try Data(contentsOf: folder.appendingPathComponent(file))

@@ -29,27 +29,8 @@ import Glibc
         ]
     }
 
-    static func startDaemon(_ arguments: [String], port: Int, log: URL) async throws -> Process {
-        let process = Process()
-        process.executableURL = DaemonProcessTests.binary
-        process.arguments = ["serve", "--listen", "127.0.0.1:\(port)", "--bcrypt-cost", "4"] + arguments
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: log)
-        handle.seekToEndOfFile()
-        process.standardError = handle
-        process.standardOutput = handle
-        try process.run()
-        let clock = ContinuousClock()
-        let start = clock.now
-        while clock.now - start < .seconds(30) {
-            if let (status, _) = try? await DaemonProcessTests.http(.GET, "http://127.0.0.1:\(port)/healthz", timeout: 1), status == 200 {
-                return process
-            }
-            guard process.isRunning else { break }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        process.terminate()
-        throw SMTPTestServerError("the daemon did not answer /healthz: \((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+    static func startDaemon(_ arguments: [String], log: URL) async throws -> RunningDaemon {
+        try await RunningDaemon.start(arguments, log: log)
     }
 
     @Test func aMailAcceptedBeforeTheAnswerIsDeliveredAfterKillDashNine() async throws {
@@ -68,16 +49,15 @@ import Glibc
             add.waitUntilExit()
             #expect(add.terminationStatus == 0)
             let silentPort = try DaemonProcessTests.freePort()
-            let port = try DaemonProcessTests.freePort()
             let log = folder.appendingPathComponent("daemon.log")
             let common = ["--database", database, "--public-url", "https://auth.example.test"]
             let first = try await Self.startDaemon(
-                common + Self.smtpFlags(port: silentPort, caFile: "/dev/null", folder: folder), port: port, log: log)
-            defer { if first.isRunning { kill(first.processIdentifier, SIGKILL) } }
+                common + Self.smtpFlags(port: silentPort, caFile: "/dev/null", folder: folder), log: log)
+            defer { first.stop() }
 
             // act: the 200, then kill -9 before any delivery could happen.
             let (status, _) = try await DaemonProcessTests.http(
-                .POST, "http://127.0.0.1:\(port)/api/mobile/auth/reset/email/initiate", json: #"{"email":"\#(Self.email)"}"#)
+                .POST, "\(first.base)/api/mobile/auth/reset/email/initiate", json: #"{"email":"\#(Self.email)"}"#)
             kill(first.processIdentifier, SIGKILL)
             first.waitUntilExit()
             #expect(status == 200)
@@ -85,16 +65,16 @@ import Glibc
             // check: restarted with a reachable server, the daemon delivers it.
             try await withSMTPTestServer(folder: folder) { smtp in
                 let second = try await Self.startDaemon(
-                    common + Self.smtpFlags(port: smtp.port, caFile: smtp.caFile, folder: folder), port: port, log: log)
+                    common + Self.smtpFlags(port: smtp.port, caFile: smtp.caFile, folder: folder), log: log)
                 defer {
                     kill(second.processIdentifier, SIGTERM)
                     second.waitUntilExit()
                 }
-                let mails = try await smtp.waitForMails(1, timeout: .seconds(20))
+                let mails = try await smtp.waitForMails(1)
                 #expect(mails.count == 1, "\((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
                 let code = try #require(mails.first?.code)
                 let (verified, _) = try await DaemonProcessTests.http(
-                    .POST, "http://127.0.0.1:\(port)/api/mobile/auth/reset/email/verify",
+                    .POST, "\(second.base)/api/mobile/auth/reset/email/verify",
                     json: #"{"email":"\#(Self.email)","code":"\#(code)","newPassword":"staple orbit lantern"}"#)
                 #expect(verified == 200)
             }

@@ -21,7 +21,8 @@ import Testing
     @Test func resetInitiationsPerEmailTripAtTheirCountAndResetAfterTheWindow() async throws {
         try await withTemporaryFolder { folder in
             let configuration = TestDaemon.configuration(folder) { $0.rateLimits[.resetInitiatePerEmail] = RateLimit(count: 3, window: 10) }
-            try await TestDaemon.run(configuration) { daemon in
+            let clock = ManualClock()
+            try await TestDaemon.run(configuration, clock: clock) { daemon in
                 let body: [String: any Sendable] = ["email": Fixture.email, "newPassword": Fixture.newPassword]
                 for _ in 0..<3 {
                     #expect(try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", json: body).status == 200)
@@ -33,7 +34,8 @@ import Testing
                     try await daemon.call(
                         .POST, "/api/mobile/auth/reset/phone/initiate", json: ["email": "bob@example.com", "newPassword": Fixture.newPassword]
                     ).status == 200)
-                try await Task.sleep(for: .milliseconds(10_100))
+                // The window ends on the daemon's clock.
+                clock.advance(10.1)
                 #expect(try await daemon.call(.POST, "/api/mobile/auth/reset/phone/initiate", json: body).status == 200)
             }
         }
@@ -94,12 +96,15 @@ import Testing
     }
 
     @Test func statusPollsPerIPTripAndRecover() async throws {
-        try await withTestDaemon(configure: { $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 5, window: 3) }) {
+        let clock = ManualClock()
+        try await withTestDaemon(configure: { $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 5, window: 60) }, clock: clock) {
             daemon in
             let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             for _ in 0..<5 { #expect(try await daemon.status(id).status == 200) }
             Self.expectLimited(try await daemon.status(id))
-            try await Task.sleep(for: .milliseconds(3100))
+            clock.advance(59)
+            Self.expectLimited(try await daemon.status(id))
+            clock.advance(1.1)
             #expect(try await daemon.status(id).status == 200)
         }
     }
@@ -155,7 +160,8 @@ import Testing
 
     @Test func knownAndUnknownEmailsLookAlike() async throws {
         let pushes = RecordingPushSender()
-        try await withTestDaemon(configure: { $0.broker.requestTTL = 2 }, pushSender: pushes) { daemon in
+        let clock = ManualClock()
+        try await withTestDaemon(configure: { $0.broker.requestTTL = 60 }, pushSender: pushes, clock: clock) { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             _ = try await daemon.login(Fixture.email, password: Fixture.password, fcmToken: "token-ana-123456")
             let known = try await daemon.call(
@@ -169,8 +175,10 @@ import Testing
             for id in ids {
                 sequences.append([try await daemon.status(id)["status"] ?? "?"])
             }
+            // Both lifetimes end on the daemon's clock; the sweeper expires them and wakes the polls.
+            clock.advance(61)
             for (index, id) in ids.enumerated() {
-                let waited = try await daemon.status(id, wait: 6)
+                let waited = try await daemon.status(id, wait: 30)
                 sequences[index].append(waited["status"] ?? "?")
                 #expect(Self.shape(waited.text) == Self.shape(try await daemon.status(id).text))
             }
@@ -227,8 +235,8 @@ import Testing
             try await daemon.server.store.silencePrompts(userID: user.id, until: nil)
             let (after, afterCode) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             #expect(try await daemon.respond(after, apiKey: key, code: afterCode).status == 200)
-            try await Task.sleep(for: .milliseconds(200))
-            #expect(pushes.prompts.map(\.requestID) == [first, after])
+            // The silenced request's prompt would have been queued before this one's.
+            #expect(try await pushes.prompts(count: 2).map(\.requestID) == [first, after])
             #expect(pushes.prompts.allSatisfy { $0.deviceID == deviceID })
 
             let events = try await daemon.server.store.auditEvents(since: nil, email: Fixture.email, kind: nil, limit: 100)

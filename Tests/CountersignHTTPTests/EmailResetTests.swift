@@ -230,7 +230,7 @@ import Testing
         try await withMailDaemon { daemon, smtp in
             try await daemon.createUser(email, password: Fixture.password)
             #expect(try await daemon.emailInitiate(email).status == 200)
-            let mails = try await smtp.waitForMails(1, timeout: .seconds(20))
+            let mails = try await smtp.waitForMails(1)
             #expect(mails.count == 1)
             #expect(mails.first?.rcptTo == [email])
             let retried = try await daemon.waitForAudit(.mailRetried)

@@ -85,7 +85,7 @@ public final class SMTPTestServer: @unchecked Sendable {
     }
 
     /// Waits until at least `count` mails have arrived (or `timeout` passed); returns them all.
-    public func waitForMails(_ count: Int, timeout: Duration = .seconds(15)) async throws -> [Mail] {
+    public func waitForMails(_ count: Int, timeout: Duration = .seconds(60)) async throws -> [Mail] {
         let clock = ContinuousClock()
         let start = clock.now
         while true {

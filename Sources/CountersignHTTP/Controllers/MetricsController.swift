@@ -9,6 +9,7 @@ struct MetricsController: Sendable {
     let broker: ApprovalBroker
     let pushQueue: PushQueue
     let outbox: any OutboxStore
+    let longPolls: LongPollSlots
 
     func addRoutes(to router: Router<AppRequestContext>) {
         router.get("metrics", use: scrape)
@@ -18,6 +19,7 @@ struct MetricsController: Sendable {
         metrics.live(await broker.liveCounts())
         metrics.pushQueue(waiting: pushQueue.count, dropped: pushQueue.dropped)
         metrics.outboxWaiting(try await outbox.outboxDepth())
+        metrics.longPollsWaiting(longPolls.held)
         let bytes = metrics.registry.emitToBuffer()
         return Response(
             status: .ok,

@@ -23,6 +23,7 @@ public final class AppMetrics: Sendable {
         static let pushQueueDropped = "countersign_push_queue_dropped"
         static let outbox = "countersign_outbox_total"
         static let outboxWaiting = "countersign_outbox_waiting"
+        static let longPollsWaiting = "countersign_long_polls_waiting"
     }
 
     public init() {
@@ -93,6 +94,11 @@ public final class AppMetrics: Sendable {
         for kind in OutboxKind.allCases {
             Gauge(label: Name.outboxWaiting, dimensions: [("kind", kind.rawValue)], factory: factory).record(depth[kind] ?? 0)
         }
+    }
+
+    /// Long polls held open now, waiting for a change (all addresses).
+    func longPollsWaiting(_ held: Int) {
+        Gauge(label: Name.longPollsWaiting, factory: factory).record(held)
     }
 
     func live(_ counts: [ApprovalState: Int]) {

@@ -43,14 +43,14 @@ struct AbuseGuard: Sendable {
         let limiter = limits[name]
         let admission: RateLimiter.Admission
         if let shared = limits.shared {
-            let (decided, opened) = try await shared.reserve(name, key: key, limit: limiter.limit, now: Date())
+            let (decided, opened) = try await shared.reserve(name, key: key, limit: limiter.limit, now: limits.now())
             admission = decided
             if case .refused = decided {
                 // Reported once per window by this node, like its own refusals.
                 limiter.noteRefusal(key, opened: opened, refusal: refusal())
             }
         } else {
-            admission = limiter.reserve(key, refusal: refusal())
+            admission = limiter.reserve(key, now: limits.now(), refusal: refusal())
         }
         switch admission {
         case .admitted(let reservation):

@@ -101,7 +101,8 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
     ResetPageController(resets: dependencies.emailResets, abuse: abuse).addRoutes(to: router)
     HealthController(store: dependencies.store, push: dependencies.pushSender, mail: dependencies.mail).addRoutes(to: router)
     MetricsController(
-        metrics: dependencies.metrics, broker: dependencies.broker, pushQueue: dependencies.pushQueue, outbox: dependencies.store
+        metrics: dependencies.metrics, broker: dependencies.broker, pushQueue: dependencies.pushQueue, outbox: dependencies.store,
+        longPolls: dependencies.longPolls
     ).addRoutes(to: router)
     return router
 }

@@ -60,7 +60,7 @@ extension TestDaemon {
     /// Waits until the audit trail's events of `kind` satisfy `done` (by default: there is one);
     /// the writer stores them in batches, after the answers.
     func waitForAudit(
-        _ kind: AuditKind, timeout: Duration = .seconds(15), until done: ([AuditEvent]) -> Bool = { !$0.isEmpty }
+        _ kind: AuditKind, timeout: Duration = .seconds(60), until done: ([AuditEvent]) -> Bool = { !$0.isEmpty }
     ) async throws -> [AuditEvent] {
         let clock = ContinuousClock()
         let start = clock.now

@@ -20,3 +20,16 @@ final class RecordingPushSender: PushSender {
         return .sent
     }
 }
+
+extension RecordingPushSender {
+    /// The prompts once there are `count` of them (the dispatcher sends after the answer);
+    /// the bound only turns a hang into a failure.
+    func prompts(count: Int) async throws -> [(requestID: String, deviceID: String)] {
+        let clock = ContinuousClock()
+        let start = clock.now
+        while prompts.count < count && clock.now - start < .seconds(60) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return prompts
+    }
+}

@@ -37,10 +37,27 @@ func withTestDaemon<T: Sendable>(
     configure: (inout ServeConfiguration) -> Void = { _ in },
     logs: LogCapture = LogCapture(),
     pushSender: (any PushSender)? = nil,
+    clock: ManualClock? = nil,
     _ body: @Sendable (TestDaemon) async throws -> T
 ) async throws -> T {
     try await withTemporaryFolder { folder in
-        try await TestDaemon.run(TestDaemon.configuration(folder, configure), logs: logs, pushSender: pushSender, body)
+        try await TestDaemon.run(TestDaemon.configuration(folder, configure), logs: logs, pushSender: pushSender, clock: clock, body)
+    }
+}
+
+/// A daemon clock a test moves by hand: request lifetimes, email codes and
+/// rate-limit windows then end when the test says, not when a busy machine
+/// gets round to it. Starts at the real time and only moves forward.
+final class ManualClock: Sendable {
+    private let current = Mutex(Date())
+
+    init() {}
+
+    var now: Date { current.withLock { $0 } }
+
+    /// Moves the clock `seconds` forward.
+    func advance(_ seconds: TimeInterval) {
+        current.withLock { $0 = $0.addingTimeInterval(seconds) }
     }
 }
 
@@ -95,13 +112,15 @@ struct TestDaemon: Sendable {
         _ configuration: ServeConfiguration,
         logs: LogCapture = LogCapture(),
         pushSender: (any PushSender)? = nil,
+        clock: ManualClock? = nil,
         _ body: @Sendable (TestDaemon) async throws -> T
     ) async throws -> T {
         let logger = logs.logger()
         let readiness = RunningServices.Readiness()
-        let server = try await buildServer(configuration: configuration, logger: logger, pushSender: pushSender) { port in
-            readiness.ready(port: port)
-        }
+        let now: @Sendable () -> Date = { clock?.now ?? Date() }
+        let server = try await buildServer(
+            configuration: configuration, logger: logger, pushSender: pushSender,
+            onServerRunning: { port in readiness.ready(port: port) }, now: now)
         return try await RunningServices.run(server.services, readiness: readiness, logger: logger) { port in
             let daemon = TestDaemon(base: "http://127.0.0.1:\(port)", server: server, hasher: BcryptPasswordHasher(cost: configuration.bcryptCost))
             return try await body(daemon)
@@ -129,7 +148,8 @@ struct TestDaemon: Sendable {
         rawBody: [UInt8]? = nil,
         contentType: String? = "application/json",
         apiKey: String? = nil,
-        headers: [(String, String)] = []
+        headers: [(String, String)] = [],
+        timeout: Duration = .seconds(40)
     ) async throws -> Answer {
         var request = HTTPClientRequest(url: base + path)
         request.method = method
@@ -140,7 +160,7 @@ struct TestDaemon: Sendable {
             if let contentType { request.headers.add(name: "Content-Type", value: contentType) }
             request.body = .bytes(ByteBuffer(bytes: body))
         }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(40))
+        let response = try await HTTPClient.shared.execute(request, timeout: .init(timeout))
         let collected = try await response.body.collect(upTo: 1 << 20)
         return Answer(status: Int(response.status.code), headers: response.headers, bytes: Array(collected.readableBytesView))
     }
@@ -173,8 +193,23 @@ struct TestDaemon: Sendable {
         return (id, answer["numberCode"])
     }
 
-    func status(_ id: String, wait: Int? = nil) async throws -> Answer {
-        try await call(.GET, "/api/mobile/auth/reset/phone/status/\(id)" + (wait.map { "?wait=\($0)" } ?? ""))
+    /// A status poll; `timeout` is the client's (a long poll of 30 s given up after 25 s has been woken, if answered at all).
+    func status(_ id: String, wait: Int? = nil, timeout: Duration = .seconds(40)) async throws -> Answer {
+        try await call(.GET, "/api/mobile/auth/reset/phone/status/\(id)" + (wait.map { "?wait=\($0)" } ?? ""), timeout: timeout)
+    }
+
+    /// Returns once `count` long polls are parked (the daemon's `countersign_long_polls_waiting`):
+    /// an event instead of a pause; the bound only turns a hang into a failure.
+    func waitForLongPolls(_ count: Int) async throws {
+        let clock = ContinuousClock()
+        let start = clock.now
+        while true {
+            let metrics = try await call(.GET, "/metrics").text
+            let line = metrics.split(separator: "\n").first { $0.hasPrefix("countersign_long_polls_waiting ") }
+            if let value = line.flatMap({ Double($0.split(separator: " ").last ?? "") }), Int(value) >= count { return }
+            guard clock.now - start < .seconds(60) else { throw TestFailure("\(count) long polls never parked") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
     }
 
     func respond(_ id: String, apiKey: String, decision: String = "approve", code: String?) async throws -> Answer {

@@ -18,6 +18,7 @@ final class WebhookReceiver: Sendable {
         let json: [String: any Sendable]
         let signatureValid: Bool
         let status: Int
+        let arrivedAt: Date
     }
 
     let secret: String
@@ -66,7 +67,7 @@ final class WebhookReceiver: Sendable {
                 $0.append(
                     Arrival(
                         id: json["id"] as? String ?? "", type: json["type"] as? String ?? "", approvalID: payload["approvalId"] as? String ?? "",
-                        json: json, signatureValid: valid, status: status))
+                        json: json, signatureValid: valid, status: status, arrivedAt: Date()))
             }
             if held {
                 try? await Task.sleep(for: self.stall)
@@ -86,7 +87,7 @@ final class WebhookReceiver: Sendable {
     }
 
     /// Waits until `condition` holds, at most `timeout`.
-    func wait(timeout: Duration = .seconds(20), until condition: (WebhookReceiver) -> Bool) async throws {
+    func wait(timeout: Duration = .seconds(60), until condition: (WebhookReceiver) -> Bool) async throws {
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
         while !condition(self) {
