@@ -73,9 +73,15 @@ import Glibc
         environment["NOTIFY_SOCKET"] = notify.path
         environment["WATCHDOG_USEC"] = "1000000"
         environment["STATE_DIRECTORY"] = folder.path
+        let log = folder.appendingPathComponent("daemon.log")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let logHandle = try FileHandle(forWritingTo: log)
         let process = try TiedProcess(
-            Self.binary, ["serve", "--listen", "127.0.0.1:0", "--bcrypt-cost", "4", "--log-level", "warning"], environment: environment)
+            Self.binary, ["serve", "--listen", "127.0.0.1:0", "--bcrypt-cost", "4", "--log-level", "debug"], environment: environment,
+            output: logHandle)
+        try logHandle.close()
         defer { process.stop() }
+        let logText = { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
 
         // READY=1 arrives with the port the daemon bound (it chose it: nothing else can answer there),
         // and once it has, /healthz answers.
@@ -116,7 +122,7 @@ import Glibc
         do {
             (pollStatus, pollBody) = try await poll
         } catch {
-            Issue.record("the long poll waiting at SIGTERM got no answer from the drain: \(error)")
+            Issue.record("the long poll waiting at SIGTERM got no answer from the drain: \(error); the daemon's log:\n\(logText().suffix(6000))")
             return
         }
         #expect(pollStatus == 200)

@@ -1,13 +1,21 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// A test-owned `NOTIFY_SOCKET`: a bound Unix datagram socket collecting what the daemon sends.
-final class NotifySocket {
+/// A test-owned `NOTIFY_SOCKET`: a bound Unix datagram socket collecting what
+/// the daemon sends. Like systemd, it reads every datagram as it comes (on a
+/// thread of its own), so the daemon's queue never fills while a test is busy
+/// elsewhere; ``receive(timeout:)`` hands them out in order.
+final class NotifySocket: @unchecked Sendable {
     let path: String
     private let descriptor: Int32
+    private final class Inbox: Sendable {
+        let state = Mutex<(messages: [String], closed: Bool)>(([], false))
+    }
+    private let inbox = Inbox()
 
     /// `path` is a file path, or `@name` for the abstract namespace.
     init(path: String) throws {
@@ -27,22 +35,37 @@ final class NotifySocket {
             }
         }
         guard result == 0 else { throw SocketError("bind(\(path)) failed: \(errno)") }
+        Thread.detachNewThread { [descriptor, inbox] in
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while !inbox.state.withLock({ $0.closed }) {
+                var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+                guard poll(&poller, 1, 100) == 1 else { continue }
+                let count = recv(descriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+                guard count > 0 else { continue }
+                let message = String(decoding: buffer[..<count], as: UTF8.self)
+                inbox.state.withLock { $0.messages.append(message) }
+            }
+            close(descriptor)
+        }
     }
 
     deinit {
-        close(descriptor)
+        inbox.state.withLock { $0.closed = true }
         unlink(path)
     }
 
     /// The next datagram, or `nil` after `timeout`.
     func receive(timeout: Duration) -> String? {
-        var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-        let milliseconds = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
-        guard poll(&poller, 1, milliseconds) == 1 else { return nil }
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let count = recv(descriptor, &buffer, buffer.count, 0)
-        guard count > 0 else { return nil }
-        return String(decoding: buffer[..<count], as: UTF8.self)
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        repeat {
+            let next: String? = inbox.state.withLock { state in
+                state.messages.isEmpty ? nil : state.messages.removeFirst()
+            }
+            if let next { return next }
+            if clock.now >= deadline { return nil }
+            usleep(10_000)
+        } while true
     }
 
     struct SocketError: Error, CustomStringConvertible {

@@ -2,6 +2,10 @@ import CountersignRuntime
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 @Suite struct SystemdNotifierTests {
     @Test func messagesReachPathAndAbstractSockets() throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-notify-\(UUID().uuidString)")
@@ -11,8 +15,32 @@ import Testing
             let socket = try NotifySocket(path: path)
             let notifier = try #require(SystemdNotifier(environment: ["NOTIFY_SOCKET": path]))
             #expect(notifier.send("READY=1\nSTATUS=testing"))
-            #expect(socket.receive(timeout: .seconds(2)) == "READY=1\nSTATUS=testing")
+            #expect(socket.receive(timeout: .seconds(30)) == "READY=1\nSTATUS=testing")
         }
+    }
+
+    /// A manager that does not read (its queue full) costs dropped messages,
+    /// never a daemon blocked in `send`: shutdown's STOPPING=1 once hung there.
+    @Test(.timeLimit(.minutes(1))) func aFullQueueDropsMessagesInsteadOfBlocking() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-notify-\(UUID().uuidString)").path
+        let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        #expect(descriptor >= 0)
+        defer {
+            close(descriptor)
+            unlink(path)
+        }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
+        let bound = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        #expect(bound == 0)
+        let notifier = try #require(SystemdNotifier(environment: ["NOTIFY_SOCKET": path]))
+        // Nobody reads: the first messages queue, the rest are refused at once.
+        let sent = (0..<5_000).map { _ in notifier.send("WATCHDOG=1") }
+        #expect(sent.first == true)
+        #expect(sent.contains(false))
     }
 
     @Test func withoutSystemdThereIsNothingToNotify() {

@@ -24,7 +24,9 @@ public struct SystemdNotifier: Sendable {
         return .microseconds(microseconds)
     }
 
-    /// Sends `message` (e.g. `READY=1`); returns whether it was sent.
+    /// Sends `message` (e.g. `READY=1`); returns whether it was sent. Never
+    /// waits: when the manager's queue is full the message is dropped (a
+    /// blocked send would hold the daemon, shutdown included, until it reads).
     @discardableResult
     public func send(_ message: String) -> Bool {
         let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
@@ -43,7 +45,7 @@ public struct SystemdNotifier: Sendable {
         let payload = Array(message.utf8)
         let sent = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
-                sendto(descriptor, payload, payload.count, Int32(MSG_NOSIGNAL), socketAddress, length)
+                sendto(descriptor, payload, payload.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT), socketAddress, length)
             }
         }
         return sent == payload.count
