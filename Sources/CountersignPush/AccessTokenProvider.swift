@@ -44,11 +44,15 @@ public actor AccessTokenProvider {
         set { current.withLock { $0 = newValue } }
     }
     private var refreshing: Task<Token, any Error>?
+    private let now: @Sendable () -> Date
     /// Token exchanges made so far (for the benchmark and tests).
     public private(set) var exchanges = 0
 
-    public init(account: ServiceAccount, client: HTTPClient, logger: Logger) async throws {
+    /// `now` is the clock a token's remaining life is read on (the assertion's
+    /// own times are always the real ones: the token endpoint checks them).
+    public init(account: ServiceAccount, client: HTTPClient, logger: Logger, now: @escaping @Sendable () -> Date = { Date() }) async throws {
         self.account = account
+        self.now = now
         self.client = client
         self.logger = logger
         let key: Insecure.RSA.PrivateKey
@@ -71,14 +75,14 @@ public actor AccessTokenProvider {
     /// expires within five minutes. When that early refresh fails, the cached
     /// token is still good until it expires: it is used, and the next call tries again.
     public nonisolated func token() async throws -> String {
-        if let token = current.withLock({ $0 }), token.expiresAt.timeIntervalSinceNow > Self.refreshMargin {
+        if let token = current.withLock({ $0 }), token.expiresAt.timeIntervalSince(now()) > Self.refreshMargin {
             return token.value
         }
         return try await refreshedToken()
     }
 
     private func refreshedToken() async throws -> String {
-        if let cached, cached.expiresAt.timeIntervalSinceNow > Self.refreshMargin {
+        if let cached, cached.expiresAt.timeIntervalSince(now()) > Self.refreshMargin {
             return cached.value
         }
         do {
@@ -92,10 +96,10 @@ public actor AccessTokenProvider {
             cached = token
             return token.value
         } catch {
-            guard let cached, cached.expiresAt.timeIntervalSinceNow > 0 else { throw error }
+            guard let cached, cached.expiresAt.timeIntervalSince(now()) > 0 else { throw error }
             logger.warning(
                 "access token refresh failed; using the current token until it expires",
-                metadata: ["error": "\(error)", "expiresIn": "\(Int(cached.expiresAt.timeIntervalSinceNow))s"])
+                metadata: ["error": "\(error)", "expiresIn": "\(Int(cached.expiresAt.timeIntervalSince(now())))s"])
             return cached.value
         }
     }
@@ -107,13 +111,13 @@ public actor AccessTokenProvider {
 
     private func exchange() async throws -> Token {
         exchanges += 1
-        let now = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
+        let issued = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
         let assertion = Assertion(
             iss: IssuerClaim(value: account.clientEmail),
             scope: Self.scope,
             aud: AudienceClaim(value: account.tokenURI),
-            iat: IssuedAtClaim(value: now),
-            exp: ExpirationClaim(value: now.addingTimeInterval(3600))
+            iat: IssuedAtClaim(value: issued),
+            exp: ExpirationClaim(value: issued.addingTimeInterval(3600))
         )
         let jwt = try await keys.sign(assertion, kid: JWKIdentifier(string: account.privateKeyID))
         var form = URLComponents()
@@ -136,6 +140,6 @@ public actor AccessTokenProvider {
             throw FCMFailure(response.status.code >= 500 ? .unavailable : .authentication, httpStatus: Int(response.status.code), message: reason)
         }
         logger.debug("FCM access token obtained", metadata: ["expiresIn": "\(Int(expiresIn))"])
-        return Token(value: value, expiresAt: Date().addingTimeInterval(expiresIn))
+        return Token(value: value, expiresAt: now().addingTimeInterval(expiresIn))
     }
 }

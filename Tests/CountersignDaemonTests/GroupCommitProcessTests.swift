@@ -74,7 +74,9 @@ import Glibc
             let database = folder.appendingPathComponent("countersign.sqlite").path
             let log = folder.appendingPathComponent("daemon.log")
             let raised = [
-                "--database", database, "--rate-limit", "approvalsPerIntegration=1000000/1", "--rate-limit", "approvalsPerUser=1000000/60",
+                // Approvals neither expire nor lapse while a busy machine runs the rounds.
+                "--database", database, "--request-ttl", "3600", "--completion-window", "3600",
+                "--rate-limit", "approvalsPerIntegration=1000000/1", "--rate-limit", "approvalsPerUser=1000000/60",
                 "--rate-limit", "respondPerDevice=1000000/60", "--rate-limit", "statusPollsPerIP=1000000/1",
             ]
             let added = try DaemonProcessTests.command(["integration", "add", "Load", "--database", database])
@@ -121,7 +123,7 @@ import Glibc
                             func call(
                                 _ method: HTTPMethod, _ path: String, _ json: String?, _ headers: [(String, String)]
                             ) async -> (Int, [String: any Sendable])? {
-                                try? await DaemonProcessTests.http(method, base + path, json: json, headers: headers, timeout: 2)
+                                try? await DaemonProcessTests.http(method, base + path, json: json, headers: headers, timeout: 5)
                             }
                             func acknowledged(_ id: String, _ state: String) {
                                 let count = answered.states.withLock {

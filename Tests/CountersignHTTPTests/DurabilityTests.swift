@@ -34,13 +34,18 @@ import Testing
 
     @Test func aPendingRequestOverdueAtStartIsExpiredOnLoad() async throws {
         try await withTemporaryFolder { folder in
-            let id = try await TestDaemon.run(TestDaemon.configuration(folder) { $0.broker.requestTTL = 1 }) { daemon in
+            let clock = ManualClock()
+            let id = try await TestDaemon.run(TestDaemon.configuration(folder), clock: clock) { daemon in
                 try await daemon.createUser(Fixture.email, password: Fixture.password)
                 return try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword).requestID
             }
             // Still pending in the file: the daemon stopped before the deadline.
-            try await Task.sleep(for: .milliseconds(1100))
-            try await TestDaemon.run(TestDaemon.configuration(folder)) { daemon in
+            let file = try SQLiteStore(path: folder.databasePath, logger: Logger(label: "test"))
+            #expect(try await file.request(id: id)?.state == .pending)
+            try file.close()
+            // Its 60 s pass while no daemon runs.
+            clock.advance(61)
+            try await TestDaemon.run(TestDaemon.configuration(folder), clock: clock) { daemon in
                 let stored = try await daemon.server.store.request(id: id)
                 #expect(stored?.state == .expired)
                 #expect(try await daemon.status(id)["status"] == "expired")

@@ -44,12 +44,13 @@ import Testing
 
     @Test func aTokenIsRefreshedAheadOfItsExpiry() async throws {
         try await FakeFCMHarness.run { harness in
-            // Valid for 303 s: cached now, but within the 5-minute margin 3.5 seconds later.
-            harness.fake.setTokenLifetime(303)
+            // Valid for 600 s: cached, and still used with 301 s left; refreshed within the 5-minute margin.
+            harness.fake.setTokenLifetime(600)
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("a"), logger: logger) == .sent)
+            harness.clock.advance(299)
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("b"), logger: logger) == .sent)
             #expect(harness.fake.exchanges == 1)
-            try await Task.sleep(for: .milliseconds(3500))
+            harness.clock.advance(2)
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("c"), logger: logger) == .sent)
             #expect(harness.fake.exchanges == 2)
         }
@@ -57,10 +58,10 @@ import Testing
 
     @Test func aFailedEarlyRefreshKeepsUsingTheStillValidToken() async throws {
         try await FakeFCMHarness.run { harness in
-            // Valid for 303 s: within the 5-minute refresh margin 3.5 seconds later, but not expired.
-            harness.fake.setTokenLifetime(303)
+            // Valid for 600 s: within the 5-minute refresh margin 301 s later, but not expired.
+            harness.fake.setTokenLifetime(600)
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("a"), logger: logger) == .sent)
-            try await Task.sleep(for: .milliseconds(3500))
+            harness.clock.advance(301)
             harness.fake.failTokenExchanges(1)
             // The refresh fails; the current token still works, and is used.
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("b"), logger: logger) == .sent)
@@ -251,17 +252,15 @@ import Testing
         }
     }
 
-    @Test func aPushThatCannotArriveBeforeExpiryIsDropped() async throws {
+    /// Retry-After 120 s against a prompt of 60: waiting it out would outlast the time limit.
+    @Test(.timeLimit(.minutes(1))) func aPushThatCannotArriveBeforeExpiryIsDropped() async throws {
         try await FakeFCMHarness.run { harness in
             // Warm up: token exchange and connection.
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("warm"), logger: logger) == .sent)
-            harness.fake.script("slow", [.unavailable(retryAfter: 10), .ok])
-            let clock = ContinuousClock()
-            let started = clock.now
-            let outcome = await harness.sender.send(FakeFCMHarness.prompt(expiresIn: 4), to: FakeFCMHarness.device("slow"), logger: logger)
+            harness.fake.script("slow", [.unavailable(retryAfter: 120), .ok])
+            let outcome = await harness.sender.send(FakeFCMHarness.prompt(expiresIn: 60), to: FakeFCMHarness.device("slow"), logger: logger)
+            // Dropped at once rather than waiting out the Retry-After.
             #expect(outcome == .dropped)
-            // Dropped at once rather than waiting out the 10 s Retry-After.
-            #expect(clock.now - started < .seconds(8))
             #expect(harness.fake.received.filter { $0.token == "slow" }.count == 1)
             #expect(harness.sender.health.rawValue == "degraded")
             // Already expired: nothing is sent at all.

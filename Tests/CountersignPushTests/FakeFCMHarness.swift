@@ -13,6 +13,14 @@ struct FakeFCMHarness {
     let sender: FCMSender
     let tokens: AccessTokenProvider
     let deadTokens: DeadTokens
+    /// The clock the access token's remaining life is read on; tests move it by hand.
+    let clock: Clock
+
+    final class Clock: Sendable {
+        private let current = Mutex(Date())
+        var now: Date { current.withLock { $0 } }
+        func advance(_ seconds: TimeInterval) { current.withLock { $0 += seconds } }
+    }
 
     /// Records the tokens the sender reports dead, in order.
     final class DeadTokens: PushTokenStore {
@@ -34,13 +42,15 @@ struct FakeFCMHarness {
             let account = try ServiceAccount.parse(try fake.serviceAccountJSON(base: base), source: "fake")
             let client = try PushSetup.makeClient(caFile: nil)
             let dead = DeadTokens()
+            let clock = Clock()
             let result: Result<T, any Error>
             do {
-                let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
+                let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger, now: { clock.now })
                 var configuration = settings
                 configuration.endpoint = base
                 let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: configuration, deadTokens: dead)
-                result = .success(try await body(FakeFCMHarness(fake: fake, base: base, sender: sender, tokens: tokens, deadTokens: dead)))
+                result = .success(
+                    try await body(FakeFCMHarness(fake: fake, base: base, sender: sender, tokens: tokens, deadTokens: dead, clock: clock)))
             } catch {
                 result = .failure(error)
             }

@@ -282,7 +282,8 @@ extension StoreTests {
         let clock = ContinuousClock()
         let started = clock.now
         await #expect(throws: StoreUnavailable.self) { _ = try await store.user(email: "ana@example.com") }
-        #expect(clock.now - started < .seconds(20))
+        // Only a hang detector: it tells the 1 s bound from the pool's own 60 s, with room for a busy machine.
+        #expect(clock.now - started < .seconds(45))
         #expect(await store.ping() == false)
         // A caller that gives up while it waits gets its cancellation, not an outage.
         let waiting = Task { try await store.user(email: "ana@example.com") }
@@ -291,12 +292,12 @@ extension StoreTests {
         await #expect(throws: CancellationError.self) { _ = try await waiting.value }
         // Reachable again: the same store answers.
         try server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS true")
-        #expect(try await Self.answersWithin10Seconds(store))
+        #expect(try await Self.answersAgain(store))
     }
 
-    /// Whether `store` answers a ping within 10 s, asked four times a second.
-    static func answersWithin10Seconds(_ store: PostgresStore) async throws -> Bool {
-        for _ in 0..<40 {
+    /// Whether `store` answers a ping within 60 s (a hang detector), asked four times a second.
+    static func answersAgain(_ store: PostgresStore) async throws -> Bool {
+        for _ in 0..<240 {
             if await store.ping() { return true }
             try await Task.sleep(for: .milliseconds(250))
         }
@@ -343,11 +344,13 @@ extension StoreTests {
         let clock = ContinuousClock()
         let started = clock.now
         await #expect(throws: StoreUnavailable.self) { _ = try await store.user(email: "ana@example.com") }
+        // Without the limit the server's wake-up after 20 s would have answered the query instead.
+        // A lower bound, stamped before the call: a busy machine only lengthens it.
         let waited = clock.now - started
-        #expect(waited >= .seconds(1) && waited < .seconds(10), "waited \(waited)")
+        #expect(waited >= .seconds(1), "waited \(waited)")
         kill(backend, SIGCONT)
         // The pool opens a new connection: the same store answers.
-        #expect(try await Self.answersWithin10Seconds(store))
+        #expect(try await Self.answersAgain(store))
     }
 
     /// A notification connection that falls silent (its server process frozen,
@@ -361,11 +364,11 @@ extension StoreTests {
         defer { try? nodeA.close() }
         let heard = Mutex<[String]>([])
         nodeA.listen(onChange: { id in heard.withLock { $0.append(id) } }, onGap: { heard.withLock { $0.append("<gap>") } })
-        /// What node A heard once it heard `count` things, or after 10 s.
+        /// What node A heard once it heard `count` things, or after 60 s (a hang detector).
         func heardOnce(_ count: Int) async throws -> [String] {
             let clock = ContinuousClock()
             let started = clock.now
-            while heard.withLock({ $0.count }) < count && clock.now - started < .seconds(10) {
+            while heard.withLock({ $0.count }) < count && clock.now - started < .seconds(60) {
                 try await Task.sleep(for: .milliseconds(50))
             }
             return heard.withLock { $0 }

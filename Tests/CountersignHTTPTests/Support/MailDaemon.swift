@@ -10,6 +10,7 @@ import NIOHTTP1
 func withMailDaemon<T: Sendable>(
     configure: (inout ServeConfiguration) -> Void = { _ in },
     logs: LogCapture = LogCapture(),
+    clock: ManualClock? = nil,
     _ body: @Sendable (TestDaemon, SMTPTestServer) async throws -> T
 ) async throws -> T {
     try await withTemporaryFolder { folder in
@@ -18,7 +19,7 @@ func withMailDaemon<T: Sendable>(
             configuration.email.smtp = try SMTPSettings(
                 url: smtp.url, user: SMTPTestServer.user, password: SMTPTestServer.password, from: MailFixture.from, caFile: smtp.caFile)
             configuration.email.publicURL = configuration.email.publicURL ?? "https://auth.example.test"
-            return try await TestDaemon.run(configuration, logs: logs) { daemon in try await body(daemon, smtp) }
+            return try await TestDaemon.run(configuration, logs: logs, clock: clock) { daemon in try await body(daemon, smtp) }
         }
     }
 }
