@@ -3,7 +3,9 @@
 # into a new temporary directory (as an unprivileged user when run as root:
 # the server refuses root), password authentication, listening on 127.0.0.1
 # only, on a free port. It stops itself (and removes its directory) when the
-# process WATCH_PID ends, however that ends.
+# process WATCH_PID ends, however that ends. It also accepts TLS, with a
+# server certificate for 127.0.0.1 and localhost signed by a certificate
+# authority made here (DIRECTORY/ca.crt), for sslmode=verify-full.
 #
 # usage: pg-test-server.sh WATCH_PID
 # prints one line: PORT PASSWORD DIRECTORY (the superuser is "countersign")
@@ -35,8 +37,20 @@ cd "$dir"
 "${as_owner[@]}" "$bindir/initdb" -D "$dir/data" -U countersign --auth=scram-sha-256 --pwfile="$dir/password" -E UTF8 --no-sync \
   >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
 rm -f "$dir/password"
+# TLS: a one-day certificate authority and a server certificate it signs.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$dir/ca.key" -out "$dir/ca.crt" \
+  -days 1 -subj "/CN=countersign test CA" >/dev/null 2>&1
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$dir/server.key" -out "$dir/server.csr" \
+  -subj "/CN=localhost" >/dev/null 2>&1
+printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$dir/server.ext"
+openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial -days 1 \
+  -extfile "$dir/server.ext" -out "$dir/server.crt" >/dev/null 2>&1
+rm -f "$dir/ca.key" "$dir/server.csr" "$dir/server.ext" "$dir/ca.srl"
+chmod 600 "$dir/server.key"
+chmod 644 "$dir/ca.crt"
+if [ "$(id -u)" = 0 ]; then chown nobody:nogroup "$dir/server.key" "$dir/server.crt"; fi
 "${as_owner[@]}" "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-  -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off" start >/dev/null \
+  -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off -c ssl=on -c ssl_cert_file=$dir/server.crt -c ssl_key_file=$dir/server.key" start >/dev/null \
   || { cat "$dir/server.log" >&2; exit 1; }
 # The watchdog: in its own session, so that it outlives a killed parent group.
 setsid bash -c "while kill -0 $watch_pid 2>/dev/null; do sleep 0.5; done

@@ -3,7 +3,8 @@ import NIOSSL
 import PostgresNIO
 
 /// Where a cluster's PostgreSQL database is: parsed from a `postgres://` or
-/// `postgresql://` URL (user, password, host, port, database, `sslmode`).
+/// `postgresql://` URL (user, password, host, port, database, `sslmode`,
+/// `sslrootcert`).
 public struct PostgresSettings: Sendable, Equatable {
     public enum SSLMode: String, Sendable, CaseIterable {
         case disable, prefer, require
@@ -16,6 +17,9 @@ public struct PostgresSettings: Sendable, Equatable {
     public var password: String?
     public var database: String
     public var sslMode: SSLMode
+    /// PEM file of the certificate authorities that `verify-full` trusts
+    /// (`sslrootcert`, as libpq); without it, the system's.
+    public var rootCertificateFile: String?
     /// How long a query waits for a pooled connection (`--database-connection-wait`).
     public var connectionWait: Duration = .seconds(5)
     /// How long a query or transaction may run on its connection (`--database-query-limit`).
@@ -29,13 +33,14 @@ public struct PostgresSettings: Sendable, Equatable {
     /// - Parameter password: used when the URL carries none (a file or a systemd credential).
     public init(url value: String, password: String? = nil) throws(PostgresURLError) {
         guard Self.isURL(value), let components = URLComponents(string: value) else {
-            throw PostgresURLError("expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=…]")
+            throw PostgresURLError("expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=…&sslrootcert=…]")
         }
         guard let host = components.host, !host.isEmpty else { throw PostgresURLError("the URL names no host") }
         guard let user = components.user, !user.isEmpty else { throw PostgresURLError("the URL names no user") }
         let database = String(components.path.drop(while: { $0 == "/" }))
         guard !database.isEmpty, !database.contains("/") else { throw PostgresURLError("the URL names no database (…/DATABASE)") }
         var sslMode = SSLMode.prefer
+        var rootCertificateFile: String?
         for item in components.queryItems ?? [] {
             switch item.name {
             case "sslmode":
@@ -43,9 +48,17 @@ public struct PostgresSettings: Sendable, Equatable {
                     throw PostgresURLError("sslmode must be one of \(SSLMode.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
                 sslMode = mode
+            case "sslrootcert":
+                guard let path = item.value, path.hasPrefix("/") else {
+                    throw PostgresURLError("sslrootcert must be an absolute path to a PEM file")
+                }
+                rootCertificateFile = path
             default:
-                throw PostgresURLError("unknown URL parameter \(item.name) (only sslmode is understood)")
+                throw PostgresURLError("unknown URL parameter \(item.name) (only sslmode and sslrootcert are understood)")
             }
+        }
+        if rootCertificateFile != nil, sslMode != .verifyFull {
+            throw PostgresURLError("sslrootcert is used only with sslmode=verify-full")
         }
         self.host = host
         self.port = components.port ?? 5432
@@ -53,11 +66,13 @@ public struct PostgresSettings: Sendable, Equatable {
         self.password = components.password.map { $0.removingPercentEncoding ?? $0 } ?? password
         self.database = database.removingPercentEncoding ?? database
         self.sslMode = sslMode
+        self.rootCertificateFile = rootCertificateFile
     }
 
     /// The URL without its password, for logs and messages.
     public var redacted: String {
         "postgres://\(username)@\(host.contains(":") ? "[\(host)]" : host):\(port)/\(database)?sslmode=\(sslMode.rawValue)"
+            + (rootCertificateFile.map { "&sslrootcert=\($0)" } ?? "")
     }
 
     var tlsConfiguration: TLSConfiguration {
@@ -65,6 +80,7 @@ public struct PostgresSettings: Sendable, Equatable {
         tls.minimumTLSVersion = .tlsv12
         // As libpq: only verify-full checks the certificate and the host name.
         if sslMode != .verifyFull { tls.certificateVerification = .none }
+        if let rootCertificateFile { tls.trustRoots = .file(rootCertificateFile) }
         return tls
     }
 
@@ -92,7 +108,9 @@ public struct PostgresSettings: Sendable, Equatable {
     /// The notification connection's `application_name`.
     public static let notificationsApplicationName = "countersign-notifications"
 
-    func connectionConfiguration() throws -> PostgresConnection.Configuration {
+    /// One connection outside the pool: the notification connection, or the
+    /// probe before the pool starts (``PostgresProbe``), named apart in `pg_stat_activity`.
+    func connectionConfiguration(applicationName: String = notificationsApplicationName) throws -> PostgresConnection.Configuration {
         let tls: PostgresConnection.Configuration.TLS =
             switch sslMode {
             case .disable: .disable
@@ -103,7 +121,7 @@ public struct PostgresSettings: Sendable, Equatable {
             host: host, port: port, username: username, password: password, database: database, tls: tls)
         configuration.options.connectTimeout = .seconds(5)
         // Named apart from the pool's sessions in pg_stat_activity.
-        configuration.options.additionalStartupParameters = [("application_name", Self.notificationsApplicationName)]
+        configuration.options.additionalStartupParameters = [("application_name", applicationName)]
         return configuration
     }
 }

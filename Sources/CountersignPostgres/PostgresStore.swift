@@ -52,6 +52,7 @@ public final class PostgresStore: Sendable {
         queries.logLevel = max(logger.logLevel, .error)
         self.logger = queries
         self.eventLogger = logger
+        try await PostgresProbe.check(settings, logger: queries)
         let client = PostgresClient(configuration: settings.clientConfiguration(maximumConnections: maximumConnections), backgroundLogger: logger)
         self.client = client
         running = Task { await client.run() }

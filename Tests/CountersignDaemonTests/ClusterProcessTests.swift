@@ -32,12 +32,15 @@ struct ClusterProcessTests {
     }
 
     /// Creates ana@example.com through `requester`, enrolls her phone through `device`: the phone's key header.
-    static func enrollAna(requester: String, device: String, auth: [(String, String)]) async throws -> [(String, String)] {
+    static func enrollAna(
+        requester: String, device: String, auth: [(String, String)], fcmToken: String? = nil
+    ) async throws -> [(String, String)] {
         #expect(try await call(.POST, "\(requester)/v1/users", json: ["email": "ana@example.com"], headers: auth).0 == 201)
         let code = try #require(
             try await call(.POST, "\(requester)/v1/users/ana@example.com/enrollments", headers: auth).1["enrollmentCode"] as? String)
-        let (enrolled, login) = try await call(
-            .POST, "\(device)/api/mobile/auth/enroll", json: ["enrollmentCode": code, "deviceName": "Ana's phone", "platform": "android"])
+        var body: JSON = ["enrollmentCode": code, "deviceName": "Ana's phone", "platform": "android"]
+        if let fcmToken { body["fcmToken"] = fcmToken }
+        let (enrolled, login) = try await call(.POST, "\(device)/api/mobile/auth/enroll", json: body)
         #expect(enrolled == 200)
         return [("X-API-Key", try #require(login["apiKey"] as? String))]
     }

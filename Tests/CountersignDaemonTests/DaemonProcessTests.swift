@@ -137,11 +137,15 @@ import Glibc
 }
 
 extension DaemonProcessTests {
+    /// The body of `GET url`, as text.
+    static func text(_ url: String) async throws -> String {
+        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
+        return String(buffer: try await response.body.collect(upTo: 1 << 22))
+    }
+
     /// The daemon's `countersign_long_polls_waiting` gauge, read from `/metrics`.
     static func longPollsWaiting(base: String) async throws -> Int? {
-        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: "\(base)/metrics"), timeout: .seconds(30))
-        let text = String(buffer: try await response.body.collect(upTo: 1 << 22))
-        let line = text.split(separator: "\n").first { $0.hasPrefix("countersign_long_polls_waiting ") }
+        let line = try await text("\(base)/metrics").split(separator: "\n").first { $0.hasPrefix("countersign_long_polls_waiting ") }
         return line.flatMap { Double($0.split(separator: " ").last ?? "") }.map { Int($0) }
     }
 

@@ -75,6 +75,8 @@ import Testing
             ("postgres://countersign@db.internal/auth?host=/run/postgresql", "unknown URL parameter host"),
             ("postgres://db.internal/auth", "names no user"),
             ("postgres://countersign@db.internal", "names no database"),
+            ("postgres://countersign@db.internal/auth?sslmode=require&sslrootcert=/etc/ca.pem", "only with sslmode=verify-full"),
+            ("postgres://countersign@db.internal/auth?sslmode=verify-full&sslrootcert=ca.pem", "absolute path"),
         ] {
             do {
                 _ = try database(["--database": url])

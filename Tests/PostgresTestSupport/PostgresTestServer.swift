@@ -11,6 +11,8 @@ import Glibc
 public struct PostgresTestServer: Sendable {
     public let port: Int
     public let password: String
+    /// The certificate authority that signed the server's TLS certificate (PEM).
+    public let certificateAuthorityFile: String
 
     /// Why the PostgreSQL tests did not run, for the line Swift Testing prints.
     public static let skipNote =
@@ -53,7 +55,7 @@ public struct PostgresTestServer: Sendable {
         guard status == 0, fields.count == 3, let port = Int(fields[0]) else {
             throw PostgresTestError("cannot start PostgreSQL (\(script)): \(output)")
         }
-        return PostgresTestServer(port: port, password: String(fields[1]))
+        return PostgresTestServer(port: port, password: String(fields[1]), certificateAuthorityFile: "\(fields[2])/ca.crt")
     }
 
     /// A new, empty database; its URL.
