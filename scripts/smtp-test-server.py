@@ -2,7 +2,9 @@
 """A real SMTP submission server on 127.0.0.1 for Countersign's tests (aiosmtpd).
 
 STARTTLS is required (a self-signed certificate for 127.0.0.1 and localhost,
-made at start) and so is AUTH (PLAIN or LOGIN, after STARTTLS). Each accepted
+made at start) and so is AUTH (PLAIN or LOGIN, after STARTTLS). With
+--implicit-tls the connection is TLS from its first byte instead (smtps://,
+port 465 style), and AUTH is required on it. Each accepted
 message is written to DIR as NNNN.json (envelope, headers, decoded text and
 HTML parts, raw bytes) and NNNN.eml.
 
@@ -13,7 +15,7 @@ Scripted answers, by the recipient's local part:
 When it is listening it writes DIR/ready.json: {"port": P, "ca": "CERT.pem"}.
 Stops on SIGTERM or SIGINT, or when its parent process goes away.
 
-Usage: smtp-test-server.py --dir DIR --user USER --password-file FILE [--port P]
+Usage: smtp-test-server.py --dir DIR --user USER --password-file FILE [--port P] [--implicit-tls]
 """
 import argparse
 import datetime
@@ -93,7 +95,7 @@ class Handler:
         record = {
             "mailFrom": envelope.mail_from,
             "rcptTo": envelope.rcpt_tos,
-            "tls": session.ssl is not None,
+            "tls": session.ssl is not None or server.transport.get_extra_info("ssl_object") is not None,
             "authenticated": bool(session.authenticated),
             "from": str(message["From"]),
             "to": str(message["To"]),
@@ -127,6 +129,7 @@ def main():
     parser.add_argument("--user", required=True)
     parser.add_argument("--password-file", required=True)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--implicit-tls", action="store_true")
     arguments = parser.parse_args()
     os.makedirs(arguments.dir, exist_ok=True)
     with open(arguments.password_file) as source:
@@ -142,16 +145,28 @@ def main():
         return AuthResult(success=False, handled=False)
 
     port = arguments.port or free_port()
-    controller = Controller(
-        Handler(arguments.dir),
-        hostname="127.0.0.1",
-        port=port,
-        tls_context=context,
-        require_starttls=True,
-        authenticator=authenticate,
-        auth_required=True,
-        auth_require_tls=True,
-    )
+    if arguments.implicit_tls:
+        # TLS from the first byte: aiosmtpd's STARTTLS flags do not apply, the whole session is encrypted.
+        controller = Controller(
+            Handler(arguments.dir),
+            hostname="127.0.0.1",
+            port=port,
+            ssl_context=context,
+            authenticator=authenticate,
+            auth_required=True,
+            auth_require_tls=False,
+        )
+    else:
+        controller = Controller(
+            Handler(arguments.dir),
+            hostname="127.0.0.1",
+            port=port,
+            tls_context=context,
+            require_starttls=True,
+            authenticator=authenticate,
+            auth_required=True,
+            auth_require_tls=True,
+        )
     controller.start()
     ready = os.path.join(arguments.dir, "ready.json")
     with open(ready + ".tmp", "w") as out:

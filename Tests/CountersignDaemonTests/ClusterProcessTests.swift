@@ -24,8 +24,8 @@ struct ClusterProcessTests {
     }
 
     /// `countersign integration add NAME` on `database`: the integration's API key, as printed.
-    static func addIntegration(_ name: String, database: String) throws -> String {
-        let added = try DaemonProcessTests.command(["integration", "add", name, "--database", database])
+    static func addIntegration(_ name: String, database: String) async throws -> String {
+        let added = try await DaemonProcessTests.command(["integration", "add", name, "--database", database])
         #expect(added.status == 0, "\(added.output)")
         return try #require(
             added.output.split(separator: "\n").first { $0.hasPrefix("API key:") }.map { $0.dropFirst(8).trimmingCharacters(in: .whitespaces) })
@@ -52,7 +52,7 @@ struct ClusterProcessTests {
             let databaseName = PostgresTestServer.databaseName(of: database)
             let key = folder.appendingPathComponent("secret-key")
             try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: key)
-            let apiKey = try Self.addIntegration("Cluster Admin", database: database)
+            let apiKey = try await Self.addIntegration("Cluster Admin", database: database)
             func start(_ node: Int) async throws -> RunningDaemon {
                 try await MailDeliveryProcessTests.startDaemon(
                     ["--database", database, "--secret-key-file", key.path, "--node-id", "node-\(node)"],
@@ -161,7 +161,7 @@ struct ClusterProcessTests {
             #expect(try await Self.call(.GET, "\(bases[1])/v1/approvals/\(orphanID)", headers: auth).1["status"] as? String == "completed")
 
             // The trail of the race: one completion.
-            let trail = try DaemonProcessTests.command(["audit", "--database", database, "--kind", "completed"])
+            let trail = try await DaemonProcessTests.command(["audit", "--database", database, "--kind", "completed"])
             #expect(trail.output.split(separator: "\n").filter { $0.contains(" completed ") }.count == 2, "\(trail.output)")
             let logs = try [0, 1].map { try String(contentsOf: folder.appendingPathComponent("node-\($0).log"), encoding: .utf8) }.joined()
             #expect(!logs.contains(server.password) && !logs.contains(apiKey))
@@ -174,7 +174,7 @@ extension ClusterProcessTests {
         try await MailDeliveryProcessTests.withFolder { folder in
             // A daemon on SQLite with an integration, a user, an enrolled device, a pending approval and audit rows.
             let file = folder.appendingPathComponent("countersign.sqlite").path
-            let apiKey = try Self.addIntegration("Moving Admin", database: file)
+            let apiKey = try await Self.addIntegration("Moving Admin", database: file)
             let log = folder.appendingPathComponent("daemon.log")
             var daemon = try await MailDeliveryProcessTests.startDaemon(["--database", file], log: log)
             defer { daemon.stop() }
@@ -192,14 +192,14 @@ extension ClusterProcessTests {
             // The move, then a second one refused: the target is no longer empty.
             let server = try await PostgresTestServer.shared()
             let database = try server.newDatabase()
-            let moved = try DaemonProcessTests.command(["migrate", "--from", file, "--to", database])
+            let moved = try await DaemonProcessTests.command(["migrate", "--from", file, "--to", database])
             #expect(moved.status == 0, "\(moved.output)")
             #expect(moved.output.contains("users: 1") && moved.output.contains("devices: 1") && moved.output.contains("integrations: 1"))
             #expect(moved.output.contains("approval_requests: 1"))
             let auditLine = try #require(moved.output.split(separator: "\n").first { $0.contains("audit_events:") })
             #expect((Int(auditLine.split(separator: " ").last ?? "") ?? 0) >= 4, "\(moved.output)")
             #expect(!moved.output.contains(server.password))
-            let again = try DaemonProcessTests.command(["migrate", "--from", file, "--to", database])
+            let again = try await DaemonProcessTests.command(["migrate", "--from", file, "--to", database])
             #expect(again.status != 0 && again.output.contains("is not empty"), "\(again.output)")
 
             // On PostgreSQL, with the SQLite daemon's key: the same keys work and the pending approval goes on.
@@ -213,7 +213,7 @@ extension ClusterProcessTests {
                     .POST, "\(base)/api/mobile/approvals/\(id)/respond", json: ["decision": "approve", "numberCode": number], headers: device
                 ).0 == 200)
             #expect(try await Self.call(.POST, "\(base)/v1/approvals/\(id)/complete", headers: auth).0 == 200)
-            let trail = try DaemonProcessTests.command(["audit", "--database", database, "--email", "ana@example.com"])
+            let trail = try await DaemonProcessTests.command(["audit", "--database", database, "--email", "ana@example.com"])
             #expect(trail.output.contains("user_created") && trail.output.contains("completed"), "\(trail.output)")
         }
     }
@@ -225,7 +225,7 @@ extension ClusterProcessTests {
             let database = try await PostgresTestServer.shared().newDatabase()
             let key = folder.appendingPathComponent("secret-key")
             try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: key)
-            let apiKey = try Self.addIntegration("Sweeping Admin", database: database)
+            let apiKey = try await Self.addIntegration("Sweeping Admin", database: database)
             var nodes: [RunningDaemon] = []
             defer { for node in nodes { node.stop() } }
             for node in 0..<2 {
@@ -246,7 +246,7 @@ extension ClusterProcessTests {
             #expect(polled["status"] as? String == "expired")
             // Both nodes have swept past the deadline (each sweeps a few times a second); the trail has one expiry.
             try await Task.sleep(for: .seconds(3))
-            let trail = try DaemonProcessTests.command(["audit", "--database", database, "--kind", "expired"])
+            let trail = try await DaemonProcessTests.command(["audit", "--database", database, "--kind", "expired"])
             #expect(trail.output.split(separator: "\n").filter { $0.contains(" expired ") }.count == 1, "\(trail.output)")
         }
     }
@@ -258,7 +258,7 @@ extension ClusterProcessTests {
             let name = PostgresTestServer.databaseName(of: database)
             let key = folder.appendingPathComponent("secret-key")
             try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: key)
-            let apiKey = try Self.addIntegration("Outage Admin", database: database)
+            let apiKey = try await Self.addIntegration("Outage Admin", database: database)
             let log = folder.appendingPathComponent("node.log")
             let node = try await MailDeliveryProcessTests.startDaemon(
                 ["--database", database, "--secret-key-file", key.path, "--node-id", "node-0"], log: log)

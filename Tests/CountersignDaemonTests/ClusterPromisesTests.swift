@@ -30,7 +30,7 @@ extension ClusterProcessTests {
             let database = try database ?? server.newDatabase()
             let key = folder.appendingPathComponent("secret-key")
             try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: key)
-            let added = try DaemonProcessTests.command(["integration", "add", "Cluster Admin", "--database", database] + integration)
+            let added = try await DaemonProcessTests.command(["integration", "add", "Cluster Admin", "--database", database] + integration)
             #expect(added.status == 0, "\(added.output)")
             let apiKey = try #require(
                 added.output.split(separator: "\n").first { $0.hasPrefix("API key:") }.map { $0.dropFirst(8).trimmingCharacters(in: .whitespaces) })
@@ -309,16 +309,18 @@ extension ClusterProcessTests {
             // The system's authorities do not know the test authority: the certificate is refused,
             // said at once and in its own words (the pool alone retried for a minute, then named no cause).
             let untrusted = plain.replacingOccurrences(of: "sslmode=disable", with: "sslmode=verify-full")
-            let refused = try DaemonProcessTests.command(["user", "list", "--database", untrusted])
+            let refused = try await DaemonProcessTests.command(["user", "list", "--database", untrusted])
             #expect(refused.status != 0, "\(refused.output)")
             #expect(refused.output.contains("cannot open database") && refused.output.contains("CERTIFICATE_VERIFY_FAILED"), "\(refused.output)")
             #expect(!refused.output.contains(server.password))
             // So are a wrong password and a database that does not exist.
             let wrongPassword = plain.replacingOccurrences(of: ":\(server.password)@", with: ":not-the-password@")
-            let denied = try DaemonProcessTests.command(["user", "list", "--database", wrongPassword])
+            let denied = try await DaemonProcessTests.command(["user", "list", "--database", wrongPassword])
             #expect(denied.status != 0 && denied.output.contains("password authentication failed"), "\(denied.output)")
             #expect(!denied.output.contains("not-the-password"))
-            let missing = try DaemonProcessTests.command(["user", "list", "--database", plain.replacingOccurrences(of: "/\(name)?", with: "/nodb?")])
+            let missing = try await DaemonProcessTests.command([
+                "user", "list", "--database", plain.replacingOccurrences(of: "/\(name)?", with: "/nodb?"),
+            ])
             #expect(missing.status != 0 && missing.output.contains("does not exist"), "\(missing.output)")
         }
     }

@@ -33,7 +33,12 @@ import Glibc
     }
 
     /// Runs `countersign ARGUMENTS` to its end: its exit status and output (stdout and stderr).
-    static func command(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
+    /// On a thread of its own (see ``onOwnThread(_:)``): `fcm check` talks to a fake FCM in this process.
+    static func command(_ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, output: String) {
+        try await onOwnThread { try commandBlocking(arguments, environment: environment) }
+    }
+
+    static func commandBlocking(_ arguments: [String], environment: [String: String]) throws -> (status: Int32, output: String) {
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
@@ -87,7 +92,7 @@ import Glibc
         // and once it has, /healthz answers.
         var messages: [String] = []
         while !messages.contains(where: { $0.contains("READY=1") }) {
-            let message = try #require(notify.receive(timeout: .seconds(60)), "no READY=1 from the daemon")
+            let message = try #require(try await notify.receive(timeout: .seconds(60)), "no READY=1 from the daemon")
             messages.append(message)
         }
         let ready = try #require(messages.last)
@@ -103,7 +108,7 @@ import Glibc
         // SystemdNotifierTests' and SystemdService's; a bound here would measure the machine).
         var pings = 0
         while pings < 3 {
-            let message = try #require(notify.receive(timeout: .seconds(30)), "WATCHDOG=1 stopped after \(pings)")
+            let message = try #require(try await notify.receive(timeout: .seconds(30)), "WATCHDOG=1 stopped after \(pings)")
             if message.contains("WATCHDOG=1") { pings += 1 }
         }
 
@@ -131,7 +136,7 @@ import Glibc
         #expect(process.terminationStatus == 0)
         #expect(process.process.terminationReason == .exit)
         var rest: [String] = []
-        while let message = notify.receive(timeout: .milliseconds(200)) { rest.append(message) }
+        while let message = try await notify.receive(timeout: .milliseconds(200)) { rest.append(message) }
         #expect(rest.contains { $0.contains("STOPPING=1") })
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import NIOHTTP1
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -9,7 +10,11 @@ import Glibc
 /// `countersign device simulate` (the reference device) and `audit --proof`,
 /// with the real binary against a real daemon.
 @Suite struct DeviceSimulateTests {
-    static func run(_ arguments: [String], input: String) throws -> (status: Int32, output: String) {
+    static func run(_ arguments: [String], input: String) async throws -> (status: Int32, output: String) {
+        try await onOwnThread { try runBlocking(arguments, input: input) }
+    }
+
+    static func runBlocking(_ arguments: [String], input: String) throws -> (status: Int32, output: String) {
         let process = Process()
         process.executableURL = DaemonProcessTests.binary
         process.arguments = arguments
@@ -31,7 +36,7 @@ import Glibc
             // setup: a user, and a daemon that requires signed answers.
             let database = folder.appendingPathComponent("countersign.sqlite").path
             let email = "ana@example.com"
-            #expect(try Self.run(["user", "add", email, "--database", database, "--bcrypt-cost", "4"], input: "correct horse\n").status == 0)
+            #expect(try await Self.run(["user", "add", email, "--database", database, "--bcrypt-cost", "4"], input: "correct horse\n").status == 0)
             let daemon = try await MailDeliveryProcessTests.startDaemon(
                 ["--database", database, "--device-keys", "required"], log: folder.appendingPathComponent("daemon.log"))
             let base = daemon.base
@@ -45,9 +50,9 @@ import Glibc
             let code = try #require(initiated["numberCode"] as? String)
 
             // act: without a code it leaves the request alone; with the code it approves.
-            let (skipped, skippedOutput) = try Self.run(
+            let (skipped, skippedOutput) = try await Self.run(
                 ["device", "simulate", "--url", base, "--email", email, "--approve-all", "--seconds", "2"], input: "correct horse\n")
-            let (status, output) = try Self.run(
+            let (status, output) = try await Self.run(
                 ["device", "simulate", "--url", base, "--email", email, "--approve-all", "--number-code", code, "--count", "1", "--seconds", "20"],
                 input: "correct horse\n")
 
@@ -64,7 +69,7 @@ import Glibc
             // The trail keeps the signed answer; audit --proof re-verifies it.
             var reference: String?
             for _ in 0..<50 where reference == nil {
-                let (_, lines) = try Self.run(["audit", "--database", database, "--kind", "approved", "--json"], input: "")
+                let (_, lines) = try await Self.run(["audit", "--database", database, "--kind", "approved", "--json"], input: "")
                 reference =
                     lines.split(separator: "\n").compactMap { line in
                         (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String])?["request"]
@@ -72,7 +77,7 @@ import Glibc
                 if reference == nil { try await Task.sleep(for: .milliseconds(100)) }
             }
             let ref = try #require(reference)
-            let (proofStatus, proof) = try Self.run(["audit", "--database", database, "--request", ref, "--proof"], input: "")
+            let (proofStatus, proof) = try await Self.run(["audit", "--database", database, "--request", ref, "--proof"], input: "")
             #expect(proofStatus == 0, "\(proof)")
             #expect(proof.contains("jws: eyJ"))
             #expect(proof.contains("✓ ES256 signature valid; approve by device"))

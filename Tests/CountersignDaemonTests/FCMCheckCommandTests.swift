@@ -4,8 +4,8 @@ import Testing
 
 /// `countersign fcm check`, the real binary against a fake FCM on 127.0.0.1.
 @Suite struct FCMCheckCommandTests {
-    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
-        try DaemonProcessTests.command(arguments, environment: environment)
+    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, output: String) {
+        try await DaemonProcessTests.command(arguments, environment: environment)
     }
 
     @Test func checkFetchesATokenAndValidatesAMessage() async throws {
@@ -18,7 +18,7 @@ import Testing
             try fake.serviceAccountJSON(base: base).write(to: folder.appendingPathComponent("fcm-service-account.json"))
             let environment = ["CREDENTIALS_DIRECTORY": folder.path, "COUNTERSIGN_FCM_ENDPOINT": base]
 
-            let (status, output) = try Self.run(["fcm", "check", "--token", "device-token-123456"], environment: environment)
+            let (status, output) = try await Self.run(["fcm", "check", "--token", "device-token-123456"], environment: environment)
             #expect(status == 0, "\(output)")
             #expect(output.contains("access token obtained"))
             #expect(output.contains("validate_only"))
@@ -29,7 +29,7 @@ import Testing
             #expect(!output.contains("PRIVATE KEY"))
 
             fake.script("dead-token-654321", [.unregistered])
-            let (failed, failure) = try Self.run(["fcm", "check", "--token", "dead-token-654321"], environment: environment)
+            let (failed, failure) = try await Self.run(["fcm", "check", "--token", "dead-token-654321"], environment: environment)
             #expect(failed != 0)
             #expect(failure.contains("unregistered"))
         }

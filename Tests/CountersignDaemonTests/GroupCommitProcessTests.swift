@@ -79,7 +79,7 @@ import Glibc
                 "--rate-limit", "approvalsPerIntegration=1000000/1", "--rate-limit", "approvalsPerUser=1000000/60",
                 "--rate-limit", "respondPerDevice=1000000/60", "--rate-limit", "statusPollsPerIP=1000000/1",
             ]
-            let added = try DaemonProcessTests.command(["integration", "add", "Load", "--database", database])
+            let added = try await DaemonProcessTests.command(["integration", "add", "Load", "--database", database])
             let apiKey = try #require(
                 added.output.split(separator: "\n").first { $0.hasPrefix("API key:") }.map { $0.dropFirst(8).trimmingCharacters(in: .whitespaces) },
                 "\(added.output)")

@@ -19,8 +19,8 @@ import Glibc
     static let examples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("examples")
 
-    static func countersign(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        try DaemonProcessTests.command(arguments)
+    static func countersign(_ arguments: [String]) async throws -> (status: Int32, output: String) {
+        try await DaemonProcessTests.command(arguments)
     }
 
     /// A process whose output lines are collected as they come.
@@ -77,7 +77,7 @@ import Glibc
             // setup: an integration made by the CLI, its webhook on a port where nothing listens yet.
             let database = folder.appendingPathComponent("countersign.sqlite").path
             let hookPort = try DaemonProcessTests.freePort()
-            let added = try Self.countersign([
+            let added = try await Self.countersign([
                 "integration", "add", "Example Admin", "--webhook-url", "http://127.0.0.1:\(hookPort)/hook", "--database", database,
             ])
             #expect(added.status == 0, "\(added.output)")
@@ -89,7 +89,7 @@ import Glibc
             let secret = try printed("webhook secret:")
             #expect(apiKey.hasPrefix("csk_") && apiKey.count >= 47)
             #expect(secret.hasPrefix("whsec_") && secret.count >= 49)
-            let listed = try Self.countersign(["integration", "list", "--database", database])
+            let listed = try await Self.countersign(["integration", "list", "--database", database])
             #expect(listed.output.contains("Example Admin  enabled  webhook http://127.0.0.1:\(hookPort)/hook"))
             #expect(!listed.output.contains(apiKey) && !listed.output.contains(secret))
 
@@ -160,36 +160,38 @@ import Glibc
             #expect(try await HTTPClient.shared.execute(replay, timeout: .seconds(10)).status.code == 400)
 
             // `webhook list` shows both delivered; `webhook redeliver` sends one again, and the receiver deduplicates it.
-            let list = try Self.countersign(["webhook", "list", "--database", database])
+            let list = try await Self.countersign(["webhook", "list", "--database", database])
             #expect(list.output.split(separator: "\n").filter { $0.contains("delivered") }.count == 2, "\(list.output)")
             let eventID = try #require(events.first?.split(separator: " ").dropFirst().first.map(String.init))
-            let redeliver = try Self.countersign(["webhook", "redeliver", eventID, "--database", database])
+            let redeliver = try await Self.countersign(["webhook", "redeliver", eventID, "--database", database])
             #expect(redeliver.status == 0, "\(redeliver.output)")
             _ = try await receiver.waitFor("duplicate") { $0 == "duplicate \(eventID) ignored" }
             // Audited like the daemon's own webhook events: the integration named.
-            let redelivered = try Self.countersign(["audit", "--kind", "webhook_redelivered", "--database", database])
+            let redelivered = try await Self.countersign(["audit", "--kind", "webhook_redelivered", "--database", database])
             #expect(
                 redelivered.output.contains("event \(eventID), integration Example Admin: countersign webhook redeliver"), "\(redelivered.output)")
-            #expect(try Self.countersign(["webhook", "list", "--failed", "--database", database]).output.contains("no failed deliveries"))
+            #expect(try await Self.countersign(["webhook", "list", "--failed", "--database", database]).output.contains("no failed deliveries"))
 
             // The operator's commands act on the running daemon at its next request.
             let approvalURL = "\(base)/v1/approvals/\(approvalID)"
-            #expect(try Self.countersign(["integration", "disable", "Example Admin", "--database", database]).status == 0)
+            #expect(try await Self.countersign(["integration", "disable", "Example Admin", "--database", database]).status == 0)
             #expect(try await Self.call(.GET, approvalURL, headers: auth).0 == 401)
-            #expect(try Self.countersign(["integration", "enable", "Example Admin", "--database", database]).status == 0)
+            #expect(try await Self.countersign(["integration", "enable", "Example Admin", "--database", database]).status == 0)
             #expect(try await Self.call(.GET, approvalURL, headers: auth).0 == 200)
-            let rotated = try Self.countersign(["integration", "rotate-key", "Example Admin", "--database", database])
+            let rotated = try await Self.countersign(["integration", "rotate-key", "Example Admin", "--database", database])
             let newKey = try #require(
                 rotated.output.split(whereSeparator: \.isWhitespace).last { $0.hasPrefix("csk_") }.map(String.init), "\(rotated.output)")
             #expect(try await Self.call(.GET, approvalURL, headers: auth).0 == 401)
             #expect(try await Self.call(.GET, approvalURL, headers: [("Authorization", "Bearer \(newKey)")]).0 == 200)
-            let audit = try Self.countersign(["audit", "--kind", "integration_key_rotated", "--database", database])
+            let audit = try await Self.countersign(["audit", "--kind", "integration_key_rotated", "--database", database])
             #expect(audit.output.contains("integration Example Admin"), "\(audit.output)")
             // Only https webhooks, except to a loopback host.
-            let plain = try Self.countersign(["integration", "add", "Remote", "--webhook-url", "http://example.com/hook", "--database", database])
+            let plain = try await Self.countersign([
+                "integration", "add", "Remote", "--webhook-url", "http://example.com/hook", "--database", database,
+            ])
             #expect(plain.status != 0)
             #expect(plain.output.contains("only https://"))
-            #expect(try Self.countersign(["integration", "set-webhook", "Example Admin", "--none", "--database", database]).status == 0)
+            #expect(try await Self.countersign(["integration", "set-webhook", "Example Admin", "--none", "--database", database]).status == 0)
 
             // Keys are stored only as hashes: no key is in the database files.
             daemon.signal(SIGTERM)

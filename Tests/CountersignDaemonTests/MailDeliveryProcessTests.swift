@@ -84,7 +84,7 @@ import Glibc
     @Test func mailTestSendsOneMailAndPrintsTheServersAnswer() async throws {
         try await Self.withFolder { folder in
             try await withSMTPTestServer(folder: folder) { smtp in
-                let (status, output) = try FCMCheckCommandTests.run(
+                let (status, output) = try await FCMCheckCommandTests.run(
                     ["mail", "test", "--to", Self.email] + Self.smtpFlags(port: smtp.port, caFile: smtp.caFile, folder: folder))
                 #expect(status == 0, "\(output)")
                 #expect(output.contains("accepted: 250"))
@@ -94,7 +94,7 @@ import Glibc
                 #expect(mails.first?.rcptTo == [Self.email])
                 #expect(mails.first?.subject == "Countersign test mail")
 
-                let (refused, said) = try FCMCheckCommandTests.run(
+                let (refused, said) = try await FCMCheckCommandTests.run(
                     ["mail", "test", "--to", "reject-me@example.com"] + Self.smtpFlags(port: smtp.port, caFile: smtp.caFile, folder: folder))
                 #expect(refused != 0)
                 #expect(said.contains("550"))
@@ -104,7 +104,7 @@ import Glibc
 
     @Test func plainTextSMTPToARemoteHostIsRefusedAtStart() async throws {
         try await Self.withFolder { folder in
-            let (status, output) = try FCMCheckCommandTests.run([
+            let (status, output) = try await FCMCheckCommandTests.run([
                 "serve", "--database", folder.appendingPathComponent("c.sqlite").path, "--listen", "127.0.0.1:0",
                 "--smtp-url", "smtp://mail.example.com:25", "--smtp-tls", "none", "--smtp-from", "noreply@example.com",
             ])

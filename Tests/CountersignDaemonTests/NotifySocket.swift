@@ -55,7 +55,7 @@ final class NotifySocket: @unchecked Sendable {
     }
 
     /// The next datagram, or `nil` after `timeout`.
-    func receive(timeout: Duration) -> String? {
+    func receive(timeout: Duration) async throws -> String? {
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
         repeat {
@@ -64,7 +64,7 @@ final class NotifySocket: @unchecked Sendable {
             }
             if let next { return next }
             if clock.now >= deadline { return nil }
-            usleep(10_000)
+            try await Task.sleep(for: .milliseconds(10))
         } while true
     }
 

@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 @Suite struct SystemdNotifierTests {
-    @Test func messagesReachPathAndAbstractSockets() throws {
+    @Test func messagesReachPathAndAbstractSockets() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-notify-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -15,7 +15,7 @@ import Glibc
             let socket = try NotifySocket(path: path)
             let notifier = try #require(SystemdNotifier(environment: ["NOTIFY_SOCKET": path]))
             #expect(notifier.send("READY=1\nSTATUS=testing"))
-            #expect(socket.receive(timeout: .seconds(30)) == "READY=1\nSTATUS=testing")
+            #expect(try await socket.receive(timeout: .seconds(30)) == "READY=1\nSTATUS=testing")
         }
     }
 

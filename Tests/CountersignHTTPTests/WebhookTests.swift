@@ -154,12 +154,9 @@ import Glibc
                 let retried = try await daemon.waitForAudit(.webhookRetried)
                 #expect(retried.count == 1)
                 #expect(retried.first?.detail?.contains("timed out") == true, "\(retried.map(\.detail))")
-                // Given up before the receiver's 12 s were over (its first answer is recorded 0, never
-                // accepted), and not before 8 s had passed since the request arrived: the event is
-                // stamped after the give-up, so a busy machine only makes this gap longer.
-                let arrived = try #require(receiver.all.first?.arrivedAt)
-                let gaveUp = try #require(retried.first?.at).timeIntervalSince(arrived)
-                #expect(gaveUp > 8, "gave up \(gaveUp) s after the request arrived")
+                // Given up before the receiver's 12 s were over: its first answer is recorded 0, never
+                // accepted. (No lower bound: the in-process receiver's own stamp of the arrival is late
+                // by as much as a busy machine delays it, so it cannot time the daemon's 10 s.)
                 // The next attempt is answered: the event arrives, once, under the same id.
                 try await receiver.wait { !$0.accepted.isEmpty }
                 #expect(receiver.all.map(\.status) == [0, 200])

@@ -12,6 +12,8 @@ public final class SMTPTestServer: @unchecked Sendable {
     public static let password = "smtp-test-password-8ac1"
 
     public let port: Int
+    /// TLS from the first byte (`smtps://`) instead of STARTTLS.
+    public let implicitTLS: Bool
     /// The server's self-signed certificate: what the client must trust.
     public let caFile: String
     /// Where accepted mails land.
@@ -40,7 +42,8 @@ public final class SMTPTestServer: @unchecked Sendable {
     }
 
     /// Starts a server whose files live in `folder`; waits until it listens.
-    public init(folder: URL, port: Int? = nil) async throws {
+    public init(folder: URL, port: Int? = nil, implicitTLS: Bool = false) async throws {
+        self.implicitTLS = implicitTLS
         mailFolder = folder.appendingPathComponent("smtp-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: mailFolder, withIntermediateDirectories: true)
         let passwordFile = mailFolder.appendingPathComponent("password").path
@@ -49,7 +52,7 @@ public final class SMTPTestServer: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments =
             ["python3", Self.script, "--dir", mailFolder.path, "--user", Self.user, "--password-file", passwordFile]
-            + (port.map { ["--port", String($0)] } ?? [])
+            + (port.map { ["--port", String($0)] } ?? []) + (implicitTLS ? ["--implicit-tls"] : [])
         let log = mailFolder.appendingPathComponent("server.log")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         let logHandle = try FileHandle(forWritingTo: log)
@@ -76,7 +79,7 @@ public final class SMTPTestServer: @unchecked Sendable {
         self.caFile = info.ca
     }
 
-    public var url: String { "smtp://127.0.0.1:\(port)" }
+    public var url: String { "\(implicitTLS ? "smtps" : "smtp")://127.0.0.1:\(port)" }
 
     /// The mails received so far, oldest first.
     public func mails() throws -> [Mail] {
@@ -111,8 +114,8 @@ public final class SMTPTestServer: @unchecked Sendable {
 }
 
 /// Runs `body` with an SMTP test server, stopped afterwards whatever happens.
-public func withSMTPTestServer<T>(folder: URL, _ body: (SMTPTestServer) async throws -> T) async throws -> T {
-    let server = try await SMTPTestServer(folder: folder)
+public func withSMTPTestServer<T>(folder: URL, implicitTLS: Bool = false, _ body: (SMTPTestServer) async throws -> T) async throws -> T {
+    let server = try await SMTPTestServer(folder: folder, implicitTLS: implicitTLS)
     defer { server.stop() }
     return try await body(server)
 }

@@ -98,3 +98,12 @@ extension TiedProcess {
         return true
     }
 }
+
+/// Runs blocking work (a child process waited for, say) on a thread of its
+/// own, so that it does not hold one of the few threads every test's tasks
+/// share: in-process servers the child talks to need those threads to answer.
+public func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
+    }
+}

@@ -11,10 +11,11 @@ func withMailDaemon<T: Sendable>(
     configure: (inout ServeConfiguration) -> Void = { _ in },
     logs: LogCapture = LogCapture(),
     clock: ManualClock? = nil,
+    implicitTLS: Bool = false,
     _ body: @Sendable (TestDaemon, SMTPTestServer) async throws -> T
 ) async throws -> T {
     try await withTemporaryFolder { folder in
-        try await withSMTPTestServer(folder: folder.url) { smtp in
+        try await withSMTPTestServer(folder: folder.url, implicitTLS: implicitTLS) { smtp in
             var configuration = TestDaemon.configuration(folder, configure)
             configuration.email.smtp = try SMTPSettings(
                 url: smtp.url, user: SMTPTestServer.user, password: SMTPTestServer.password, from: MailFixture.from, caFile: smtp.caFile)

@@ -18,7 +18,6 @@ final class WebhookReceiver: Sendable {
         let json: [String: any Sendable]
         let signatureValid: Bool
         let status: Int
-        let arrivedAt: Date
     }
 
     let secret: String
@@ -67,7 +66,7 @@ final class WebhookReceiver: Sendable {
                 $0.append(
                     Arrival(
                         id: json["id"] as? String ?? "", type: json["type"] as? String ?? "", approvalID: payload["approvalId"] as? String ?? "",
-                        json: json, signatureValid: valid, status: status, arrivedAt: Date()))
+                        json: json, signatureValid: valid, status: status))
             }
             if held {
                 try? await Task.sleep(for: self.stall)
