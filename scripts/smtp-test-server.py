@@ -147,26 +147,12 @@ def main():
     port = arguments.port or free_port()
     if arguments.implicit_tls:
         # TLS from the first byte: aiosmtpd's STARTTLS flags do not apply, the whole session is encrypted.
-        controller = Controller(
-            Handler(arguments.dir),
-            hostname="127.0.0.1",
-            port=port,
-            ssl_context=context,
-            authenticator=authenticate,
-            auth_required=True,
-            auth_require_tls=False,
-        )
+        tls = {"ssl_context": context, "auth_require_tls": False}
     else:
-        controller = Controller(
-            Handler(arguments.dir),
-            hostname="127.0.0.1",
-            port=port,
-            tls_context=context,
-            require_starttls=True,
-            authenticator=authenticate,
-            auth_required=True,
-            auth_require_tls=True,
-        )
+        tls = {"tls_context": context, "require_starttls": True, "auth_require_tls": True}
+    controller = Controller(
+        Handler(arguments.dir), hostname="127.0.0.1", port=port, authenticator=authenticate, auth_required=True, **tls
+    )
     controller.start()
     ready = os.path.join(arguments.dir, "ready.json")
     with open(ready + ".tmp", "w") as out:
