@@ -224,7 +224,7 @@ let package = Package(
         // Processes the tests start that die with the test process (TiedProcess).
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         // A real SMTP server for the mail tests (aiosmtpd through scripts/smtp-test-server.py).
-        .target(name: "MailTestSupport", path: "Tests/MailTestSupport"),
+        .target(name: "MailTestSupport", dependencies: ["TestSupport"], path: "Tests/MailTestSupport"),
         // A throw-away PostgreSQL server for the tests (scripts/pg-test-server.sh).
         .target(name: "PostgresTestSupport", path: "Tests/PostgresTestSupport"),
         .testTarget(

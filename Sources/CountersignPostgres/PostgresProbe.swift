@@ -27,8 +27,7 @@ enum PostgresProbe {
 
     /// What the refusal says, when it is one that trying again cannot change.
     static func lasting(_ error: any Error) -> String? {
-        if let error = error as? NIOSSLError { return "TLS: \(error)" }
-        if let error = error as? BoringSSLError { return "TLS: \(error)" }
+        if lastingTLS(error) { return "TLS: \(error)" }
         guard let error = error as? PSQLError else { return nil }
         switch error.code {
         case .sslUnsupported:
@@ -38,9 +37,20 @@ enum PostgresProbe {
             guard let state = error.serverInfo?[.sqlState], state.hasPrefix("28") || state == "3D000" else { return nil }
             return error.serverInfo?[.message].map { "\($0) (SQLSTATE \(state))" } ?? "SQLSTATE \(state)"
         default:
-            guard let underlying = error.underlying else { return nil }
-            if underlying is NIOSSLError || underlying is BoringSSLError { return "TLS: \(underlying)" }
-            return nil
+            guard let underlying = error.underlying, lastingTLS(underlying) else { return nil }
+            return "TLS: \(underlying)"
+        }
+    }
+
+    /// A handshake refused (the certificate, the protocol) or a trust file that
+    /// cannot be read; not a connection cut mid-handshake (a server restarting,
+    /// a proxy in front), which the pool waits out.
+    static func lastingTLS(_ error: any Error) -> Bool {
+        switch error as? NIOSSLError {
+        case .handshakeFailed, .noSuchFilesystemObject, .failedToLoadCertificate, .unableToValidateCertificate, .cannotMatchULabel:
+            return true
+        default:
+            return false
         }
     }
 }

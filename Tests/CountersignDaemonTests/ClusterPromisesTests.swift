@@ -42,6 +42,12 @@ extension ClusterProcessTests {
                             ["--database", database, "--secret-key-file", key.path, "--node-id", "node-\(node)"] + extra,
                             log: folder.appendingPathComponent("node-\(node).log")))
                 }
+                // Each node listens for the others' transitions before the test begins.
+                for (index, node) in nodes.enumerated() {
+                    try await ClusterProcessTests.eventually("node \(index) listens") {
+                        try await ClusterProcessTests.call(.GET, "\(node.base)/healthz").1["notifications"] as? String == "ok"
+                    }
+                }
             } catch {
                 for node in nodes { node.stop() }
                 throw error
@@ -244,12 +250,18 @@ extension ClusterProcessTests {
             cluster.nodes[holder].signal(SIGKILL)
             cluster.nodes[holder].waitUntilExit()
 
+            // While the lease holds, the survivor (which looks every second) leaves the event alone.
+            try await Task.sleep(for: .seconds(3))
+            #expect(
+                try server.psql("SELECT state, lease_owner FROM outbox WHERE id = '\(event)'", database: name) == "pending|\(owner)")
+            #expect(!receiver.output.contains { $0.hasPrefix("accepted ") })
             // The lease runs 2 minutes; its end is written as if they had passed.
             try server.psql("UPDATE outbox SET lease_until = 0 WHERE id = '\(event)' AND lease_owner = '\(owner)'", database: name)
             try await Self.eventually("the event delivered") {
                 try server.psql("SELECT state FROM outbox WHERE id = '\(event)'", database: name) == "delivered"
             }
             // Delivered, it is never claimed again: the receiver accepted it once, from the survivor.
+            _ = try await receiver.waitFor("the accepted event") { $0 == "accepted \(event)" }
             #expect(receiver.output.filter { $0 == "accepted \(event)" }.count == 1, "\(receiver.output)")
             #expect(receiver.output.filter { $0.hasPrefix("held ") }.count == 1)
             let delivered = try await Self.metric(
@@ -275,10 +287,10 @@ extension ClusterProcessTests {
                     print("held " + event, flush=True)
                     time.sleep(3600)
                     return
+                print("accepted " + event, flush=True)
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
-                print("accepted " + event, flush=True)
             def log_message(self, *args):
                 pass
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)

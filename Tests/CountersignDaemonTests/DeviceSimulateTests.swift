@@ -23,7 +23,7 @@ import Glibc
         process.standardInput = stdin
         process.standardOutput = output
         process.standardError = output
-        try process.run()
+        try launchingAlone { try process.run() }
         stdin.fileHandleForWriting.write(Data(input.utf8))
         try stdin.fileHandleForWriting.close()
         let data = output.fileHandleForReading.readDataToEndOfFile()

@@ -1,6 +1,7 @@
 import Foundation
 import MailTestSupport
 import NIOHTTP1
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -43,7 +44,7 @@ import Glibc
             let input = Pipe()
             add.standardInput = input
             add.standardOutput = FileHandle.nullDevice
-            try add.run()
+            try launchingAlone { try add.run() }
             input.fileHandleForWriting.write(Data("correct horse\n".utf8))
             try input.fileHandleForWriting.close()
             add.waitUntilExit()

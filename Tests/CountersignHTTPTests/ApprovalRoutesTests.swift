@@ -113,11 +113,12 @@ import Testing
     }
 
     @Test func answeringAnExpiredRequestGets410() async throws {
-        try await withTestDaemon(configure: { $0.broker.requestTTL = 1 }) { daemon in
+        let clock = ManualClock()
+        try await withTestDaemon(clock: clock) { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
             let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
-            try await Task.sleep(for: .milliseconds(1050))
+            clock.advance(60.1)
             let late = try await daemon.respond(id, apiKey: key, code: code)
             #expect(late.status == 410)
             #expect(late["status"] == "expired")

@@ -228,7 +228,9 @@ import Testing
     }
 
     @Test func approvalsPerIntegrationAreLimitedAcrossUsers() async throws {
-        try await withTestDaemon(configure: { $0.rateLimits[.approvalsPerIntegration] = RateLimit(count: 2, window: 60) }) { daemon in
+        try await withTestDaemon(
+            configure: { $0.rateLimits[.approvalsPerIntegration] = RateLimit(count: 2, window: 60) }, clock: ManualClock()
+        ) { daemon in
             let acme = try await daemon.addIntegration("Acme")
             let other = try await daemon.addIntegration("Other")
             var statuses: [Int] = []
@@ -300,7 +302,8 @@ import Testing
     }
 
     @Test func approvalsPerUserAreLimited() async throws {
-        try await withTestDaemon(configure: { $0.rateLimits[.approvalsPerUser] = RateLimit(count: 2, window: 60) }) { daemon in
+        try await withTestDaemon(configure: { $0.rateLimits[.approvalsPerUser] = RateLimit(count: 2, window: 60) }, clock: ManualClock()) {
+            daemon in
             let acme = try await daemon.addIntegration("Acme")
             _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
             _ = try await daemon.enroll(Fixture.email, integrationKey: acme.key)

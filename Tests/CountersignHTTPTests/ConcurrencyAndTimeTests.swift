@@ -97,10 +97,13 @@ import Testing
     @Test func longPollTimesOutWithThePendingState() async throws {
         try await withTestDaemon { daemon in
             let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
-            let answer = try await daemon.status(id, wait: 1)
+            async let poll = daemon.status(id, wait: 1)
+            // It is held, not answered at once…
+            try await daemon.waitForLongPolls(1)
+            let answer = try await poll
             #expect(answer.status == 200)
             #expect(answer["status"] == "pending")
-            // It was held, not answered at once: its slot was taken and is given back.
+            // …and its slot is given back.
             #expect(try await daemon.call(.GET, "/metrics").text.contains("countersign_long_polls_waiting 0"))
         }
     }

@@ -86,10 +86,12 @@ import Testing
         #expect(ClientAddress.limitKey("2001:db8:1:2::9") == "2001:db8:1:2::/64")
         #expect(ClientAddress.limitKey("2001:db8:1:3::9") == "2001:db8:1:3::/64")
         #expect(ClientAddress.limitKey("203.0.113.7") == "203.0.113.7")
-        try await withTestDaemon(configure: {
-            $0.trustedProxies = [IPNetwork("127.0.0.1")!]
-            $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 2, window: 60)
-        }) { daemon in
+        try await withTestDaemon(
+            configure: {
+                $0.trustedProxies = [IPNetwork("127.0.0.1")!]
+                $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 2, window: 60)
+            }, clock: ManualClock()
+        ) { daemon in
             var statuses: [Int] = []
             for address in ["2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2:ffff::3", "2001:db8:1:3::1"] {
                 let answer = try await daemon.call(

@@ -21,7 +21,7 @@ import Testing
     @Test func metricsParseAndMoveWithTraffic() async throws {
         try await withTemporaryFolder { folder in
             let configuration = TestDaemon.configuration(folder) { $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 3, window: 60) }
-            try await TestDaemon.run(configuration) { daemon in
+            try await TestDaemon.run(configuration, clock: ManualClock()) { daemon in
                 let first = try await daemon.call(.GET, "/metrics")
                 #expect(first.status == 200)
                 #expect(first.headers.first(name: "Content-Type")?.hasPrefix("text/plain") == true)

@@ -166,7 +166,7 @@ extension PushFlowTests {
             return found
         }
         @Sendable func eventually(_ pushes: RecordingPushSender, count: Int) async throws -> [String: ApprovalState] {
-            for _ in 0..<200 where resolutions(pushes).count < count { try await Task.sleep(for: .milliseconds(50)) }
+            for _ in 0..<1200 where resolutions(pushes).count < count { try await Task.sleep(for: .milliseconds(50)) }
             return resolutions(pushes)
         }
         let pushes = RecordingPushSender()
@@ -182,10 +182,12 @@ extension PushFlowTests {
             #expect(found[cancelled.requestID] == .cancelled)
         }
         let expiring = RecordingPushSender()
-        try await withTestDaemon(configure: { $0.broker.requestTTL = 1 }, pushSender: expiring) { daemon in
+        let clock = ManualClock()
+        try await withTestDaemon(pushSender: expiring, clock: clock) { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             _ = try await daemon.login(Fixture.email, password: Fixture.password, fcmToken: "token-phone-123456")
             let expired = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            clock.advance(60.1)
             #expect(try await eventually(expiring, count: 1)[expired.requestID] == .expired)
         }
     }

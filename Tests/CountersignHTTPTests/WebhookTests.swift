@@ -148,15 +148,17 @@ import Glibc
         let receiver = WebhookReceiver(secret: secret, stallFirst: 1, stall: .seconds(12))
         try await receiver.serve { url, _ in
             try await withTestDaemon { daemon in
+                // Stamped before the event exists: the give-up comes at least 10 s after its send, later on a busy machine.
+                let before = Date()
                 try await Self.cancelOneApproval(daemon, webhookURL: url, secret: secret)
 
                 try await receiver.wait { !$0.all.isEmpty }
                 let retried = try await daemon.waitForAudit(.webhookRetried)
                 #expect(retried.count == 1)
                 #expect(retried.first?.detail?.contains("timed out") == true, "\(retried.map(\.detail))")
-                // Given up before the receiver's 12 s were over: its first answer is recorded 0, never
-                // accepted. (No lower bound: the in-process receiver's own stamp of the arrival is late
-                // by as much as a busy machine delays it, so it cannot time the daemon's 10 s.)
+                let gaveUp = try #require(retried.first?.at).timeIntervalSince(before)
+                #expect(gaveUp > 9, "gave up \(gaveUp) s after the event was made")
+                // And before the receiver's 12 s were over: its first answer is recorded 0, never accepted.
                 // The next attempt is answered: the event arrives, once, under the same id.
                 try await receiver.wait { !$0.accepted.isEmpty }
                 #expect(receiver.all.map(\.status) == [0, 200])

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -58,7 +59,8 @@ public final class SMTPTestServer: @unchecked Sendable {
         let logHandle = try FileHandle(forWritingTo: log)
         process.standardOutput = logHandle
         process.standardError = logHandle
-        try process.run()
+        let launched = process
+        try launchingAlone { try launched.run() }
         let ready = mailFolder.appendingPathComponent("ready.json")
         let clock = ContinuousClock()
         let start = clock.now

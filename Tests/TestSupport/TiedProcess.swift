@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -59,7 +60,7 @@ public final class TiedProcess: @unchecked Sendable {
         }
         // Foundation owns the read end from here (closing it again could close a
         // descriptor reused since); only the write end matters for end-of-file.
-        try process.run()
+        try launchingAlone { try process.run() }
     }
 
     deinit { try? tie.fileHandleForWriting.close() }
@@ -107,3 +108,12 @@ public func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T)
         Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
     }
 }
+
+/// Foundation's `Process.run()` is not safe to call from several threads at
+/// once on Linux (a test run crashed inside it, copying while another launch
+/// ran); every launch in the tests goes through this one lock.
+public func launchingAlone<T>(_ launch: () throws -> T) rethrows -> T {
+    try launches.withLock { _ in try launch() }
+}
+
+private let launches = Mutex(())

@@ -24,14 +24,18 @@ public struct SystemdNotifier: Sendable {
         return .microseconds(microseconds)
     }
 
-    /// Sends `message` (e.g. `READY=1`); returns whether it was sent. Never
-    /// waits: when the manager's queue is full the message is dropped (a
-    /// blocked send would hold the daemon, shutdown included, until it reads).
+    /// Sends `message` (e.g. `READY=1`); returns whether it was sent. Waits
+    /// at most 2 s for room in the manager's queue, then drops the message:
+    /// a send blocked for good would hold the daemon, shutdown included, until
+    /// the manager read again; one that never waited could lose `READY=1` to
+    /// a moment's backlog.
     @discardableResult
     public func send(_ message: String) -> Bool {
         let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }
+        var limit = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         var pathBytes = Array(socketPath.utf8)
@@ -45,7 +49,7 @@ public struct SystemdNotifier: Sendable {
         let payload = Array(message.utf8)
         let sent = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
-                sendto(descriptor, payload, payload.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT), socketAddress, length)
+                sendto(descriptor, payload, payload.count, Int32(MSG_NOSIGNAL), socketAddress, length)
             }
         }
         return sent == payload.count
