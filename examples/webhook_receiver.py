@@ -65,8 +65,8 @@ class Receiver(BaseHTTPRequestHandler):
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, default=9000)
+    parser.add_argument("--port", type=int, default=9000, help="0: any free port (the one taken is printed)")
     port = parser.parse_args().port
     server = ThreadingHTTPServer(("127.0.0.1", port), Receiver)
-    print(f"listening on 127.0.0.1:{port}", flush=True)
+    print(f"listening on 127.0.0.1:{server.server_address[1]}", flush=True)
     server.serve_forever()
