@@ -226,7 +226,7 @@ let package = Package(
         // A real SMTP server for the mail tests (aiosmtpd through scripts/smtp-test-server.py).
         .target(name: "MailTestSupport", dependencies: ["TestSupport"], path: "Tests/MailTestSupport"),
         // A throw-away PostgreSQL server for the tests (scripts/pg-test-server.sh).
-        .target(name: "PostgresTestSupport", path: "Tests/PostgresTestSupport"),
+        .target(name: "PostgresTestSupport", dependencies: ["TestSupport"], path: "Tests/PostgresTestSupport"),
         .testTarget(
             name: "CountersignCoreTests",
             dependencies: [

@@ -48,7 +48,7 @@ struct ClusterProcessTests {
     @Test func twoNodesOnOneDatabaseActAsOneDaemon() async throws {
         try await MailDeliveryProcessTests.withFolder { folder in
             let server = try await PostgresTestServer.shared()
-            let database = try server.newDatabase()
+            let database = try await server.newDatabase()
             let databaseName = PostgresTestServer.databaseName(of: database)
             let key = folder.appendingPathComponent("secret-key")
             try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: key)
@@ -113,7 +113,7 @@ struct ClusterProcessTests {
             #expect(statuses.filter { $0 == 409 }.count == 49)
 
             // Node 0's notification connection is cut: it reconnects, and the next wake-up still arrives.
-            let cut = try server.psql(
+            let cut = try await server.psql(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(databaseName)' AND application_name = 'countersign-notifications'",
                 database: databaseName)
             #expect(cut == "2")
@@ -132,7 +132,7 @@ struct ClusterProcessTests {
             let parkedURL = "\(bases[0])/v1/approvals/\(parkedID)?wait=30"
             async let parkedPoll = Self.call(.GET, parkedURL, headers: auth, timeout: 25)
             try await DaemonProcessTests.waitForLongPolls(1, base: bases[0])
-            try server.psql(
+            try await server.psql(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(databaseName)' AND application_name = 'countersign-notifications'",
                 database: databaseName)
             #expect(
@@ -191,7 +191,7 @@ extension ClusterProcessTests {
 
             // The move, then a second one refused: the target is no longer empty.
             let server = try await PostgresTestServer.shared()
-            let database = try server.newDatabase()
+            let database = try await server.newDatabase()
             let moved = try await DaemonProcessTests.command(["migrate", "--from", file, "--to", database])
             #expect(moved.status == 0, "\(moved.output)")
             #expect(moved.output.contains("users: 1") && moved.output.contains("devices: 1") && moved.output.contains("integrations: 1"))
@@ -254,7 +254,7 @@ extension ClusterProcessTests {
     @Test func aNodeWhoseDatabaseStopsAnsweringSaysSoAndRecovers() async throws {
         try await MailDeliveryProcessTests.withFolder { folder in
             let server = try await PostgresTestServer.shared()
-            let database = try server.newDatabase()
+            let database = try await server.newDatabase()
             let name = PostgresTestServer.databaseName(of: database)
             let key = folder.appendingPathComponent("secret-key")
             try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: key)
@@ -277,8 +277,8 @@ extension ClusterProcessTests {
             #expect(try await call("healthz before", .GET, "/healthz", timeout: 35).0 == 200)
 
             // The database refuses new connections, and the node's are cut.
-            try server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS false")
-            try server.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(name)'")
+            try await server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS false")
+            try await server.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(name)'")
             // Time for the node's pool to see its connections closed (see StoreSharedTests).
             try await Task.sleep(for: .seconds(1))
             let (down, health) = try await call("healthz down", .GET, "/healthz", timeout: 20)
@@ -297,7 +297,7 @@ extension ClusterProcessTests {
             }
 
             // The database answers again: so does the node, without a restart.
-            try server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS true")
+            try await server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS true")
             var status = 0
             for _ in 0..<60 {
                 status = (try? await DaemonProcessTests.http(.GET, "\(base)/healthz", timeout: 5))?.0 ?? 0

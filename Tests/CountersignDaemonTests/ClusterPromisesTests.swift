@@ -27,7 +27,7 @@ extension ClusterProcessTests {
             _ count: Int, folder: URL, database: String? = nil, extra: [String] = [], integration: [String] = []
         ) async throws -> Cluster {
             let server = try await PostgresTestServer.shared()
-            let database = try database ?? server.newDatabase()
+            let database = if let database { database } else { try await server.newDatabase() }
             let key = folder.appendingPathComponent("secret-key")
             try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: key)
             let added = try await DaemonProcessTests.command(["integration", "add", "Cluster Admin", "--database", database] + integration)
@@ -178,9 +178,9 @@ extension ClusterProcessTests {
 
             // No new connection is let in, and the nodes' notification connections are cut;
             // the pools keep theirs, so the nodes still answer.
-            try server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS false")
-            defer { _ = try? server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS true") }
-            let cut = try server.psql(
+            try await server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS false")
+            defer { _ = try? server.psqlBlocking("ALTER DATABASE \(name) ALLOW_CONNECTIONS true") }
+            let cut = try await server.psql(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(name)' AND application_name = 'countersign-notifications'"
             )
             #expect(cut == "2")
@@ -194,7 +194,7 @@ extension ClusterProcessTests {
             #expect(status == 200 && health["database"] as? String == "ok", "\(health)")
 
             // Let in again: both listen, and say so.
-            try server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS true")
+            try await server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS true")
             for node in 0..<2 {
                 try await Self.eventually("node \(node) listens again") { try await notifications(node) == "ok" }
             }
@@ -252,7 +252,7 @@ extension ClusterProcessTests {
             // The event reaches the receiver, which holds it: the sending node's lease is on the row.
             let held = try await receiver.waitFor("the held request", timeout: .seconds(60)) { $0.hasPrefix("held ") }
             let event = String(held.dropFirst(5))
-            let owner = try server.psql("SELECT lease_owner FROM outbox WHERE id = '\(event)' AND state = 'pending'", database: name)
+            let owner = try await server.psql("SELECT lease_owner FROM outbox WHERE id = '\(event)' AND state = 'pending'", database: name)
             let holder = try #require(["node-0", "node-1"].firstIndex(of: owner), "lease owner: \(owner)")
             let survivor = 1 - holder
             cluster.nodes[holder].signal(SIGKILL)
@@ -261,12 +261,12 @@ extension ClusterProcessTests {
             // While the lease holds, the survivor (which looks every second) leaves the event alone.
             try await Task.sleep(for: .seconds(3))
             #expect(
-                try server.psql("SELECT state, lease_owner FROM outbox WHERE id = '\(event)'", database: name) == "pending|\(owner)")
+                try await server.psql("SELECT state, lease_owner FROM outbox WHERE id = '\(event)'", database: name) == "pending|\(owner)")
             #expect(!receiver.output.contains { $0.hasPrefix("accepted ") })
             // The lease runs 2 minutes; its end is written as if they had passed.
-            try server.psql("UPDATE outbox SET lease_until = 0 WHERE id = '\(event)' AND lease_owner = '\(owner)'", database: name)
+            try await server.psql("UPDATE outbox SET lease_until = 0 WHERE id = '\(event)' AND lease_owner = '\(owner)'", database: name)
             try await Self.eventually("the event delivered") {
-                try server.psql("SELECT state FROM outbox WHERE id = '\(event)'", database: name) == "delivered"
+                try await server.psql("SELECT state FROM outbox WHERE id = '\(event)'", database: name) == "delivered"
             }
             // Delivered, it is never claimed again: the receiver accepted it once, from the survivor.
             _ = try await receiver.waitFor("the accepted event") { $0 == "accepted \(event)" }
@@ -315,7 +315,7 @@ extension ClusterProcessTests {
     @Test func aNodeVerifiesTheDatabaseServersCertificate() async throws {
         try await MailDeliveryProcessTests.withFolder { folder in
             let server = try await PostgresTestServer.shared()
-            let plain = try server.newDatabase()
+            let plain = try await server.newDatabase()
             let name = PostgresTestServer.databaseName(of: plain)
             let verified = plain.replacingOccurrences(
                 of: "sslmode=disable", with: "sslmode=verify-full&sslrootcert=\(server.certificateAuthorityFile)")
@@ -323,7 +323,7 @@ extension ClusterProcessTests {
             defer { cluster.stop() }
             #expect(try await Self.call(.POST, "\(cluster.bases[0])/v1/users", json: ["email": "ana@example.com"], headers: cluster.auth).0 == 201)
             // Every connection of the node (its pool and its notification connection) is encrypted.
-            let connections = try server.psql(
+            let connections = try await server.psql(
                 "SELECT count(*), bool_and(s.ssl) FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) WHERE a.datname = '\(name)' AND a.application_name LIKE 'countersign%'"
             )
             let fields = connections.split(separator: "|")

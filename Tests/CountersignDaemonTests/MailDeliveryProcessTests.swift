@@ -38,17 +38,9 @@ import Glibc
         try await Self.withFolder { folder in
             // setup: a user, and an SMTP port where nothing answers yet.
             let database = folder.appendingPathComponent("countersign.sqlite").path
-            let add = Process()
-            add.executableURL = DaemonProcessTests.binary
-            add.arguments = ["user", "add", Self.email, "--database", database, "--bcrypt-cost", "4"]
-            let input = Pipe()
-            add.standardInput = input
-            add.standardOutput = FileHandle.nullDevice
-            try launchingAlone { try add.run() }
-            input.fileHandleForWriting.write(Data("correct horse\n".utf8))
-            try input.fileHandleForWriting.close()
-            add.waitUntilExit()
-            #expect(add.terminationStatus == 0)
+            let added = try await DeviceSimulateTests.run(
+                ["user", "add", Self.email, "--database", database, "--bcrypt-cost", "4"], input: "correct horse\n")
+            #expect(added.status == 0, "\(added.output)")
             let silentPort = try DaemonProcessTests.freePort()
             let log = folder.appendingPathComponent("daemon.log")
             let common = ["--database", database, "--public-url", "https://auth.example.test"]

@@ -228,7 +228,7 @@ extension StoreTests {
         }
         let server = try await PostgresTestServer.shared()
         let name = PostgresTestServer.databaseName(of: database)
-        #expect(try server.psql("SELECT count(*) FROM schema_migrations", database: name) == "\(PostgresStore.migrations.count)")
+        #expect(try await server.psql("SELECT count(*) FROM schema_migrations", database: name) == "\(PostgresStore.migrations.count)")
         // 40 attempts spread over the nodes against a limit of 10: 10 admitted in all.
         let limit = RateLimit(count: 10, window: 60)
         let now = Date()
@@ -254,7 +254,7 @@ extension StoreTests {
         if case .refused = try await nodes[2].reserve(.loginFailuresPerIP, key: "203.0.113.9", limit: limit, now: now).admission {
             Issue.record("the refunded place was not free")
         }
-        #expect(try server.psql("SELECT count(*) FROM rate_counters WHERE key LIKE '%203.0.113%'", database: name) == "0")
+        #expect(try await server.psql("SELECT count(*) FROM rate_counters WHERE key LIKE '%203.0.113%'", database: name) == "0")
         // A new window after the old one ends.
         if case .refused = try await nodes[3].reserve(.loginFailuresPerIP, key: "203.0.113.9", limit: limit, now: now.addingTimeInterval(61))
             .admission
@@ -272,9 +272,9 @@ extension StoreTests {
         #expect(try await store.user(email: "ana@example.com") == nil)
         let server = try await PostgresTestServer.shared()
         let name = PostgresTestServer.databaseName(of: database)
-        try server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS false")
-        try server.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(name)'")
-        defer { _ = try? server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS true") }
+        try await server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS false")
+        try await server.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(name)'")
+        defer { _ = try? server.psqlBlocking("ALTER DATABASE \(name) ALLOW_CONNECTIONS true") }
         // Time for the pool to see its connections closed: PostgresNIO can leave a query
         // written to a connection closing at that very moment waiting for ever.
         try await Task.sleep(for: .seconds(1))
@@ -291,7 +291,7 @@ extension StoreTests {
         waiting.cancel()
         await #expect(throws: CancellationError.self) { _ = try await waiting.value }
         // Reachable again: the same store answers.
-        try server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS true")
+        try await server.psql("ALTER DATABASE \(name) ALLOW_CONNECTIONS true")
         #expect(try await Self.answersAgain(store))
     }
 
@@ -330,7 +330,7 @@ extension StoreTests {
         #expect(try await store.value(String.self, "SHOW idle_in_transaction_session_timeout") == "1min")
         let server = try await PostgresTestServer.shared()
         let name = PostgresTestServer.databaseName(of: database)
-        let backends = try server.psql("SELECT pid FROM pg_stat_activity WHERE datname = '\(name)' AND backend_type = 'client backend'")
+        let backends = try await server.psql("SELECT pid FROM pg_stat_activity WHERE datname = '\(name)' AND backend_type = 'client backend'")
             .split(separator: "\n").compactMap { pid_t($0) }
         let backend = try #require(backends.count == 1 ? backends.first : nil, "the pool's one connection: \(backends)")
         try #require(kill(backend, SIGSTOP) == 0)
@@ -376,7 +376,7 @@ extension StoreTests {
         #expect(try await heardOnce(1) == ["<gap>"])
         let server = try await PostgresTestServer.shared()
         let name = PostgresTestServer.databaseName(of: database)
-        let listener = try server.psql(
+        let listener = try await server.psql(
             "SELECT pid FROM pg_stat_activity WHERE datname = '\(name)' AND application_name = '\(PostgresSettings.notificationsApplicationName)'")
         let backend = try #require(pid_t(listener), "one notification connection: \(listener)")
         try #require(kill(backend, SIGSTOP) == 0)
@@ -408,7 +408,7 @@ extension StoreTests {
         // The listening connection is cut: it comes back and reports the gap.
         let server = try await PostgresTestServer.shared()
         let name = PostgresTestServer.databaseName(of: database)
-        let cut = try server.psql(
+        let cut = try await server.psql(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(name)' AND application_name = '\(PostgresSettings.notificationsApplicationName)'",
             database: name)
         #expect(cut == "1")

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -35,11 +36,7 @@ public struct PostgresTestServer: Sendable {
     public static func shared() async throws -> PostgresTestServer {
         let task = started.withLock { started in
             if let started { return started }
-            let task = Task<PostgresTestServer, any Error> {
-                try await withCheckedThrowingContinuation { continuation in
-                    Thread.detachNewThread { continuation.resume(with: Result { try start() }) }
-                }
-            }
+            let task = Task<PostgresTestServer, any Error> { try await onOwnThread { try start() } }
             started = task
             return task
         }
@@ -59,9 +56,9 @@ public struct PostgresTestServer: Sendable {
     }
 
     /// A new, empty database; its URL.
-    public func newDatabase() throws -> String {
+    public func newDatabase() async throws -> String {
         let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-        _ = try psql("CREATE DATABASE \(name)")
+        try await psql("CREATE DATABASE \(name)")
         return url(database: name)
     }
 
@@ -75,8 +72,18 @@ public struct PostgresTestServer: Sendable {
     }
 
     /// Runs SQL as the superuser; the output, unaligned, without headers.
+    /// `psql` runs on a thread of its own while the caller waits: a test
+    /// process has as many shared threads as cores, and a queue of tests each
+    /// blocking one for a `CREATE DATABASE` stalled every in-process server
+    /// for seconds (pushes to the fake FCM ran out of time).
     @discardableResult
-    public func psql(_ sql: String, database: String = "postgres") throws -> String {
+    public func psql(_ sql: String, database: String = "postgres") async throws -> String {
+        try await onOwnThread { try psqlBlocking(sql, database: database) }
+    }
+
+    /// ``psql(_:database:)`` on the caller's thread, for `defer` blocks only.
+    @discardableResult
+    public func psqlBlocking(_ sql: String, database: String = "postgres") throws -> String {
         let (status, output) = try Self.run(
             "/usr/bin/env", ["psql", "-X", "-q", "-A", "-t", "-h", "127.0.0.1", "-p", "\(port)", "-U", "countersign", "-d", database, "-c", sql],
             environment: ["PGPASSWORD": password])
