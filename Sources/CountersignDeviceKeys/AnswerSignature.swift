@@ -17,13 +17,16 @@ public enum AnswerSignature {
         public var numberCode: String?
         public var iat: Int
         public var deviceId: String
+        /// `true` when the answer reports fraud; absent otherwise.
+        public var fraud: Bool?
 
-        public init(requestId: String, decision: String, numberCode: String?, iat: Int, deviceId: String) {
+        public init(requestId: String, decision: String, numberCode: String?, iat: Int, deviceId: String, fraud: Bool? = nil) {
             self.requestId = requestId
             self.decision = decision
             self.numberCode = numberCode
             self.iat = iat
             self.deviceId = deviceId
+            self.fraud = fraud
         }
 
         // The claims are checked against the answer by ``verify(_:key:expected:now:)``.
@@ -32,18 +35,30 @@ public enum AnswerSignature {
 
     /// Signs an answer (the reference device, `countersign device simulate`).
     public static func sign(_ payload: Payload, with key: ES256PrivateKey) async throws -> String {
-        let keys = JWTKeyCollection()
-        await keys.add(ecdsa: key)
-        return try await keys.sign(payload, header: ["typ": .string(type)])
+        try await lowS(with: key) { try await $0.sign(payload, header: ["typ": .string(type)]) }
     }
 
-    /// Checks `jws` strictly: ES256 only (the header must say so; `none`, HMAC
+    /// Signs until the signature's `s` is low, as the daemon accepts only that
+    /// form (ECDSA signing is randomised: each try is low with probability ½).
+    static func lowS(with key: ES256PrivateKey, _ sign: (JWTKeyCollection) async throws -> String) async throws -> String {
+        let keys = JWTKeyCollection()
+        await keys.add(ecdsa: key)
+        for _ in 0..<64 {
+            let jws = try await sign(keys)
+            if SignatureForm.isCanonical(jws) { return jws }
+        }
+        throw JWTError.generic(identifier: "lowS", reason: "no low-S signature in 64 tries")
+    }
+
+    /// Checks `jws` strictly: one canonical form (``SignatureForm``), ES256 only (the header must say so; `none`, HMAC
     /// and a key in the header are refused), signed by `key`, every claim equal
     /// to `expected` (but `iat`), and `iat` within ``maxSkew`` of `now`.
     public static func verify(_ jws: String, key: DeviceKey, expected: Payload, now: Date) async -> Bool {
         guard let payload = await verifiedPayload(jws, key: key, as: Payload.self) else { return false }
         var claims = payload
         claims.iat = expected.iat
+        // `"fraud": false` says what absence says.
+        if claims.fraud == false { claims.fraud = nil }
         return claims == expected && abs(TimeInterval(payload.iat) - now.timeIntervalSince1970) <= maxSkew
     }
 
@@ -51,7 +66,7 @@ public enum AnswerSignature {
     /// but an answer's), and signed by `key`. The header may name nothing else
     /// that picks or widens the check: no key or key URL, no `crit` extension.
     static func verifiedPayload<P: JWTPayload>(_ jws: String, key: DeviceKey, as: P.Type, type: String? = AnswerSignature.type) async -> P? {
-        guard jws.utf8.count <= 4096, let header = try? DefaultJWTParser().parse(Array(jws.utf8), as: P.self).header,
+        guard jws.utf8.count <= 4096, SignatureForm.isCanonical(jws), let header = try? DefaultJWTParser().parse(Array(jws.utf8), as: P.self).header,
             header.alg == "ES256", type.map({ header.typ == $0 }) ?? (header.typ != AnswerSignature.type),
             header.jwk == nil, header.x5c == nil, header.jku == nil, header.x5u == nil, header.crit == nil
         else { return nil }

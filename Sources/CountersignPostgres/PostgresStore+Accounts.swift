@@ -35,46 +35,53 @@ extension PostgresStore: AccountStore {
         if changed == 0 { throw AccountError.unknownUser }
     }
 
-    public func registerDevice(
-        userID: String,
-        name: String,
-        platform: String,
-        fcmToken: String?,
-        apiKeyHash: String,
-        publicKey: DeviceKey?
+    public func registerDevice(_ registration: DeviceRegistration, maxDevices: Int) async throws -> Device {
+        try await transaction { connection in try await Self.registerDevice(registration, maxDevices: maxDevices, connection, self.logger) }
+    }
+
+    /// Registers a device inside the caller's transaction (login, enrollment).
+    static func registerDevice(
+        _ registration: DeviceRegistration, maxDevices: Int, _ connection: PostgresConnection, _ logger: Logger
     ) async throws -> Device {
-        try await transaction { connection in
-            // A token another account's device holds stays with it (see the SQLite store).
-            let fcmToken = try await Self.tokenUnlessClaimed(fcmToken, byOtherThan: userID, connection, self.logger)
-            if let fcmToken,
-                let existing = try await connection.rows(
-                    "SELECT * FROM devices WHERE user_id = \(userID) AND fcm_token = \(fcmToken) FOR UPDATE", self.logger
-                ).first
-            {
-                // The same phone again for this user: replace that device, keeping its id.
-                var device = try Device(row: existing)
-                device.name = name
-                device.platform = platform
-                device.pushEnabled = true
-                device.publicKey = publicKey
-                try await connection.run(
-                    """
-                    UPDATE devices SET name = \(name), platform = \(platform), push_enabled = true, api_key_hash = \(apiKeyHash),
-                        public_key = \(publicKey?.json) WHERE id = \(device.id) RETURNING id
-                    """, self.logger)
-                return device
-            }
-            let device = Device(
-                id: SecureToken.recordID(), userID: userID, name: name, platform: platform, fcmToken: fcmToken, pushEnabled: fcmToken != nil,
-                createdAt: Date(), publicKey: publicKey)
+        let userID = registration.userID
+        // The user's row is locked first: two registrations at once count each other's device.
+        try await connection.run("SELECT id FROM users WHERE id = \(userID) FOR UPDATE", logger)
+        // A token another account's device holds stays with it (see the SQLite store).
+        let fcmToken = try await Self.tokenUnlessClaimed(registration.fcmToken, byOtherThan: userID, connection, logger)
+        if let fcmToken,
+            let existing = try await connection.rows(
+                "SELECT * FROM devices WHERE user_id = \(userID) AND fcm_token = \(fcmToken) FOR UPDATE", logger
+            ).first
+        {
+            // The same phone again for this user: replace that device, keeping its id.
+            var device = try Device(row: existing)
+            device.name = registration.name
+            device.platform = registration.platform
+            device.pushEnabled = true
+            device.publicKey = registration.publicKey
+            device.mayApproveResets = registration.mayApproveResets
             try await connection.run(
                 """
-                INSERT INTO devices (id, user_id, name, platform, fcm_token, push_enabled, api_key_hash, created_at, public_key)
-                VALUES (\(device.id), \(userID), \(name), \(platform), \(fcmToken), \(device.pushEnabled), \(apiKeyHash),
-                    \(device.createdAt.stored), \(publicKey?.json))
-                """, self.logger)
+                UPDATE devices SET name = \(registration.name), platform = \(registration.platform), push_enabled = true,
+                    api_key_hash = \(registration.apiKeyHash), public_key = \(registration.publicKey?.json),
+                    may_approve_resets = \(registration.mayApproveResets)
+                WHERE id = \(device.id) RETURNING id
+                """, logger)
             return device
         }
+        let count =
+            try await connection.rows("SELECT count(*) AS n FROM devices WHERE user_id = \(userID)", logger).first?.get("n", as: Int.self) ?? 0
+        guard count < maxDevices else { throw AccountError.tooManyDevices }
+        let device = Device(
+            id: SecureToken.recordID(), userID: userID, name: registration.name, platform: registration.platform, fcmToken: fcmToken,
+            pushEnabled: fcmToken != nil, createdAt: Date(), publicKey: registration.publicKey, mayApproveResets: registration.mayApproveResets)
+        try await connection.run(
+            """
+            INSERT INTO devices (id, user_id, name, platform, fcm_token, push_enabled, api_key_hash, created_at, public_key, may_approve_resets)
+            VALUES (\(device.id), \(userID), \(device.name), \(device.platform), \(fcmToken), \(device.pushEnabled), \(registration.apiKeyHash),
+                \(device.createdAt.stored), \(registration.publicKey?.json), \(device.mayApproveResets))
+            """, logger)
+        return device
     }
 
     public func device(apiKeyHash: String) async throws -> Device? {
@@ -100,7 +107,30 @@ extension PostgresStore: AccountStore {
     }
 
     public func replaceAPIKey(deviceID: String, apiKeyHash: String) async throws {
-        try await rows("UPDATE devices SET api_key_hash = \(apiKeyHash) WHERE id = \(deviceID) RETURNING id")
+        try await rows("UPDATE devices SET api_key_hash = \(apiKeyHash), may_approve_resets = true WHERE id = \(deviceID) RETURNING id")
+    }
+
+    public func useProofs(_ uses: [ProofUse], until: Date, now: Date) async throws -> Bool {
+        struct Reused: Error {}
+        do {
+            try await transaction { connection in
+                try await connection.run("DELETE FROM used_proofs WHERE expires_at <= \(now.stored) RETURNING device_id", self.logger)
+                for use in uses {
+                    // Two nodes inserting the same proof: the key makes one of them wait, then find it.
+                    let inserted = try await connection.run(
+                        """
+                        INSERT INTO used_proofs (device_id, thumbprint, issued_at, expires_at)
+                        VALUES (\(use.deviceID), \(use.thumbprint), \(Int64(use.issuedAt)), \(until.stored))
+                        ON CONFLICT DO NOTHING RETURNING device_id
+                        """, self.logger)
+                    // Thrown, so that none of them is recorded.
+                    if inserted != 1 { throw Reused() }
+                }
+            }
+            return true
+        } catch is Reused {
+            return false
+        }
     }
 
     public func updatePushToken(deviceID: String, fcmToken: String?) async throws {
@@ -168,7 +198,8 @@ extension Device {
             pushEnabled: try row.get("push_enabled"),
             createdAt: try row.date("created_at"),
             publicKey: try (try row.get("public_key", as: String?.self)).map { stored throws(DeviceKey.Invalid) in try DeviceKey(stored: stored) },
-            lastSeenAt: try row.optionalDate("last_seen_at")
+            lastSeenAt: try row.optionalDate("last_seen_at"),
+            mayApproveResets: try row.get("may_approve_resets")
         )
     }
 }

@@ -28,7 +28,17 @@ extension PostgresStore: IntegrationStore {
     }
 
     public func rotateIntegrationKey(id: String, apiKeyHash: String) async throws -> Bool {
-        try await rows("UPDATE integrations SET api_key_hash = \(apiKeyHash) WHERE id = \(id) RETURNING id").count == 1
+        try await transaction { connection in
+            guard try await connection.run("UPDATE integrations SET api_key_hash = \(apiKeyHash) WHERE id = \(id) RETURNING id", self.logger) == 1
+            else { return false }
+            try await Self.voidEnrollments(integrationID: id, connection, self.logger)
+            return true
+        }
+    }
+
+    /// Unused codes of an integration stop working (disabled, or its key rotated).
+    static func voidEnrollments(integrationID: String, _ connection: PostgresConnection, _ logger: Logger) async throws {
+        try await connection.run("DELETE FROM enrollments WHERE integration_id = \(integrationID) AND used_at IS NULL RETURNING code_hash", logger)
     }
 
     public func setWebhook(integrationID: String, url: String?, secret: String?) async throws -> Bool {
@@ -37,17 +47,24 @@ extension PostgresStore: IntegrationStore {
     }
 
     public func setIntegrationEnabled(id: String, enabled: Bool) async throws -> Bool {
-        try await rows("UPDATE integrations SET enabled = \(enabled) WHERE id = \(id) RETURNING id").count == 1
+        try await transaction { connection in
+            guard try await connection.run("UPDATE integrations SET enabled = \(enabled) WHERE id = \(id) RETURNING id", self.logger) == 1 else {
+                return false
+            }
+            if !enabled { try await Self.voidEnrollments(integrationID: id, connection, self.logger) }
+            return true
+        }
     }
 
-    public func ensureUser(email: String) async throws -> (user: User, created: Bool) {
+    public func ensureUser(email: String, integrationID: String) async throws -> (user: User, created: Bool) {
         let email = User.normalize(email: email)
         // No password: the empty hash matches none (login checks a decoy instead).
         let user = User(id: SecureToken.recordID(), email: email, passwordHash: "", createdAt: Date())
         return try await transaction { connection in
             let inserted = try await connection.run(
                 """
-                INSERT INTO users (id, email, password_hash, created_at) VALUES (\(user.id), \(email), '', \(user.createdAt.stored))
+                INSERT INTO users (id, email, password_hash, created_at, owner_integration_id)
+                VALUES (\(user.id), \(email), '', \(user.createdAt.stored), \(integrationID))
                 ON CONFLICT (email) DO NOTHING RETURNING id
                 """, self.logger)
             if inserted == 1 { return (user, true) }
@@ -70,15 +87,62 @@ extension PostgresStore: IntegrationStore {
             """)
     }
 
-    public func redeemEnrollment(codeHash: String, now: Date) async throws -> (userID: String, integrationID: String)? {
-        // One conditional update: of racing redeemers, one gets the row.
+    public func enroll(
+        codeHash: String, now: Date, maxDevices: Int, registration: @escaping @Sendable (_ userID: String) -> DeviceRegistration
+    ) async throws -> (device: Device, integrationID: String)? {
+        try await transaction { connection in
+            // One conditional update: of racing redeemers, one gets the row.
+            guard
+                let row = try await connection.rows(
+                    """
+                    UPDATE enrollments e SET used_at = \(now.stored)
+                    FROM integrations i, users u
+                    WHERE e.code_hash = \(codeHash) AND e.used_at IS NULL AND e.expires_at > \(now.stored)
+                        AND i.id = e.integration_id AND i.enabled AND u.id = e.user_id
+                        AND (u.owner_integration_id = e.integration_id
+                            OR EXISTS (SELECT 1 FROM integration_grants g WHERE g.user_id = u.id AND g.integration_id = e.integration_id))
+                    RETURNING e.user_id, e.integration_id
+                    """, self.logger
+                ).first
+            else { return nil }
+            // A throw here (too many devices) rolls the whole transaction back: the code stays usable.
+            let device = try await Self.registerDevice(registration(try row.get("user_id")), maxDevices: maxDevices, connection, self.logger)
+            return (device, try row.get("integration_id"))
+        }
+    }
+
+    public func user(email: String, reachableBy integrationID: String) async throws -> User? {
         try await rows(
             """
-            UPDATE enrollments SET used_at = \(now.stored)
-            WHERE code_hash = \(codeHash) AND used_at IS NULL AND expires_at > \(now.stored)
-            RETURNING user_id, integration_id
+            SELECT * FROM users u WHERE email = \(User.normalize(email: email)) AND (u.owner_integration_id = \(integrationID)
+                OR EXISTS (SELECT 1 FROM integration_grants g WHERE g.user_id = u.id AND g.integration_id = \(integrationID)))
             """
-        ).first.map { (try $0.get("user_id"), try $0.get("integration_id")) }
+        ).first.map(User.init(row:))
+    }
+
+    public func grantUser(integrationID: String, userID: String, at: Date) async throws -> Bool {
+        try await rows(
+            """
+            INSERT INTO integration_grants (integration_id, user_id, created_at) VALUES (\(integrationID), \(userID), \(at.stored))
+            ON CONFLICT DO NOTHING RETURNING user_id
+            """
+        ).count == 1
+    }
+
+    public func revokeGrant(integrationID: String, userID: String) async throws -> Bool {
+        try await transaction { connection in
+            guard
+                try await connection.run(
+                    "DELETE FROM integration_grants WHERE integration_id = \(integrationID) AND user_id = \(userID) RETURNING user_id", self.logger)
+                    == 1
+            else { return false }
+            // Codes issued under the grant die with it.
+            try await connection.run(
+                """
+                DELETE FROM enrollments WHERE integration_id = \(integrationID) AND user_id = \(userID) AND used_at IS NULL RETURNING code_hash
+                """, self.logger)
+            return true
+        }
     }
 
     public func idempotencyRecord(integrationID: String, key: String, since: Date) async throws -> IdempotencyRecord? {
@@ -113,12 +177,13 @@ extension PostgresStore: IntegrationStore {
         ).first.map { try $0[0].decode(String.self) }
     }
 
-    /// Removes enrollment codes and idempotency keys past their use; returns how many.
+    /// Removes enrollment codes, idempotency keys and used proofs past their use; returns how many.
     static func pruneIntegrationRecords(now: Date, _ connection: PostgresConnection, _ logger: Logger) async throws -> Int {
         let enrollments = try await connection.run("DELETE FROM enrollments WHERE expires_at < \(now.stored) RETURNING code_hash", logger)
         let keys = try await connection.run(
             "DELETE FROM idempotency_keys WHERE created_at < \(now.addingTimeInterval(-IdempotencyRecord.window).stored) RETURNING key", logger)
-        return enrollments + keys
+        let proofs = try await connection.run("DELETE FROM used_proofs WHERE expires_at <= \(now.stored) RETURNING device_id", logger)
+        return enrollments + keys + proofs
     }
 }
 

@@ -113,6 +113,30 @@ extension PostgresStore {
                 "ALTER TABLE devices ADD COLUMN last_seen_at double precision",
             ]
         ),
+        (
+            // Owners, grants, devices that may answer resets, used proofs (see the SQLite store).
+            "v7-trust",
+            [
+                "ALTER TABLE users ADD COLUMN owner_integration_id text",
+                "ALTER TABLE devices ADD COLUMN may_approve_resets boolean NOT NULL DEFAULT true",
+                """
+                CREATE TABLE integration_grants (
+                    integration_id text NOT NULL, user_id text NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    created_at double precision NOT NULL, PRIMARY KEY (integration_id, user_id))
+                """,
+                """
+                CREATE TABLE used_proofs (
+                    device_id text NOT NULL, thumbprint text NOT NULL, issued_at bigint NOT NULL, expires_at double precision NOT NULL,
+                    PRIMARY KEY (device_id, thumbprint, issued_at))
+                """,
+                """
+                UPDATE users SET owner_integration_id = (
+                    SELECT i.id FROM audit_events a JOIN integrations i ON a.detail = 'integration ' || i.name
+                    WHERE a.kind = 'user_created' AND a.user_id = users.id ORDER BY a.at LIMIT 1)
+                WHERE password_hash = ''
+                """,
+            ]
+        ),
     ]
 
     /// Applies the missing versions in one transaction under an advisory lock:

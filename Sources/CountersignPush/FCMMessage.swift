@@ -112,22 +112,30 @@ public enum FCMMessageBuilder {
             for optional in ["context", "body"] where message.data[optional] != nil && !fits(message) { message.data[optional] = nil }
             return message
         case .resolved(let requestID, _, let status):
-            let ttl = Int(resolutionTTL)
-            return FCMMessage(
-                token: token,
-                notification: nil,
-                data: ["type": "approval_resolved", "requestId": requestID, "status": status.rawValue],
-                android: .init(priority: "high", ttl: "\(ttl)s", collapseKey: nil, notification: nil),
-                apns: .init(
-                    headers: [
-                        "apns-push-type": "background",
-                        "apns-priority": "5",
-                        "apns-expiration": String(Int(now.timeIntervalSince1970.rounded(.down)) + ttl),
-                    ],
-                    payload: .init(aps: .init(contentAvailable: 1))
-                )
-            )
+            return background(token: token, data: ["type": "approval_resolved", "requestId": requestID, "status": status.rawValue], now: now)
+        case .deviceAdded(_, _, let deviceName, let platform, let at):
+            return background(
+                token: token, data: ["type": "device_added", "deviceName": deviceName, "platform": platform, "at": Timestamp.string(at)], now: now)
         }
+    }
+
+    /// A data-only message the app handles quietly.
+    static func background(token: String, data: [String: String], now: Date) -> FCMMessage {
+        let ttl = Int(resolutionTTL)
+        return FCMMessage(
+            token: token,
+            notification: nil,
+            data: data,
+            android: .init(priority: "high", ttl: "\(ttl)s", collapseKey: nil, notification: nil),
+            apns: .init(
+                headers: [
+                    "apns-push-type": "background",
+                    "apns-priority": "5",
+                    "apns-expiration": String(Int(now.timeIntervalSince1970.rounded(.down)) + ttl),
+                ],
+                payload: .init(aps: .init(contentAvailable: 1))
+            )
+        )
     }
 
     static func title(for action: ApprovalAction) -> String {

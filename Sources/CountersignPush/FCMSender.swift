@@ -100,7 +100,7 @@ public final class FCMSender: PushSender {
         let deadline: Date =
             switch job {
             case .prompt(_, _, _, let expiresAt, _, _): expiresAt
-            case .resolved: Date().addingTimeInterval(FCMMessageBuilder.resolutionTTL)
+            case .resolved, .deviceAdded: Date().addingTimeInterval(FCMMessageBuilder.resolutionTTL)
             }
         let outcome = await deliver(job, token: token, deadline: deadline, logger: logger)
         switch outcome {

@@ -47,6 +47,8 @@ public struct ConfigurationLoader {
     public static let headTimeout = Setting(flag: "--header-timeout", environment: "COUNTERSIGN_HEADER_TIMEOUT", fileKey: "headerTimeout")
     public static let longPollsPerAddress = Setting(
         flag: "--long-polls-per-address", environment: "COUNTERSIGN_LONG_POLLS_PER_ADDRESS", fileKey: "longPollsPerAddress")
+    public static let maxDevicesPerUser = Setting(
+        flag: "--max-devices-per-user", environment: "COUNTERSIGN_MAX_DEVICES_PER_USER", fileKey: "maxDevicesPerUser")
     public static let longPollsTotal = Setting(flag: "--long-polls-max", environment: "COUNTERSIGN_LONG_POLLS_MAX", fileKey: "longPollsMax")
     public static let fcmServiceAccount = Setting(
         flag: "--fcm-service-account", environment: "COUNTERSIGN_FCM_SERVICE_ACCOUNT", fileKey: "fcm.serviceAccountFile")
@@ -70,7 +72,7 @@ public struct ConfigurationLoader {
         listen, database, databasePasswordFile, nodeID, databaseConnectionWait, databaseQueryLimit, requestTTL, completionWindow, numberMatching,
         bcryptCost, bcryptQueue, logLevel, fraudSilence,
         retention,
-        rateLimits, trustedProxies, idleTimeout, headTimeout, longPollsPerAddress, longPollsTotal, fcmServiceAccount, fcmEndpoint,
+        rateLimits, trustedProxies, idleTimeout, headTimeout, longPollsPerAddress, longPollsTotal, maxDevicesPerUser, fcmServiceAccount, fcmEndpoint,
         fcmCAFile, smtpURL, smtpUser, smtpPasswordFile, smtpFrom, smtpTLS, smtpCAFile, publicURL, resetLinkTemplate, emailCodeTTL,
         mailTemplates, secretKeyFile, deviceKeys,
     ]
@@ -225,6 +227,9 @@ public struct ConfigurationLoader {
         let parseCount: (String) -> Int? = { Int($0).flatMap { (1...1_000_000).contains($0) ? $0 : nil } }
         if let perAddress = try value(Self.longPollsPerAddress, expected: count, parse: parseCount) {
             configuration.longPollsPerAddress = perAddress
+        }
+        if let devices = try value(Self.maxDevicesPerUser, expected: count, parse: parseCount) {
+            configuration.maxDevicesPerUser = devices
         }
         if let total = try value(Self.longPollsTotal, expected: count, parse: parseCount) {
             configuration.longPollsTotal = total

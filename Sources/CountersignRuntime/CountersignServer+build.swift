@@ -32,6 +32,11 @@ public func buildServer(
     let store = try await configuration.database.open(
         nodeID: { configuration.nodeID ?? DatabaseLocation.defaultNodeID(port: configuration.port) }, logger: logger)
     let cluster = store as? PostgresStore
+    if configuration.email.publicURL == nil {
+        logger.warning(
+            "no --public-url: enrollment and reset links point at the listen address; set it to the address users and devices reach",
+            metadata: ["links": "\(configuration.listenURL)"])
+    }
     let hasher = BcryptPasswordHasher(cost: configuration.bcryptCost, maxQueued: configuration.bcryptQueue)
     let pushQueue = PushQueue()
     let audit = AuditLog()
@@ -67,7 +72,8 @@ public func buildServer(
         outboxDeliverers: deliverers,
         outboxBell: bell,
         secretKeys: email.keys,
-        publicURL: configuration.email.publicURL,
+        publicURL: configuration.email.publicURL ?? configuration.listenURL,
+        maxDevicesPerUser: configuration.maxDevicesPerUser,
         deviceKeys: configuration.deviceKeys,
         longPolls: LongPollSlots(perAddress: configuration.longPollsPerAddress, total: configuration.longPollsTotal),
         idleTimeout: configuration.idleTimeout,

@@ -34,6 +34,8 @@ public struct ServeConfiguration: Sendable, Equatable {
     public var longPollsPerAddress = 1000
     /// Long polls held at once on this node; past it, polls are answered at once.
     public var longPollsTotal = 100_000
+    /// The most devices one user may have.
+    public var maxDevicesPerUser = Device.defaultMaxPerUser
     /// FCM: off unless a service account is configured.
     public var push = PushSettings()
     /// Whether answers must be signed with a device key (default `optional`).
@@ -50,6 +52,11 @@ public struct ServeConfiguration: Sendable, Equatable {
     public init(databasePath: String) {
         self.databasePath = databasePath
         self.database = .sqlite(path: databasePath)
+    }
+
+    /// `http://` and the listen address: where links point without `--public-url`.
+    public var listenURL: String {
+        "http://\(host.contains(":") ? "[\(host)]" : host):\(port)"
     }
 
     /// What the start-up log line says about the settings in force (no secret is a setting).

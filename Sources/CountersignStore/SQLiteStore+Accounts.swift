@@ -43,57 +43,55 @@ extension SQLiteStore: AccountStore {
         }
     }
 
-    public func registerDevice(
-        userID: String,
-        name: String,
-        platform: String,
-        fcmToken: String?,
-        apiKeyHash: String,
-        publicKey: DeviceKey?
-    ) async throws -> Device {
-        try await pool.write { db in
-            // A token another account's device holds stays with it: whoever presents it
-            // must not silence that device's prompts, nor have their own prompts shown there.
-            let fcmToken = try Self.tokenUnlessClaimed(fcmToken, byOtherThan: userID, db)
-            if let fcmToken {
-                // The same phone again for this user: replace that device, keeping its id.
-                if let existing = try Row.fetchOne(
-                    db.cachedStatement(sql: "SELECT * FROM devices WHERE user_id = ? AND fcm_token = ?"),
-                    arguments: [userID, fcmToken]
-                ) {
-                    var device = try Device(row: existing)
-                    device.name = name
-                    device.platform = platform
-                    device.pushEnabled = true
-                    device.publicKey = publicKey
-                    try db.cachedStatement(
-                        sql: "UPDATE devices SET name = ?, platform = ?, push_enabled = 1, api_key_hash = ?, public_key = ? WHERE id = ?"
-                    ).execute(arguments: [name, platform, apiKeyHash, publicKey?.json, device.id]
-                    )
-                    return device
-                }
+    public func registerDevice(_ registration: DeviceRegistration, maxDevices: Int) async throws -> Device {
+        try await pool.write { db in try Self.registerDevice(registration, maxDevices: maxDevices, db) }
+    }
+
+    /// Registers a device inside the caller's transaction (login, enrollment).
+    static func registerDevice(_ registration: DeviceRegistration, maxDevices: Int, _ db: Database) throws -> Device {
+        let userID = registration.userID
+        // A token another account's device holds stays with it: whoever presents it
+        // must not silence that device's prompts, nor have their own prompts shown there.
+        let fcmToken = try Self.tokenUnlessClaimed(registration.fcmToken, byOtherThan: userID, db)
+        if let fcmToken {
+            // The same phone again for this user: replace that device, keeping its id.
+            if let existing = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT * FROM devices WHERE user_id = ? AND fcm_token = ?"),
+                arguments: [userID, fcmToken]
+            ) {
+                var device = try Device(row: existing)
+                device.name = registration.name
+                device.platform = registration.platform
+                device.pushEnabled = true
+                device.publicKey = registration.publicKey
+                device.mayApproveResets = registration.mayApproveResets
+                try db.cachedStatement(
+                    sql: """
+                        UPDATE devices SET name = ?, platform = ?, push_enabled = 1, api_key_hash = ?, public_key = ?, may_approve_resets = ?
+                        WHERE id = ?
+                        """
+                ).execute(arguments: [
+                    registration.name, registration.platform, registration.apiKeyHash, registration.publicKey?.json,
+                    registration.mayApproveResets, device.id,
+                ])
+                return device
             }
-            let device = Device(
-                id: SecureToken.recordID(),
-                userID: userID,
-                name: name,
-                platform: platform,
-                fcmToken: fcmToken,
-                pushEnabled: fcmToken != nil,
-                createdAt: Date(),
-                publicKey: publicKey
-            )
-            try db.cachedStatement(
-                sql: """
-                    INSERT INTO devices (id, user_id, name, platform, fcm_token, push_enabled, api_key_hash, created_at, public_key)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """
-            ).execute(arguments: [
-                device.id, userID, name, platform, fcmToken, device.pushEnabled, apiKeyHash, device.createdAt.storedValue, publicKey?.json,
-            ]
-            )
-            return device
         }
+        let count = try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM devices WHERE user_id = ?"), arguments: [userID]) ?? 0
+        guard count < maxDevices else { throw AccountError.tooManyDevices }
+        let device = Device(
+            id: SecureToken.recordID(), userID: userID, name: registration.name, platform: registration.platform, fcmToken: fcmToken,
+            pushEnabled: fcmToken != nil, createdAt: Date(), publicKey: registration.publicKey, mayApproveResets: registration.mayApproveResets)
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO devices (id, user_id, name, platform, fcm_token, push_enabled, api_key_hash, created_at, public_key, may_approve_resets)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """
+        ).execute(arguments: [
+            device.id, userID, device.name, device.platform, fcmToken, device.pushEnabled, registration.apiKeyHash,
+            device.createdAt.storedValue, registration.publicKey?.json, device.mayApproveResets,
+        ])
+        return device
     }
 
     public func device(apiKeyHash: String) async throws -> Device? {
@@ -129,7 +127,28 @@ extension SQLiteStore: AccountStore {
 
     public func replaceAPIKey(deviceID: String, apiKeyHash: String) async throws {
         try await pool.write { db in
-            try db.cachedStatement(sql: "UPDATE devices SET api_key_hash = ? WHERE id = ?").execute(arguments: [apiKeyHash, deviceID])
+            try db.cachedStatement(sql: "UPDATE devices SET api_key_hash = ?, may_approve_resets = 1 WHERE id = ?").execute(arguments: [
+                apiKeyHash, deviceID,
+            ])
+        }
+    }
+
+    public func useProofs(_ uses: [ProofUse], until: Date, now: Date) async throws -> Bool {
+        struct Reused: Error {}
+        do {
+            try await pool.write { db in
+                try db.cachedStatement(sql: "DELETE FROM used_proofs WHERE expires_at <= ?").execute(arguments: [now.storedValue])
+                for use in uses {
+                    try db.cachedStatement(
+                        sql: "INSERT OR IGNORE INTO used_proofs (device_id, thumbprint, issued_at, expires_at) VALUES (?, ?, ?, ?)"
+                    ).execute(arguments: [use.deviceID, use.thumbprint, use.issuedAt, until.storedValue])
+                    // Thrown, so that none of them is recorded.
+                    if db.changesCount != 1 { throw Reused() }
+                }
+            }
+            return true
+        } catch is Reused {
+            return false
         }
     }
 
@@ -206,7 +225,8 @@ extension Device {
             pushEnabled: row["push_enabled"],
             createdAt: Date(stored: row["created_at"]),
             publicKey: try (row["public_key"] as String?).map { stored throws(DeviceKey.Invalid) in try DeviceKey(stored: stored) },
-            lastSeenAt: (row["last_seen_at"] as Double?).map(Date.init(stored:))
+            lastSeenAt: (row["last_seen_at"] as Double?).map(Date.init(stored:)),
+            mayApproveResets: row["may_approve_resets"]
         )
     }
 }

@@ -41,8 +41,15 @@ extension SQLiteStore: IntegrationStore {
     public func rotateIntegrationKey(id: String, apiKeyHash: String) async throws -> Bool {
         try await pool.write { db in
             try db.cachedStatement(sql: "UPDATE integrations SET api_key_hash = ? WHERE id = ?").execute(arguments: [apiKeyHash, id])
-            return db.changesCount == 1
+            guard db.changesCount == 1 else { return false }
+            try Self.voidEnrollments(integrationID: id, db)
+            return true
         }
+    }
+
+    /// Unused codes of an integration stop working (disabled, or its key rotated).
+    static func voidEnrollments(integrationID: String, _ db: Database) throws {
+        try db.cachedStatement(sql: "DELETE FROM enrollments WHERE integration_id = ? AND used_at IS NULL").execute(arguments: [integrationID])
     }
 
     public func setWebhook(integrationID: String, url: String?, secret: String?) async throws -> Bool {
@@ -57,11 +64,13 @@ extension SQLiteStore: IntegrationStore {
     public func setIntegrationEnabled(id: String, enabled: Bool) async throws -> Bool {
         try await pool.write { db in
             try db.cachedStatement(sql: "UPDATE integrations SET enabled = ? WHERE id = ?").execute(arguments: [enabled, id])
-            return db.changesCount == 1
+            guard db.changesCount == 1 else { return false }
+            if !enabled { try Self.voidEnrollments(integrationID: id, db) }
+            return true
         }
     }
 
-    public func ensureUser(email: String) async throws -> (user: User, created: Bool) {
+    public func ensureUser(email: String, integrationID: String) async throws -> (user: User, created: Bool) {
         let email = User.normalize(email: email)
         return try await pool.write { db in
             if let existing = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM users WHERE email = ?"), arguments: [email]) {
@@ -69,10 +78,44 @@ extension SQLiteStore: IntegrationStore {
             }
             // No password: the empty hash matches none (login checks a decoy instead).
             let user = User(id: SecureToken.recordID(), email: email, passwordHash: "", createdAt: Date())
-            try db.cachedStatement(sql: "INSERT INTO users (id, email, password_hash, created_at) VALUES (?, ?, ?, ?)").execute(arguments: [
-                user.id, user.email, user.passwordHash, user.createdAt.storedValue,
-            ])
+            try db.cachedStatement(sql: "INSERT INTO users (id, email, password_hash, created_at, owner_integration_id) VALUES (?, ?, ?, ?, ?)")
+                .execute(arguments: [user.id, user.email, user.passwordHash, user.createdAt.storedValue, integrationID])
             return (user, true)
+        }
+    }
+
+    public func user(email: String, reachableBy integrationID: String) async throws -> User? {
+        try readNow { db in
+            try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT * FROM users WHERE email = ? AND \(Self.reachable)"),
+                arguments: [User.normalize(email: email), integrationID, integrationID]
+            ).map(User.init(row:))
+        }
+    }
+
+    /// The condition on `users` that an integration (bound twice) reaches the user.
+    static let reachable = """
+        (owner_integration_id = ? OR EXISTS (SELECT 1 FROM integration_grants g WHERE g.user_id = users.id AND g.integration_id = ?))
+        """
+
+    public func grantUser(integrationID: String, userID: String, at: Date) async throws -> Bool {
+        try await pool.write { db in
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO integration_grants (integration_id, user_id, created_at) VALUES (?, ?, ?)")
+                .execute(arguments: [integrationID, userID, at.storedValue])
+            return db.changesCount == 1
+        }
+    }
+
+    public func revokeGrant(integrationID: String, userID: String) async throws -> Bool {
+        try await pool.write { db in
+            try db.cachedStatement(sql: "DELETE FROM integration_grants WHERE integration_id = ? AND user_id = ?").execute(arguments: [
+                integrationID, userID,
+            ])
+            guard db.changesCount == 1 else { return false }
+            // Codes issued under the grant die with it.
+            try db.cachedStatement(sql: "DELETE FROM enrollments WHERE integration_id = ? AND user_id = ? AND used_at IS NULL").execute(
+                arguments: [integrationID, userID])
+            return true
         }
     }
 
@@ -89,19 +132,30 @@ extension SQLiteStore: IntegrationStore {
         }
     }
 
-    public func redeemEnrollment(codeHash: String, now: Date) async throws -> (userID: String, integrationID: String)? {
+    public func enroll(
+        codeHash: String, now: Date, maxDevices: Int, registration: @escaping @Sendable (_ userID: String) -> DeviceRegistration
+    ) async throws -> (device: Device, integrationID: String)? {
         try await pool.write { db in
             guard
                 let row = try Row.fetchOne(
                     db.cachedStatement(
-                        sql: "SELECT user_id, integration_id FROM enrollments WHERE code_hash = ? AND used_at IS NULL AND expires_at > ?"),
+                        sql: """
+                            SELECT e.user_id, e.integration_id FROM enrollments e
+                            JOIN integrations i ON i.id = e.integration_id AND i.enabled
+                            JOIN users u ON u.id = e.user_id
+                            WHERE e.code_hash = ? AND e.used_at IS NULL AND e.expires_at > ? AND (u.owner_integration_id = e.integration_id
+                                OR EXISTS (SELECT 1 FROM integration_grants g WHERE g.user_id = u.id AND g.integration_id = e.integration_id))
+                            """),
                     arguments: [codeHash, now.storedValue])
             else { return nil }
             try db.cachedStatement(sql: "UPDATE enrollments SET used_at = ? WHERE code_hash = ? AND used_at IS NULL").execute(arguments: [
                 now.storedValue, codeHash,
             ])
             guard db.changesCount == 1 else { return nil }
-            return (row["user_id"], row["integration_id"])
+            let userID: String = row["user_id"]
+            // A throw here (too many devices) rolls the whole transaction back: the code stays usable.
+            let device = try Self.registerDevice(registration(userID), maxDevices: maxDevices, db)
+            return (device, row["integration_id"])
         }
     }
 
@@ -143,14 +197,16 @@ extension SQLiteStore: IntegrationStore {
         }
     }
 
-    /// Removes enrollment codes and idempotency keys past their use; returns how many.
+    /// Removes enrollment codes, idempotency keys and used proofs past their use; returns how many.
     static func pruneIntegrationRecords(now: Date, _ db: Database) throws -> Int {
         try db.cachedStatement(sql: "DELETE FROM enrollments WHERE expires_at < ?").execute(arguments: [now.storedValue])
         let enrollments = db.changesCount
         try db.cachedStatement(sql: "DELETE FROM idempotency_keys WHERE created_at < ?").execute(arguments: [
             now.addingTimeInterval(-IdempotencyRecord.window).storedValue
         ])
-        return enrollments + db.changesCount
+        let keys = db.changesCount
+        try db.cachedStatement(sql: "DELETE FROM used_proofs WHERE expires_at <= ?").execute(arguments: [now.storedValue])
+        return enrollments + keys + db.changesCount
     }
 }
 

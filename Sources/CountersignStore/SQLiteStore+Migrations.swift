@@ -157,6 +157,35 @@ extension SQLiteStore {
                     ALTER TABLE devices ADD COLUMN last_seen_at REAL;
                     """)
         }
+        migrator.registerMigration("v7-trust") { db in
+            // Who created a user (an integration reaches its own users and those
+            // granted to it), whether a device may answer a password reset (a
+            // login with the password; an enrollment alone does not), and the
+            // proofs of possession already used. Users an integration made
+            // before this version get it as owner, from the audit trail.
+            try db.execute(
+                sql: """
+                    ALTER TABLE users ADD COLUMN owner_integration_id TEXT;
+                    ALTER TABLE devices ADD COLUMN may_approve_resets INTEGER NOT NULL DEFAULT 1;
+                    CREATE TABLE integration_grants (
+                        integration_id TEXT NOT NULL,
+                        user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                        created_at REAL NOT NULL,
+                        PRIMARY KEY (integration_id, user_id)
+                    );
+                    CREATE TABLE used_proofs (
+                        device_id TEXT NOT NULL,
+                        thumbprint TEXT NOT NULL,
+                        issued_at INTEGER NOT NULL,
+                        expires_at REAL NOT NULL,
+                        PRIMARY KEY (device_id, thumbprint, issued_at)
+                    );
+                    UPDATE users SET owner_integration_id = (
+                        SELECT i.id FROM audit_events a JOIN integrations i ON a.detail = 'integration ' || i.name
+                        WHERE a.kind = 'user_created' AND a.user_id = users.id ORDER BY a.at LIMIT 1)
+                    WHERE password_hash = '';
+                    """)
+        }
         return migrator
     }
 }

@@ -9,7 +9,7 @@ struct IntegrationCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "integration",
         abstract: "Manage integrations: the relying services that use the approvals API.",
-        subcommands: [Add.self, List.self, RotateKey.self, SetWebhook.self, Disable.self, Enable.self]
+        subcommands: [Add.self, List.self, RotateKey.self, SetWebhook.self, Disable.self, Enable.self, Grant.self, RevokeGrant.self]
     )
 
     struct Add: AsyncParsableCommand {
@@ -134,6 +134,44 @@ struct IntegrationCommand: AsyncParsableCommand {
         @OptionGroup var database: DatabaseOptions
 
         func run() async throws { try await setEnabled(true, integration, database) }
+    }
+
+    struct Grant: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Let an integration enroll and list devices for a user it did not create (a password user, or another's).")
+        @Argument(help: "The integration's id or name.") var integration: String
+        @Argument(help: "The user's email.") var email: String
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            let store = try await database.open()
+            let found = try await find(integration, in: store)
+            guard let user = try await store.user(email: email) else { throw ValidationError("no user \(email)") }
+            let granted = try await store.grantUser(integrationID: found.id, userID: user.id, at: Date())
+            if granted {
+                try await store.append([AuditEvent(kind: .integrationGranted, userID: user.id, detail: "integration \(found.name)")])
+            }
+            print(granted ? "\(found.name) may now enroll devices for \(user.email)" : "\(found.name) already reaches \(user.email)")
+        }
+    }
+
+    struct RevokeGrant: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "revoke-grant", abstract: "Take a grant back; the integration's unused codes for the user stop working.")
+        @Argument(help: "The integration's id or name.") var integration: String
+        @Argument(help: "The user's email.") var email: String
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            let store = try await database.open()
+            let found = try await find(integration, in: store)
+            guard let user = try await store.user(email: email) else { throw ValidationError("no user \(email)") }
+            guard try await store.revokeGrant(integrationID: found.id, userID: user.id) else {
+                throw ValidationError("\(found.name) has no grant for \(user.email)")
+            }
+            try await store.append([AuditEvent(kind: .integrationGrantRevoked, userID: user.id, detail: "integration \(found.name)")])
+            print("\(found.name) no longer reaches \(user.email); devices it enrolled stay until removed")
+        }
     }
 }
 

@@ -68,6 +68,8 @@ struct Serve: AsyncParsableCommand {
     var longPollsPerAddress: String?
     @Option(name: .customLong(Setting.longPollsTotal.longName), help: "Long polls held at once on this node (default 100000).")
     var longPollsMax: String?
+    @Option(name: .customLong(Setting.maxDevicesPerUser.longName), help: "The most devices one user may have (default 20).")
+    var maxDevicesPerUser: String?
     @OptionGroup var push: PushOptions
     @Option(
         name: .customLong(Setting.deviceKeys.longName),
@@ -103,6 +105,7 @@ struct Serve: AsyncParsableCommand {
             Setting.fraudSilence.flag: fraudSilence,
             Setting.retention.flag: auditRetentionDays, Setting.idleTimeout.flag: idleTimeout, Setting.headTimeout.flag: headerTimeout,
             Setting.longPollsPerAddress.flag: longPollsPerAddress, Setting.longPollsTotal.flag: longPollsMax,
+            Setting.maxDevicesPerUser.flag: maxDevicesPerUser,
             Setting.publicURL.flag: publicURL, Setting.resetLinkTemplate.flag: resetLinkTemplate, Setting.emailCodeTTL.flag: emailCodeTTL,
             Setting.mailTemplates.flag: mailTemplates, Setting.secretKeyFile.flag: secretKeyFile, Setting.deviceKeys.flag: deviceKeys,
         ].merging(push.flags) { $1 }.merging(mail.flags) { $1 }

@@ -103,8 +103,12 @@ import Testing
             #expect(disabled["error"] == "unauthorized")
             #expect(try await daemon.v1(.GET, "/v1/approvals/\(id)", key: nil).status == 401)
 
-            // Removing a device revokes its key.
-            #expect(try await daemon.v1(.DELETE, "/v1/users/\(Fixture.email)/devices/\(device)", key: other.key).status == 200)
+            // Removing a device revokes its key; another integration cannot reach the user at all (trust.md).
+            #expect(try await daemon.server.store.setIntegrationEnabled(id: acme.id, enabled: true))
+            let byOther = try await daemon.v1(.DELETE, "/v1/users/\(Fixture.email)/devices/\(device)", key: other.key)
+            #expect(byOther.status == 404)
+            #expect(byOther["error"] == "user_not_found")
+            #expect(try await daemon.v1(.DELETE, "/v1/users/\(Fixture.email)/devices/\(device)", key: rotated).status == 200)
             #expect(try await daemon.call(.GET, "/api/mobile/approvals/pending", apiKey: deviceKey).status == 401)
 
             // The trail names the integration on each step.

@@ -1,11 +1,12 @@
 import CountersignCore
-import CountersignDeviceKeys
 import CountersignRuntime
 import Crypto
 import Foundation
 import JWTKit
 import NIOHTTP1
 import Testing
+
+@testable import CountersignDeviceKeys
 
 /// Answers bound to a P-256 key that never leaves the phone.
 @Suite struct DeviceKeyTests {
@@ -156,9 +157,77 @@ import Testing
     }
 
     /// A JWS put together by hand, so that its header can say anything, signed with `key`.
-    static func handSigned(header: String, payload: AnswerSignature.Payload, key: P256.Signing.PrivateKey) throws -> String {
+    /// The signature has the form the daemon accepts (`s` low) unless `highS`.
+    static func handSigned(header: String, payload: AnswerSignature.Payload, key: P256.Signing.PrivateKey, highS: Bool = false) throws -> String {
         let input = base64url(Data(header.utf8)) + "." + base64url(try JSONEncoder().encode(payload))
-        return input + "." + base64url(try key.signature(for: Data(input.utf8)).rawRepresentation)
+        // ECDSA is randomised: about every other signature has a low `s`.
+        while true {
+            let signature = try key.signature(for: Data(input.utf8)).rawRepresentation
+            if SignatureForm.hasLowS(Array(signature.suffix(32))) != highS { return input + "." + base64url(signature) }
+        }
+    }
+
+    /// trust.md: one signature has one text. A valid signature with a high `s`
+    /// and one whose last character carries padding bits are refused (401);
+    /// a proof of possession is used once by what it means, so a second
+    /// signature over the same claims is refused too.
+    @Test func aSignatureHasOneTextAndAProofOneUse() async throws {
+        try await withTestDaemon(configure: { $0.rateLimits[.respondPerDevice] = RateLimit(count: 100, window: 60) }) { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let p256 = P256.Signing.PrivateKey()
+            let phone = try await Self.signIn(daemon, key: ES256PrivateKey(backing: p256))
+            let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            let header = #"{"alg":"ES256","typ":"countersign-answer+jwt"}"#
+            let payload = phone.payload(id, code: code)
+            let high = try Self.handSigned(header: header, payload: payload, key: p256, highS: true)
+            // It is a valid ECDSA signature all the same: the refusal is the form's.
+            let parts = high.split(separator: ".")
+            let signature = try P256.Signing.ECDSASignature(rawRepresentation: try #require(DeviceKey.decode(String(parts[2]))))
+            #expect(p256.publicKey.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8)))
+            let refusedHigh = try await Self.respond(daemon, id, apiKey: phone.apiKey, code: code, signature: high)
+            #expect(refusedHigh.status == 401)
+            #expect(refusedHigh["error"] == "invalid_signature")
+            let low = try Self.handSigned(header: header, payload: payload, key: p256)
+            // 64 bytes are 86 characters; the last carries 2 bits and 4 that must be zero.
+            let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+            let lastCharacter = try #require(low.last)
+            let last = try #require(alphabet.firstIndex(of: lastCharacter))
+            let padded = String(low.dropLast()) + String(alphabet[last ^ 1])
+            #expect(DeviceKey.decode(String(padded.split(separator: ".")[2])) == DeviceKey.decode(String(low.split(separator: ".")[2])))
+            #expect(try await Self.respond(daemon, id, apiKey: phone.apiKey, code: code, signature: padded).status == 401)
+            for empty in ["", "a.b.c", "not a jws"] {
+                let answer = try await Self.respond(daemon, id, apiKey: phone.apiKey, code: code, signature: empty)
+                #expect(answer.status == 401, "\(empty)")
+                #expect(answer["error"] == "invalid_signature")
+            }
+            #expect(try await daemon.status(id)["status"] == "pending")
+            #expect(try await Self.respond(daemon, id, apiKey: phone.apiKey, code: code, signature: low).status == 200)
+
+            // A new key's proof, then another text of the same claims (the same second): refused.
+            let next = ES256PrivateKey()
+            let at = Date()
+            let current = phone.key
+            func put(_ proof: String, previous: String) async throws -> Int {
+                try await daemon.call(
+                    .PUT, "/api/mobile/device/public-key",
+                    json: ["publicKey": try DeviceKey(signingKey: next).jwk, "proof": proof, "previousProof": previous], apiKey: phone.apiKey
+                ).status
+            }
+            let proof = try await PossessionProof.sign(deviceID: phone.deviceID, at: at, with: next)
+            let previous = try await PossessionProof.sign(deviceID: phone.deviceID, at: at, with: current)
+            let sameMeaning = try await PossessionProof.sign(deviceID: phone.deviceID, at: at, with: next)
+            #expect(sameMeaning != proof)
+            #expect(try await put(proof, previous: previous) == 200)
+            // Back to the first key would need the new key's proof as `previous`: its one use is gone.
+            let again = try await daemon.call(
+                .PUT, "/api/mobile/device/public-key",
+                json: [
+                    "publicKey": try DeviceKey(signingKey: current).jwk,
+                    "proof": try await PossessionProof.sign(deviceID: phone.deviceID, at: at.addingTimeInterval(1), with: current),
+                    "previousProof": sameMeaning,
+                ], apiKey: phone.apiKey)
+            #expect(again.status == 401)
+        }
     }
 
     @Test func aGenuineSignatureUnderAHeaderThatWidensTheCheckIsRefused() async throws {
@@ -254,7 +323,10 @@ import Testing
     }
 
     @Test func settingOrReplacingAKeyNeedsProofOfPossession() async throws {
-        try await withTestDaemon(configure: { $0.rateLimits[.respondPerDevice] = RateLimit(count: 100, window: 60) }) { daemon in
+        try await withTestDaemon(configure: {
+            $0.rateLimits[.respondPerDevice] = RateLimit(count: 100, window: 60)
+            $0.rateLimits[.deviceKeyChangesPerDevice] = RateLimit(count: 100, window: 3600)
+        }) { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             let (apiKey, deviceID) = try await daemon.login(Fixture.email, password: Fixture.password)
             func put(_ key: ES256PrivateKey, proof: String, previousProof: String? = nil) async throws -> TestDaemon.Answer {
@@ -291,7 +363,8 @@ import Testing
                 .init(requestId: earlier, decision: "approve", numberCode: earlierCode, iat: Int(Date().timeIntervalSince1970), deviceId: deviceID),
                 with: first)
             #expect(try await put(second, proof: newProof, previousProof: answerByFirst).status == 401)
-            let previous = try await PossessionProof.sign(deviceID: deviceID, at: Date(), with: first)
+            // A second later than `firstProof`: a proof is one use of (device, key, iat).
+            let previous = try await PossessionProof.sign(deviceID: deviceID, at: Date().addingTimeInterval(1), with: first)
             #expect(try await put(second, proof: newProof, previousProof: previous).status == 200)
 
             // From now on only the new key's signatures count.

@@ -51,6 +51,126 @@ extension StoreTests {
         #expect(try await nodeA.outboxDepth()[.mail, default: 0] == 0)
     }
 
+    /// Enrolls a device named `token` with the code `codeHash`, as `POST /auth/enroll` does.
+    static func enroll(
+        _ store: any CountersignStorage, _ codeHash: String, now: Date, token: String? = nil, maxDevices: Int = 20
+    )
+        async throws -> Device?
+    {
+        try await store.enroll(codeHash: codeHash, now: now, maxDevices: maxDevices) { userID in
+            DeviceRegistration(
+                userID: userID, name: token ?? "phone", platform: "android", fcmToken: token, apiKeyHash: "key-\(UUID().uuidString)",
+                publicKey: nil, mayApproveResets: false)
+        }?.device
+    }
+
+    /// trust.md: an integration reaches the users it created and those granted
+    /// to it; codes work only while it is enabled and reaches the user; a
+    /// refused enrollment leaves its code usable; an enrolled device may not
+    /// answer resets until the password is given on it.
+    @Test(arguments: Backend.available) func integrationsReachOnlyTheirOwnUsers(backend: Backend) async throws {
+        let store = try await open(backend)
+        let now = Date()
+        for (id, name) in [("int_1", "Acme"), ("int_2", "Other")] {
+            try await store.createIntegration(
+                Integration(id: id, name: name, webhookURL: nil, webhookSecret: nil, enabled: true, createdAt: now), apiKeyHash: "kh-\(id)")
+        }
+        let ana = try await store.createUser(email: "ana@example.com", passwordHash: "h")
+        let (bob, _) = try await store.ensureUser(email: "bob@example.com", integrationID: "int_2")
+        // act & check: neither a password user nor another integration's user is reachable.
+        #expect(try await store.user(email: "ana@example.com", reachableBy: "int_1") == nil)
+        #expect(try await store.user(email: "bob@example.com", reachableBy: "int_1") == nil)
+        #expect(try await store.user(email: "bob@example.com", reachableBy: "int_2")?.id == bob.id)
+        // A code issued for an unreachable user (say, before a grant was revoked) enrolls nothing.
+        try await store.createEnrollment(codeHash: "ana-1", userID: ana.id, integrationID: "int_1", createdAt: now, expiresAt: now + 600)
+        #expect(try await Self.enroll(store, "ana-1", now: now) == nil)
+        #expect(try await store.grantUser(integrationID: "int_1", userID: ana.id, at: now))
+        #expect(try await store.grantUser(integrationID: "int_1", userID: ana.id, at: now) == false)
+        #expect(try await store.user(email: "ana@example.com", reachableBy: "int_1")?.id == ana.id)
+        try await store.createEnrollment(codeHash: "ana-2", userID: ana.id, integrationID: "int_1", createdAt: now, expiresAt: now + 600)
+        let enrolled = try #require(try await Self.enroll(store, "ana-2", now: now, token: "enrolled"))
+        #expect(enrolled.mayApproveResets == false)
+        // The password given on the device (refresh-key) lets it answer resets.
+        try await store.replaceAPIKey(deviceID: enrolled.id, apiKeyHash: "fresh")
+        #expect(try await store.device(id: enrolled.id)?.mayApproveResets == true)
+        // Revoking the grant voids the unused codes issued under it.
+        try await store.createEnrollment(codeHash: "ana-3", userID: ana.id, integrationID: "int_1", createdAt: now, expiresAt: now + 600)
+        #expect(try await store.revokeGrant(integrationID: "int_1", userID: ana.id))
+        #expect(try await store.user(email: "ana@example.com", reachableBy: "int_1") == nil)
+        _ = try await store.grantUser(integrationID: "int_1", userID: ana.id, at: now)
+        #expect(try await Self.enroll(store, "ana-3", now: now) == nil)
+        // Disabling, and rotating the key, void outstanding codes; enabling again does not revive them.
+        try await store.createEnrollment(codeHash: "bob-1", userID: bob.id, integrationID: "int_2", createdAt: now, expiresAt: now + 600)
+        try await store.createEnrollment(codeHash: "bob-2", userID: bob.id, integrationID: "int_2", createdAt: now, expiresAt: now + 600)
+        #expect(try await store.setIntegrationEnabled(id: "int_2", enabled: false))
+        #expect(try await store.setIntegrationEnabled(id: "int_2", enabled: true))
+        #expect(try await Self.enroll(store, "bob-1", now: now) == nil)
+        try await store.createEnrollment(codeHash: "bob-3", userID: bob.id, integrationID: "int_2", createdAt: now, expiresAt: now + 600)
+        #expect(try await store.rotateIntegrationKey(id: "int_2", apiKeyHash: "kh-new"))
+        #expect(try await Self.enroll(store, "bob-3", now: now) == nil)
+    }
+
+    /// trust.md: a user's devices are bounded; a refused enrollment creates
+    /// nothing and leaves the code usable (one transaction).
+    @Test(arguments: Backend.available) func aUsersDevicesAreBoundedAndARefusedEnrollmentKeepsItsCode(backend: Backend) async throws {
+        let store = try await open(backend)
+        let now = Date()
+        try await store.createIntegration(
+            Integration(id: "int_1", name: "Acme", webhookURL: nil, webhookSecret: nil, enabled: true, createdAt: now), apiKeyHash: "kh")
+        let (user, _) = try await store.ensureUser(email: "ana@example.com", integrationID: "int_1")
+        for index in 0..<2 {
+            _ = try await store.registerDevice(
+                DeviceRegistration(
+                    userID: user.id, name: "p\(index)", platform: "ios", fcmToken: "tok-\(index)", apiKeyHash: "k\(index)", publicKey: nil,
+                    mayApproveResets: true), maxDevices: 2)
+        }
+        await #expect(throws: AccountError.tooManyDevices) {
+            try await store.registerDevice(
+                DeviceRegistration(
+                    userID: user.id, name: "third", platform: "ios", fcmToken: "tok-3", apiKeyHash: "k3", publicKey: nil, mayApproveResets: true),
+                maxDevices: 2)
+        }
+        // The same phone again replaces its device: no new one, so no refusal.
+        let again = try await store.registerDevice(
+            DeviceRegistration(
+                userID: user.id, name: "p0 again", platform: "ios", fcmToken: "tok-0", apiKeyHash: "k0b", publicKey: nil, mayApproveResets: true),
+            maxDevices: 2)
+        #expect(again.name == "p0 again")
+        try await store.createEnrollment(codeHash: "code", userID: user.id, integrationID: "int_1", createdAt: now, expiresAt: now + 600)
+        await #expect(throws: AccountError.tooManyDevices) { try await Self.enroll(store, "code", now: now, token: "tok-9", maxDevices: 2) }
+        #expect(try await store.devices(userID: user.id).count == 2)
+        // Room made, the same code still works.
+        let removed = try #require(try await store.devices(userID: user.id).first)
+        #expect(try await store.deleteDevice(id: removed.id))
+        #expect(try await Self.enroll(store, "code", now: now, token: "tok-9", maxDevices: 2) != nil)
+    }
+
+    /// trust.md: a proof of possession is used once by its meaning, whichever
+    /// node sees it, and all of a request's proofs or none are recorded.
+    @Test(arguments: Backend.available) func aProofIsUsedOnceByItsMeaningOnEveryNode(backend: Backend) async throws {
+        let database = try await newDatabase(backend)
+        let nodes = [try await open(backend, database, node: "a"), try await open(backend, database, node: "b")]
+        let now = Date()
+        let first = ProofUse(deviceID: "d1", thumbprint: "k1", issuedAt: 100)
+        let second = ProofUse(deviceID: "d1", thumbprint: "k2", issuedAt: 100)
+        #expect(try await nodes[0].useProofs([first], until: now + 600, now: now))
+        #expect(try await nodes[1].useProofs([first], until: now + 600, now: now) == false)
+        // One used proof in a pair: nothing of the pair is recorded.
+        #expect(try await nodes[1].useProofs([second, first], until: now + 600, now: now) == false)
+        #expect(try await nodes[0].useProofs([second], until: now + 600, now: now))
+        // Once it could no longer be accepted, it is forgotten.
+        #expect(try await nodes[1].useProofs([first], until: now + 1200, now: now + 601))
+        let racing = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for index in 0..<8 {
+                group.addTask {
+                    try await nodes[index % 2].useProofs([ProofUse(deviceID: "d2", thumbprint: "k", issuedAt: 7)], until: now + 600, now: now)
+                }
+            }
+            return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+        }
+        #expect(racing == 1)
+    }
+
     static func claimAll(_ store: any CountersignStorage, now: Date) async throws -> [String] {
         var claimed: [String] = []
         while true {
@@ -147,21 +267,24 @@ extension StoreTests {
         let database = try await newDatabase(backend)
         let nodes = [try await open(backend, database, node: "a"), try await open(backend, database, node: "b")]
         let now = Date()
-        let (user, created) = try await nodes[0].ensureUser(email: "Ana@example.com")
+        try await nodes[0].createIntegration(
+            Integration(id: "int_1", name: "Admin", webhookURL: nil, webhookSecret: nil, enabled: true, createdAt: now), apiKeyHash: "kh")
+        let (user, created) = try await nodes[0].ensureUser(email: "Ana@example.com", integrationID: "int_1")
         #expect(created)
-        #expect(try await nodes[1].ensureUser(email: "ana@example.com").created == false)
+        #expect(try await nodes[1].ensureUser(email: "ana@example.com", integrationID: "int_2").created == false)
         try await nodes[0].createEnrollment(
             codeHash: "code", userID: user.id, integrationID: "int_1", createdAt: now, expiresAt: now.addingTimeInterval(600))
         let redeemed = try await withThrowingTaskGroup(of: Bool.self) { group in
-            for index in 0..<10 { group.addTask { try await nodes[index % 2].redeemEnrollment(codeHash: "code", now: now) != nil } }
+            for index in 0..<10 { group.addTask { try await Self.enroll(nodes[index % 2], "code", now: now, token: "t\(index)") != nil } }
             return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
         }
         #expect(redeemed == 1)
+        #expect(try await nodes[0].devices(userID: user.id).count == 1)
         // approvals-api.md: a code is valid 10 minutes, not a second more.
         try await nodes[0].createEnrollment(
             codeHash: "late", userID: user.id, integrationID: "int_1", createdAt: now, expiresAt: now.addingTimeInterval(600))
-        #expect(try await nodes[1].redeemEnrollment(codeHash: "late", now: now.addingTimeInterval(601)) == nil)
-        #expect(try await nodes[1].redeemEnrollment(codeHash: "late", now: now.addingTimeInterval(599)) != nil)
+        #expect(try await Self.enroll(nodes[1], "late", now: now.addingTimeInterval(601)) == nil)
+        #expect(try await Self.enroll(nodes[1], "late", now: now.addingTimeInterval(599)) != nil)
         let inserted = try await withThrowingTaskGroup(of: Bool.self) { group in
             for index in 0..<8 {
                 group.addTask {

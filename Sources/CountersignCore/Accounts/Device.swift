@@ -15,6 +15,9 @@ public struct Device: Sendable, Equatable {
     public var publicKey: DeviceKey?
     /// When it last used its API key (to within a minute).
     public var lastSeenAt: Date?
+    /// Whether it may answer a password reset: the user signed in on it with
+    /// the password. A device an integration enrolled may not.
+    public var mayApproveResets: Bool
 
     public init(
         id: String,
@@ -25,7 +28,8 @@ public struct Device: Sendable, Equatable {
         pushEnabled: Bool,
         createdAt: Date,
         publicKey: DeviceKey? = nil,
-        lastSeenAt: Date? = nil
+        lastSeenAt: Date? = nil,
+        mayApproveResets: Bool = true
     ) {
         self.id = id
         self.userID = userID
@@ -36,7 +40,11 @@ public struct Device: Sendable, Equatable {
         self.createdAt = createdAt
         self.publicKey = publicKey
         self.lastSeenAt = lastSeenAt
+        self.mayApproveResets = mayApproveResets
     }
+
+    /// The most devices a user may have unless configured otherwise.
+    public static let defaultMaxPerUser = 20
 
     /// How stale `lastSeenAt` may get before a request writes it again.
     public static let lastSeenResolution: TimeInterval = 60
@@ -52,5 +60,29 @@ public struct Device: Sendable, Equatable {
     /// Only the last characters of a push token ever reach a log.
     public static func tokenSuffix(_ token: String) -> String {
         "…" + String(token.suffix(6))
+    }
+}
+
+/// A device to register, at login or enrollment.
+public struct DeviceRegistration: Sendable {
+    public var userID: String
+    public var name: String
+    public var platform: String
+    public var fcmToken: String?
+    public var apiKeyHash: String
+    public var publicKey: DeviceKey?
+    /// A login (with the password) may approve resets; an enrollment may not.
+    public var mayApproveResets: Bool
+
+    public init(
+        userID: String, name: String, platform: String, fcmToken: String?, apiKeyHash: String, publicKey: DeviceKey?, mayApproveResets: Bool
+    ) {
+        self.userID = userID
+        self.name = name
+        self.platform = platform
+        self.fcmToken = fcmToken
+        self.apiKeyHash = apiKeyHash
+        self.publicKey = publicKey
+        self.mayApproveResets = mayApproveResets
     }
 }

@@ -66,10 +66,24 @@ public struct DeviceKey: Sendable, Equatable {
         try self.init(jwk: object)
     }
 
-    static func decode(_ text: String) -> Data? {
+    public static func decode(_ text: String) -> Data? {
         guard !text.isEmpty, text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else { return nil }
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.count % 4 != 0 { base64 += "=" }
         return Data(base64Encoded: base64)
+    }
+}
+
+/// A proof of possession by what it means, not by its text: the device, the
+/// key it proves (RFC 7638 thumbprint) and its `iat`. Each is used once.
+public struct ProofUse: Sendable, Hashable {
+    public var deviceID: String
+    public var thumbprint: String
+    public var issuedAt: Int
+
+    public init(deviceID: String, thumbprint: String, issuedAt: Int) {
+        self.deviceID = deviceID
+        self.thumbprint = thumbprint
+        self.issuedAt = issuedAt
     }
 }

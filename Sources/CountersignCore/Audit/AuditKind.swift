@@ -45,4 +45,8 @@ public enum AuditKind: String, Sendable, CaseIterable, Codable {
     case webhookFailed = "webhook_failed"
     case webhookDropped = "webhook_dropped"
     case webhookRedelivered = "webhook_redelivered"
+    case deviceAdded = "device_added"
+    case deviceRefused = "device_refused"
+    case integrationGranted = "integration_granted"
+    case integrationGrantRevoked = "integration_grant_revoked"
 }

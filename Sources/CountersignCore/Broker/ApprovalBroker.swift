@@ -440,7 +440,7 @@ public actor ApprovalBroker {
     private func push(_ job: PushJob, logger: Logger) {
         guard let dropped = pushQueue.enqueue(job) else { return }
         logger.warning(
-            "push queue full: dropped the oldest job of its kind", metadata: ["type": "\(dropped.type)", "request": "\(dropped.requestRef)"])
+            "push queue full: dropped the oldest job of its kind", metadata: ["type": "\(dropped.type)", "request": "\(dropped.requestRef ?? "-")"])
         audit.record(
             AuditEvent(
                 at: now(), kind: .pushed, userID: dropped.userID, requestRef: dropped.requestRef, detail: "\(dropped.type): dropped, push queue full")

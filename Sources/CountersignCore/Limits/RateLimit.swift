@@ -26,6 +26,9 @@ public enum RateLimitName: String, Sendable, CaseIterable {
     case approvalsPerUser
     case approvalsPerIntegration
     case enrollFailuresPerIP
+    case enrollmentsPerIntegration
+    case approvalsPerUserAllIntegrations
+    case deviceKeyChangesPerDevice
 
     public var defaultLimit: RateLimit {
         switch self {
@@ -42,6 +45,9 @@ public enum RateLimitName: String, Sendable, CaseIterable {
         case .approvalsPerUser: RateLimit(count: 10, window: 60)
         case .approvalsPerIntegration: RateLimit(count: 100, window: 1)
         case .enrollFailuresPerIP: RateLimit(count: 10, window: 900)
+        case .enrollmentsPerIntegration: RateLimit(count: 30, window: 600)
+        case .approvalsPerUserAllIntegrations: RateLimit(count: 30, window: 60)
+        case .deviceKeyChangesPerDevice: RateLimit(count: 5, window: 3600)
         }
     }
 }

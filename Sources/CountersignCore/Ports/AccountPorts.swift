@@ -24,18 +24,16 @@ public protocol DeviceAccountStore: DeviceDirectory {
     /// replaces that device (its old key stops working); a push token that a
     /// device of another user holds is not taken: the new device is pull only.
     /// The device gets `publicKey` (or none), also when it replaces one of the same push token.
-    func registerDevice(
-        userID: String,
-        name: String,
-        platform: String,
-        fcmToken: String?,
-        apiKeyHash: String,
-        publicKey: DeviceKey?
-    ) async throws -> Device
+    /// A new device beyond `maxDevices` of the user throws ``AccountError/tooManyDevices``, creating nothing.
+    func registerDevice(_ registration: DeviceRegistration, maxDevices: Int) async throws -> Device
     /// Sets or replaces the key a device signs its answers with, if its key is
     /// still `current` (what the proofs were checked against): `false` when it changed meanwhile.
     func setDeviceKey(deviceID: String, key: DeviceKey, replacing current: DeviceKey?) async throws -> Bool
+    /// A new API key, given for the password: the device may approve resets from now on.
     func replaceAPIKey(deviceID: String, apiKeyHash: String) async throws
+    /// Records proofs of possession as used until `until`, all or none: `false`
+    /// when any was used before (on any node, before any restart).
+    func useProofs(_ uses: [ProofUse], until: Date, now: Date) async throws -> Bool
     /// Sets a new push token; a device whose token died gets push back. A token
     /// that a device of another user holds stays there: this device is left pull only.
     func updatePushToken(deviceID: String, fcmToken: String?) async throws
@@ -67,7 +65,22 @@ public protocol UserAdministration: Sendable {
 /// Users and their trusted devices: every account port, as a backend implements them.
 public typealias AccountStore = ApproverDirectory & DeviceAccountStore & PushTargetStore & UserAdministration
 
+extension DeviceAccountStore {
+    /// A signed-in device (it may approve resets), with no bound on the user's devices.
+    public func registerDevice(
+        userID: String, name: String, platform: String, fcmToken: String?, apiKeyHash: String, publicKey: DeviceKey?
+    ) async throws -> Device {
+        try await registerDevice(
+            DeviceRegistration(
+                userID: userID, name: name, platform: platform, fcmToken: fcmToken, apiKeyHash: apiKeyHash, publicKey: publicKey,
+                mayApproveResets: true),
+            maxDevices: .max)
+    }
+}
+
 public enum AccountError: Error, Equatable {
     case emailTaken
     case unknownUser
+    /// The user has as many devices as allowed.
+    case tooManyDevices
 }

@@ -14,15 +14,28 @@ public protocol IntegrationStore: Sendable {
     func rotateIntegrationKey(id: String, apiKeyHash: String) async throws -> Bool
     /// Sets or (with `nil`) removes the webhook; `false` for an unknown id.
     func setWebhook(integrationID: String, url: String?, secret: String?) async throws -> Bool
+    /// Disabling voids the integration's unused enrollment codes, as rotating its key does.
     func setIntegrationEnabled(id: String, enabled: Bool) async throws -> Bool
 
-    /// A user with no password (approvals only); an existing user is returned as is, with `created` false.
-    func ensureUser(email: String) async throws -> (user: User, created: Bool)
+    /// A user with no password (approvals only), owned by `integrationID`; an
+    /// existing user is returned as is, with `created` false (and its owner unchanged).
+    func ensureUser(email: String, integrationID: String) async throws -> (user: User, created: Bool)
+    /// The user if the integration created it or the operator granted it to the integration.
+    func user(email: String, reachableBy integrationID: String) async throws -> User?
+    /// Lets an integration enroll and list devices for a user it did not create; `false` if it already could.
+    func grantUser(integrationID: String, userID: String, at: Date) async throws -> Bool
+    /// Takes a grant back; `false` if there was none.
+    func revokeGrant(integrationID: String, userID: String) async throws -> Bool
     func device(id: String) async throws -> Device?
 
     func createEnrollment(codeHash: String, userID: String, integrationID: String, createdAt: Date, expiresAt: Date) async throws
-    /// Uses an unused, unexpired code up: the user it enrolls, for the one caller that did it.
-    func redeemEnrollment(codeHash: String, now: Date) async throws -> (userID: String, integrationID: String)?
+    /// In one transaction: uses an unused, unexpired code of an enabled
+    /// integration that still reaches its user, and registers the device
+    /// `registration(userID)` describes. `nil` for a code not valid; a throw
+    /// (``AccountError/tooManyDevices``, say) leaves the code usable.
+    func enroll(
+        codeHash: String, now: Date, maxDevices: Int, registration: @escaping @Sendable (_ userID: String) -> DeviceRegistration
+    ) async throws -> (device: Device, integrationID: String)?
 
     /// The stored create under this key, if it was made after `since`.
     func idempotencyRecord(integrationID: String, key: String, since: Date) async throws -> IdempotencyRecord?

@@ -17,6 +17,8 @@ public enum MigratedTable: String, Sendable, CaseIterable {
     case users
     case devices
     case integrations
+    case integrationGrants = "integration_grants"
+    case usedProofs = "used_proofs"
     case approvalRequests = "approval_requests"
     case emailResets = "email_resets"
     case enrollments
@@ -38,7 +40,7 @@ public enum MigratedTable: String, Sendable, CaseIterable {
     /// Columns stored as 0/1 on SQLite and as booleans on PostgreSQL.
     public var booleanColumns: Set<String> {
         switch self {
-        case .devices: ["push_enabled"]
+        case .devices: ["push_enabled", "may_approve_resets"]
         case .integrations: ["enabled"]
         case .approvalRequests: ["device_key_bound"]
         default: []

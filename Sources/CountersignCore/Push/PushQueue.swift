@@ -41,7 +41,7 @@ public final class PushQueue: AsyncSequence, Sendable {
             case .prompt:
                 if state.prompts.count >= capacity { dropped = state.prompts.popFirst() }
                 state.prompts.append(job)
-            case .resolved:
+            case .resolved, .deviceAdded:
                 if state.resolutions.count >= capacity { dropped = state.resolutions.popFirst() }
                 state.resolutions.append(job)
             }

@@ -99,13 +99,26 @@ struct ApprovalsController: Sendable {
         if reportFraud && body.decision != .deny {
             throw APIError.invalidRequest("The field `reportFraud` goes with the decision `deny` only.")
         }
-        let signature = try body.signature.map { try Field.text($0, "signature", maxBytes: 4096) }
+        // Whatever is wrong with a signature (empty, not a JWS, too long) is one answer: 401, checked below.
+        let signature = body.signature
+        // A device an integration enrolled may not answer a password reset (a
+        // relying service's key must not give itself a way into the account).
+        // What a request is for never changes, so this needs no lock.
+        if !device.mayApproveResets, let approval = try await broker.request(id, ofUser: device.userID), approval.action == .passwordReset {
+            context.logger.notice("answer refused: device may not answer a password reset", metadata: ["device": "\(device.id)"])
+            audit.record(
+                AuditEvent(
+                    kind: .signatureRefused, userID: device.userID, requestRef: ApprovalRequest.logReference(of: id),
+                    context: request.auditContext(context, deviceID: device.id), detail: "enrolled device may not answer a password reset"))
+            throw APIError.cannotApproveReset
+        }
         var auditContext = request.auditContext(context, deviceID: device.id)
         var keyBound = false
         if deviceKeys != .off, let key = device.publicKey {
             // Checked before the broker sees the answer: a forged one changes nothing, not even to deny.
+            // A fraud report is part of what is signed: it must be covered, and covered only when sent.
             let expected = AnswerSignature.Payload(
-                requestId: id, decision: body.decision.rawValue, numberCode: code, iat: 0, deviceId: device.id)
+                requestId: id, decision: body.decision.rawValue, numberCode: code, iat: 0, deviceId: device.id, fraud: reportFraud ? true : nil)
             guard let signature, await AnswerSignature.verify(signature, key: key, expected: expected, now: Date()) else {
                 context.logger.notice("answer refused: signature missing or not valid", metadata: ["device": "\(device.id)"])
                 audit.record(

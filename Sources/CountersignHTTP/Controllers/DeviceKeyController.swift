@@ -11,7 +11,7 @@ struct DeviceKeyController: Sendable {
     let authenticator: DeviceAuthenticator
     let audit: AuditLog
     let deviceKeys: DeviceKeyPolicy
-    let seenProofs = SeenProofs()
+    let abuse: AbuseGuard
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.put("device/public-key", use: setKey)
@@ -31,24 +31,31 @@ struct DeviceKeyController: Sendable {
     @Sendable func setKey(_ request: Request, context: AppRequestContext) async throws -> Answer {
         let device = try await authenticator.device(for: request)
         guard deviceKeys != .off else { throw APIError.invalidRequest("Device keys are turned off on this server.") }
+        try await abuse.hit(
+            .deviceKeyChangesPerDevice, device.id, "Too many key changes from this device. Please try again later.", context: context,
+            request: request, userID: device.userID)
         let body = try await request.decodeJSON(as: Body.self, context: context)
         let key = try Field.deviceKey(body.publicKey, "publicKey")
-        let proof = try Field.text(body.proof, "proof", maxBytes: 4096)
+        let proof = body.proof
         let auditContext = request.auditContext(context, deviceID: device.id)
         let now = Date()
+        var uses: [ProofUse] = []
         if let current = device.publicKey, current != key {
             guard let previous = body.previousProof else {
                 throw APIError.invalidRequest(
                     "The field `previousProof` is required to replace this device's key: a proof made with the current key.")
             }
-            guard await PossessionProof.verify(previous, key: current, deviceID: device.id, now: now) else {
+            guard let use = await PossessionProof.verifiedUse(previous, key: current, deviceID: device.id, now: now) else {
                 throw refuse("previous key's proof not valid", device: device, context: auditContext, logger: context.logger)
             }
+            uses.append(use)
         }
-        guard await PossessionProof.verify(proof, key: key, deviceID: device.id, now: now) else {
+        guard let use = await PossessionProof.verifiedUse(proof, key: key, deviceID: device.id, now: now) else {
             throw refuse("new key's proof not valid", device: device, context: auditContext, logger: context.logger)
         }
-        guard seenProofs.firstUse([proof] + (body.previousProof.map { [$0] } ?? []), now: now) else {
+        uses.append(use)
+        // Used once by meaning, in the database: another node, or this one after a restart, refuses it too.
+        guard try await accounts.useProofs(uses, until: now.addingTimeInterval(2 * PossessionProof.maxSkew), now: now) else {
             throw refuse("a proof used before", device: device, context: auditContext, logger: context.logger)
         }
         guard try await accounts.setDeviceKey(deviceID: device.id, key: key, replacing: device.publicKey) else {

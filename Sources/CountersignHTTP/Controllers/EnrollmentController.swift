@@ -11,6 +11,7 @@ struct EnrollmentController: Sendable {
     let abuse: AbuseGuard
     let audit: AuditLog
     let deviceKeys: DeviceKeyPolicy
+    let arrivals: DeviceArrivals
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.post("auth/enroll", use: enroll)
@@ -32,34 +33,52 @@ struct EnrollmentController: Sendable {
         let token = try body.fcmToken.map { try Field.text($0, "fcmToken", maxBytes: 4096, allowEmpty: true) }
         // With device keys off, a key sent is ignored, not checked.
         let key = deviceKeys == .off ? nil : try body.publicKey.map { try Field.deviceKey($0, "publicKey") }
+        let apiKey = SecureToken.apiKey()
+        let apiKeyHash = SecureToken.sha256Hex(apiKey)
+        let pushToken = Device.pushToken(from: token)
+        let maxDevices = arrivals.maxPerUser
         // Counted before the code is looked at, so that parallel guesses cannot pass the limit; given back on success.
-        var redeemed: (userID: String, integrationID: String)?
+        var enrolled: (device: Device, integrationID: String)?
+        var refusal: APIError?
         let accepted = try await abuse.attempt(
             against: [(.enrollFailuresPerIP, context.clientKey)], "Too many wrong enrollment codes. Please try again later.", context: context,
             request: request
         ) {
             // Anything that cannot be a code is a wrong code: same answer, counted alike.
             guard typed.utf8.count <= 64, let code = EnrollmentCode.normalize(typed) else { return false }
-            redeemed = try await store.redeemEnrollment(codeHash: EnrollmentCode.hash(code, keys: keys), now: Date())
-            return redeemed != nil
+            do {
+                // The code is used and the device registered in one transaction: a refusal leaves the code usable.
+                enrolled = try await store.enroll(codeHash: EnrollmentCode.hash(code, keys: keys), now: Date(), maxDevices: maxDevices) { userID in
+                    DeviceRegistration(
+                        userID: userID, name: deviceName, platform: platform, fcmToken: pushToken, apiKeyHash: apiKeyHash, publicKey: key,
+                        mayApproveResets: false)
+                }
+            } catch AccountError.tooManyDevices {
+                refusal = APIError.tooManyDevices(maxDevices)
+                return true
+            }
+            return enrolled != nil
         }
-        guard accepted, let redeemed, let user = try await store.user(id: redeemed.userID) else {
+        if let refusal {
+            audit.record(AuditEvent(kind: .deviceRefused, context: request.auditContext(context), detail: "enroll: \(maxDevices) devices already"))
+            throw refusal
+        }
+        guard accepted, let enrolled, let user = try await store.user(id: enrolled.device.userID) else {
             context.logger.notice("enrollment refused: code not valid", metadata: ["ip": "\(context.clientIP)"])
             audit.record(AuditEvent(kind: .enrollmentRefused, context: request.auditContext(context), detail: "code not valid"))
             throw APIError.invalidEnrollmentCode
         }
-        let apiKey = SecureToken.apiKey()
-        let device = try await store.registerDevice(
-            userID: user.id, name: deviceName, platform: platform, fcmToken: Device.pushToken(from: token),
-            apiKeyHash: SecureToken.sha256Hex(apiKey), publicKey: key)
-        let integration = try await store.integration(id: redeemed.integrationID)
+        let device = enrolled.device
+        let integrationName = try await store.integration(id: enrolled.integrationID)?.name ?? enrolled.integrationID
         context.logger.info("device enrolled", metadata: ["user": "\(user.id)", "device": "\(device.id)", "push": "\(device.pushEnabled)"])
+        let auditContext = request.auditContext(context, deviceID: device.id)
         audit.record(
             AuditEvent(
-                kind: .deviceEnrolled, userID: user.id, context: request.auditContext(context, deviceID: device.id),
-                detail: "integration \(integration?.name ?? redeemed.integrationID)"
+                kind: .deviceEnrolled, userID: user.id, context: auditContext,
+                detail: "integration \(integrationName)"
                     + (device.fcmToken.map { "; push token \(Device.tokenSuffix($0))" } ?? "; pull only")
                     + (device.publicKey.map { "; key \($0.thumbprint)" } ?? "")))
+        await arrivals.announce(device, route: "enroll", integrationName: integrationName, context: auditContext, logger: context.logger)
         return MobileAuthController.LoginAnswer(
             user: .init(id: user.id, email: user.email),
             device: .init(

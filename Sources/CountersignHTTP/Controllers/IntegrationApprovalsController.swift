@@ -113,9 +113,14 @@ struct IntegrationApprovalsController: Sendable {
             request: request)
         guard let user = try await store.user(email: checked.user) else { throw APIError.userNotFound }
         guard !(try await store.devices(userID: user.id)).isEmpty else { throw APIError.notEnrolled }
+        // Per relying service and user, then a looser bound on the user's sum: one
+        // integration cannot use up the budget of another for the same person.
         try await abuse.hit(
-            .approvalsPerUser, user.id, "Too many approvals for this user. Please try again later.", context: context, request: request,
-            userID: user.id)
+            .approvalsPerUser, "\(integration.id):\(user.id)", "Too many approvals for this user. Please try again later.", context: context,
+            request: request, userID: user.id)
+        try await abuse.hit(
+            .approvalsPerUserAllIntegrations, user.id, "Too many approvals for this user. Please try again later.", context: context,
+            request: request, userID: user.id)
         let keys = keys
         let claim = key.map { key in
             IdempotencyClaim(integrationID: integration.id, key: key, requestHash: requestHash) { approval, code in

@@ -6,14 +6,17 @@ import Logging
 
 /// An integration's users and their devices: create a user, issue a one-time
 /// enrollment code, list and remove devices. Integrations are trusted
-/// backends: an unknown user is a plain 404 `user_not_found`.
+/// backends, but each reaches only the users it created or was granted: any
+/// other user, existing or not, is the same 404 `user_not_found`.
 struct IntegrationUsersController: Sendable {
     let store: any IntegrationStore & UserAdministration
     let authenticator: IntegrationAuthenticator
     let keys: SecretKeys
     let audit: AuditLog
-    /// Where devices reach the daemon, for the enrollment URI; else the request's own host.
-    let publicURL: String?
+    let abuse: AbuseGuard
+    /// Where devices reach the daemon, for the enrollment URI (`--public-url`,
+    /// else the listen address): never the request's `Host`.
+    let publicURL: String
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.post("users", use: createUser)
@@ -32,7 +35,8 @@ struct IntegrationUsersController: Sendable {
         let integration = try await authenticator.integration(for: request)
         let body = try await request.decodeJSON(as: CreateBody.self, context: context)
         let email = User.normalize(email: try Field.email(body.email))
-        let (user, created) = try await store.ensureUser(email: email)
+        // An existing user stays whose it was: answering 200 gives the caller no reach.
+        let (user, created) = try await store.ensureUser(email: email, integrationID: integration.id)
         if created {
             context.logger.info("user created by an integration", metadata: ["user": "\(user.id)", "integration": "\(integration.name)"])
             audit.record(
@@ -52,7 +56,10 @@ struct IntegrationUsersController: Sendable {
     @Sendable func enroll(_ request: Request, context: AppRequestContext) async throws -> Response {
         let integration = try await authenticator.integration(for: request)
         _ = try await request.readBody(context: context)
-        let user = try await user(context)
+        let user = try await user(context, integration: integration)
+        try await abuse.hit(
+            .enrollmentsPerIntegration, integration.id, "Too many enrollment codes issued by this integration. Please try again later.",
+            context: context, request: request, userID: user.id)
         let code = EnrollmentCode.generate()
         let now = Date()
         let expiresAt = now.addingTimeInterval(EnrollmentCode.ttl)
@@ -63,7 +70,7 @@ struct IntegrationUsersController: Sendable {
             AuditEvent(
                 kind: .enrollmentIssued, userID: user.id, context: request.auditContext(context), detail: "integration \(integration.name)"))
         let answer = EnrollmentAnswer(
-            enrollmentCode: code, enrollmentURI: Self.enrollmentURI(base: base(of: request), code: code), expiresAt: Timestamp.string(expiresAt))
+            enrollmentCode: code, enrollmentURI: Self.enrollmentURI(base: base, code: code), expiresAt: Timestamp.string(expiresAt))
         return try JSONAnswer.response(answer, status: .created)
     }
 
@@ -79,11 +86,7 @@ struct IntegrationUsersController: Sendable {
         return components.string ?? "countersign://enroll?code=\(code)"
     }
 
-    private func base(of request: Request) -> String {
-        if let publicURL { return publicURL.hasSuffix("/") ? String(publicURL.dropLast()) : publicURL }
-        let host = request.head.authority ?? "localhost"
-        return "http://\(host)"
-    }
+    private var base: String { publicURL.hasSuffix("/") ? String(publicURL.dropLast()) : publicURL }
 
     struct DevicesAnswer: ResponseEncodable {
         struct Item: Encodable {
@@ -100,8 +103,8 @@ struct IntegrationUsersController: Sendable {
     }
 
     @Sendable func devices(_ request: Request, context: AppRequestContext) async throws -> DevicesAnswer {
-        _ = try await authenticator.integration(for: request)
-        let user = try await user(context)
+        let integration = try await authenticator.integration(for: request)
+        let user = try await user(context, integration: integration)
         let devices = try await store.devices(userID: user.id)
         return DevicesAnswer(
             devices: devices.map {
@@ -115,7 +118,7 @@ struct IntegrationUsersController: Sendable {
 
     @Sendable func removeDevice(_ request: Request, context: AppRequestContext) async throws -> Removed {
         let integration = try await authenticator.integration(for: request)
-        let user = try await user(context)
+        let user = try await user(context, integration: integration)
         let deviceID = try context.parameters.require("deviceId")
         guard SecureToken.isWellFormed(deviceID), let device = try await store.device(id: deviceID), device.userID == user.id,
             try await store.deleteDevice(id: device.id)
@@ -130,11 +133,12 @@ struct IntegrationUsersController: Sendable {
         return Removed()
     }
 
-    /// The user named by the `{email}` path parameter (percent-encoded or not).
-    private func user(_ context: AppRequestContext) async throws -> User {
+    /// The user named by the `{email}` path parameter (percent-encoded or not),
+    /// if the integration reaches it; else 404 whether or not it exists.
+    private func user(_ context: AppRequestContext, integration: Integration) async throws -> User {
         let raw = try context.parameters.require("email")
         let email = try Field.email(raw.removingPercentEncoding ?? raw)
-        guard let user = try await store.user(email: email) else { throw APIError.userNotFound }
+        guard let user = try await store.user(email: email, reachableBy: integration.id) else { throw APIError.userNotFound }
         return user
     }
 }

@@ -14,6 +14,7 @@ struct MobileAuthController: Sendable {
     /// cost the same bcrypt time as a wrong password.
     let decoyHash: String
     let deviceKeys: DeviceKeyPolicy
+    let arrivals: DeviceArrivals
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.post("auth/login", use: login)
@@ -83,21 +84,28 @@ struct MobileAuthController: Sendable {
             throw APIError.invalidCredentials
         }
         let apiKey = SecureToken.apiKey()
-        let device = try await accounts.registerDevice(
-            userID: user.id,
-            name: deviceName,
-            platform: platform,
-            fcmToken: Device.pushToken(from: token),
-            apiKeyHash: SecureToken.sha256Hex(apiKey),
-            // With keys off, a key sent is ignored: the device answers with its API key.
-            publicKey: key
-        )
+        let device: Device
+        do {
+            device = try await accounts.registerDevice(
+                DeviceRegistration(
+                    userID: user.id, name: deviceName, platform: platform, fcmToken: Device.pushToken(from: token),
+                    apiKeyHash: SecureToken.sha256Hex(apiKey), publicKey: key, mayApproveResets: true),
+                maxDevices: arrivals.maxPerUser)
+        } catch AccountError.tooManyDevices {
+            audit.record(
+                AuditEvent(
+                    kind: .deviceRefused, userID: user.id, context: request.auditContext(context),
+                    detail: "login: \(arrivals.maxPerUser) devices already"))
+            throw APIError.tooManyDevices(arrivals.maxPerUser)
+        }
         context.logger.info("device signed in", metadata: ["user": "\(user.id)", "device": "\(device.id)", "push": "\(device.pushEnabled)"])
         audit.record(
             AuditEvent(
                 kind: .loginSucceeded, userID: user.id, context: request.auditContext(context, deviceID: device.id),
                 detail: (device.fcmToken.map { "push token \(Device.tokenSuffix($0))" } ?? "pull only")
                     + (device.publicKey.map { "; key \($0.thumbprint)" } ?? "")))
+        await arrivals.announce(
+            device, route: "login", context: request.auditContext(context, deviceID: device.id), logger: context.logger)
         return LoginAnswer(
             user: .init(id: user.id, email: user.email),
             device: .init(

@@ -66,6 +66,13 @@ extension APIError {
     static let integrationUnauthorized = APIError(
         .unauthorized, "unauthorized", "A valid integration API key is required (Authorization: Bearer csk_…).")
     static let invalidEnrollmentCode = APIError(.badRequest, "invalid_code", "That enrollment code is not valid. Ask for a new one.")
+    static func tooManyDevices(_ limit: Int) -> APIError {
+        APIError(
+            .conflict, "too_many_devices",
+            "This account already has \(limit) devices, the most allowed. Sign one out first: DELETE /api/mobile/device from that device, "
+                + "or ask the operator to run `countersign device revoke`.")
+    }
+    static let cannotApproveReset = APIError(.forbidden, "forbidden", "This device cannot approve a password reset.")
     static let routeNotFound = APIError(.notFound, "not_found", "There is nothing at this address.")
     static let methodNotAllowed = APIError(.methodNotAllowed, "invalid_request", "This method is not allowed here.")
     static let payloadTooLarge = APIError(

@@ -38,8 +38,11 @@ public struct AppDependencies: Sendable {
     public var deviceKeys: DeviceKeyPolicy
     /// The daemon's secret keys: hashes of codes, sealed outbox and idempotency answers.
     public var secretKeys: SecretKeys
-    /// Where users and devices reach the daemon (`--public-url`), for enrollment URIs.
-    public var publicURL: String?
+    /// Where users and devices reach the daemon (`--public-url`, else the
+    /// listen address), for enrollment URIs.
+    public var publicURL: String
+    /// The most devices one user may have.
+    public var maxDevicesPerUser: Int
 
     public init(
         store: any CountersignStorage,
@@ -58,7 +61,8 @@ public struct AppDependencies: Sendable {
         outboxDeliverers: [OutboxKind: any OutboxDeliverer],
         outboxBell: OutboxBell,
         secretKeys: SecretKeys,
-        publicURL: String? = nil,
+        publicURL: String = "http://127.0.0.1:8080",
+        maxDevicesPerUser: Int = Device.defaultMaxPerUser,
         deviceKeys: DeviceKeyPolicy = .optional,
         longPolls: LongPollSlots = LongPollSlots(),
         idleTimeout: Duration = .seconds(75),
@@ -85,5 +89,6 @@ public struct AppDependencies: Sendable {
         self.deviceKeys = deviceKeys
         self.secretKeys = secretKeys
         self.publicURL = publicURL
+        self.maxDevicesPerUser = maxDevicesPerUser
     }
 }

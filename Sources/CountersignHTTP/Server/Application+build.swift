@@ -71,27 +71,31 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
 
     let abuse = AbuseGuard(limits: dependencies.rateLimits, metrics: dependencies.metrics)
     let authenticator = DeviceAuthenticator(accounts: dependencies.store)
+    let arrivals = DeviceArrivals(
+        accounts: dependencies.store, pushQueue: dependencies.pushQueue, audit: dependencies.audit, maxPerUser: dependencies.maxDevicesPerUser)
     let mobile = router.group("api/mobile")
     MobileAuthController(
         accounts: dependencies.store, hasher: dependencies.hasher, authenticator: authenticator, abuse: abuse, audit: dependencies.audit,
-        decoyHash: dependencies.decoyHash, deviceKeys: dependencies.deviceKeys
+        decoyHash: dependencies.decoyHash, deviceKeys: dependencies.deviceKeys, arrivals: arrivals
     ).addRoutes(to: mobile)
     PhoneResetController(broker: dependencies.broker, hasher: dependencies.hasher, abuse: abuse, longPolls: dependencies.longPolls).addRoutes(
         to: mobile)
     ApprovalsController(
         broker: dependencies.broker, authenticator: authenticator, abuse: abuse, audit: dependencies.audit, deviceKeys: dependencies.deviceKeys
     ).addRoutes(to: mobile)
-    DeviceKeyController(accounts: dependencies.store, authenticator: authenticator, audit: dependencies.audit, deviceKeys: dependencies.deviceKeys)
-        .addRoutes(to: mobile)
+    DeviceKeyController(
+        accounts: dependencies.store, authenticator: authenticator, audit: dependencies.audit, deviceKeys: dependencies.deviceKeys, abuse: abuse
+    ).addRoutes(to: mobile)
     EmailResetController(resets: dependencies.emailResets, abuse: abuse).addRoutes(to: mobile)
     EnrollmentController(
-        store: dependencies.store, keys: dependencies.secretKeys, abuse: abuse, audit: dependencies.audit, deviceKeys: dependencies.deviceKeys
+        store: dependencies.store, keys: dependencies.secretKeys, abuse: abuse, audit: dependencies.audit, deviceKeys: dependencies.deviceKeys,
+        arrivals: arrivals
     ).addRoutes(to: mobile)
     // The approvals API of relying services, behind their own API keys.
     let integrations = IntegrationAuthenticator(integrations: dependencies.store)
     let v1 = router.group("v1")
     IntegrationUsersController(
-        store: dependencies.store, authenticator: integrations, keys: dependencies.secretKeys, audit: dependencies.audit,
+        store: dependencies.store, authenticator: integrations, keys: dependencies.secretKeys, audit: dependencies.audit, abuse: abuse,
         publicURL: dependencies.publicURL
     ).addRoutes(to: v1)
     IntegrationApprovalsController(

@@ -20,7 +20,9 @@ struct PushDispatcher: Service {
             for await job in queue.cancelOnGracefulShutdown() {
                 let devices: [Device]
                 do {
-                    devices = try await accounts.devices(userID: job.userID).filter { $0.pushEnabled && $0.fcmToken != nil }
+                    devices = try await accounts.devices(userID: job.userID).filter {
+                        $0.pushEnabled && $0.fcmToken != nil && $0.id != job.excludedDeviceID
+                    }
                 } catch {
                     logger.error("cannot read devices for push", metadata: ["error": "\(error)"])
                     continue
