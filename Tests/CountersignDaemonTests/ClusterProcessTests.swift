@@ -148,7 +148,7 @@ struct ClusterProcessTests {
             let orphanID = try #require(orphan["approvalId"] as? String)
             let orphanNumber = try #require(orphan["numberCode"] as? String)
             kill(nodes[1].processIdentifier, SIGKILL)
-            nodes[1].waitUntilExit()
+            try await nodes[1].exited()
             #expect(
                 try await Self.call(
                     .POST, "\(bases[0])/api/mobile/approvals/\(orphanID)/respond", json: ["decision": "approve", "numberCode": orphanNumber],
@@ -187,7 +187,7 @@ extension ClusterProcessTests {
             let id = try #require(approval["approvalId"] as? String)
             let number = try #require(approval["numberCode"] as? String)
             kill(daemon.processIdentifier, SIGTERM)
-            daemon.waitUntilExit()
+            try await daemon.exited()
 
             // The move, then a second one refused: the target is no longer empty.
             let server = try await PostgresTestServer.shared()

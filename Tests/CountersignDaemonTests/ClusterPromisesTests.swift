@@ -256,7 +256,7 @@ extension ClusterProcessTests {
             let holder = try #require(["node-0", "node-1"].firstIndex(of: owner), "lease owner: \(owner)")
             let survivor = 1 - holder
             cluster.nodes[holder].signal(SIGKILL)
-            cluster.nodes[holder].waitUntilExit()
+            try await cluster.nodes[holder].exited()
 
             // While the lease holds, the survivor (which looks every second) leaves the event alone.
             try await Task.sleep(for: .seconds(3))

@@ -40,10 +40,7 @@ import Glibc
             let daemon = try await MailDeliveryProcessTests.startDaemon(
                 ["--database", database, "--device-keys", "required"], log: folder.appendingPathComponent("daemon.log"))
             let base = daemon.base
-            defer {
-                kill(daemon.processIdentifier, SIGTERM)
-                daemon.waitUntilExit()
-            }
+            defer { daemon.stop() }
             let (_, initiated) = try await DaemonProcessTests.http(
                 .POST, "\(base)/api/mobile/auth/reset/phone/initiate", json: #"{"email":"\#(email)","newPassword":"staple orbit lantern"}"#)
             let id = try #require(initiated["requestId"] as? String)

@@ -47,7 +47,7 @@ import Glibc
                     }
                 }
             }
-            daemon.waitUntilExit()
+            try await daemon.exited()
             #expect(daemon.terminationReason == .uncaughtSignal)
             let acknowledged = answered.ids.withLock { $0 }
             #expect(acknowledged.count >= 200)
@@ -153,7 +153,7 @@ import Glibc
                         }
                     }
                 }
-                running.waitUntilExit()
+                try await running.exited()
                 #expect(running.terminationReason == .uncaughtSignal)
                 running = try await MailDeliveryProcessTests.startDaemon(raised, log: log)
                 runningPort = running.port

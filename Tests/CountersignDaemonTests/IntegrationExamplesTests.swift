@@ -124,7 +124,8 @@ import Glibc
                 headers: [("X-API-Key", deviceKey)])
             #expect(answered == 200)
             _ = try await signin.waitFor("sign-in") { $0.contains("signed in, approved on Ana's phone") }
-            signin.process.waitUntilExit()
+            let process = signin.process
+            try await onOwnThread { process.waitUntilExit() }
             #expect(signin.process.terminationStatus == 0)
 
             // Both events are committed, undelivered (nobody listens): kill -9, then bring both back.
@@ -135,7 +136,7 @@ import Glibc
                 try await Task.sleep(for: .milliseconds(100))
             }
             kill(daemon.processIdentifier, SIGKILL)
-            daemon.waitUntilExit()
+            try await daemon.exited()
             let receiver = try Running(
                 "/usr/bin/env", ["python3", Self.examples.appendingPathComponent("webhook_receiver.py").path, "--port", "0"],
                 environment: ["COUNTERSIGN_WEBHOOK_SECRET": secret])
@@ -200,7 +201,7 @@ import Glibc
 
             // Keys are stored only as hashes: no key is in the database files.
             daemon.signal(SIGTERM)
-            daemon.waitUntilExit()
+            try await daemon.exited()
             for file in try FileManager.default.contentsOfDirectory(atPath: folder.path) where file.hasPrefix("countersign.sqlite") {
                 let bytes = try Data(contentsOf: folder.appendingPathComponent(file))
                 for key in [apiKey, newKey, code, deviceKey] { #expect(bytes.range(of: Data(key.utf8)) == nil, "\(file)") }

@@ -52,17 +52,14 @@ import Glibc
             let (status, _) = try await DaemonProcessTests.http(
                 .POST, "\(first.base)/api/mobile/auth/reset/email/initiate", json: #"{"email":"\#(Self.email)"}"#)
             kill(first.processIdentifier, SIGKILL)
-            first.waitUntilExit()
+            try await first.exited()
             #expect(status == 200)
 
             // check: restarted with a reachable server, the daemon delivers it.
             try await withSMTPTestServer(folder: folder) { smtp in
                 let second = try await Self.startDaemon(
                     common + Self.smtpFlags(port: smtp.port, caFile: smtp.caFile, folder: folder), log: log)
-                defer {
-                    kill(second.processIdentifier, SIGTERM)
-                    second.waitUntilExit()
-                }
+                defer { second.stop() }
                 let mails = try await smtp.waitForMails(1)
                 #expect(mails.count == 1, "\((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
                 let code = try #require(mails.first?.code)

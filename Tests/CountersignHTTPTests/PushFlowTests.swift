@@ -26,11 +26,21 @@ import Testing
                     try await daemon.createUser(Fixture.email, password: Fixture.password)
                     let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password, device: "iPhone", fcmToken: "token-iphone")
                     _ = try await daemon.login(Fixture.email, password: Fixture.password, device: "iPad", fcmToken: "token-ipad")
-                    _ = try await daemon.login(Fixture.email, password: Fixture.password, device: "Desk", fcmToken: "unknown")
+                    let (deskKey, _) = try await daemon.login(Fixture.email, password: Fixture.password, device: "Desk", fcmToken: "unknown")
                     #expect(try await daemon.call(.GET, "/healthz")["push"] == "ok")
 
+                    // trust.md: each device that joins is announced to the others, data only, naming no secret.
+                    func added() -> [FakeFCM.Received] { fake.received.filter { $0.data["type"] == "device_added" } }
+                    try await Self.eventually { added().count >= 3 }
+                    #expect(added().map(\.token).sorted() == ["token-ipad", "token-iphone", "token-iphone"])
+                    #expect(added().filter { $0.data["deviceName"] == "Desk" }.map(\.token).sorted() == ["token-ipad", "token-iphone"])
+                    #expect(
+                        added().allSatisfy { Set($0.data.keys) == ["type", "deviceName", "platform", "at"] && !$0.json.contains("notification") })
+                    #expect(added().allSatisfy { !$0.json.contains(deskKey) && !$0.json.contains(key) })
+                    #expect(try await daemon.waitForAudit(.deviceAdded) { $0.count >= 2 }.allSatisfy { $0.detail?.hasPrefix("route login") == true })
+
                     let (id, code) = try await daemon.initiate(Fixture.email, newPassword: "staple orbit lantern")
-                    try await Self.eventually { fake.received.count >= 2 }
+                    try await Self.eventually { fake.received.filter { $0.data["type"] == "approval_request" }.count >= 2 }
                     try await Task.sleep(for: .milliseconds(200))
                     let prompts = fake.received.filter { $0.data["type"] == "approval_request" }
                     #expect(prompts.count == 2)
@@ -55,7 +65,8 @@ import Testing
                     try await Self.eventually { fake.received.filter { $0.data["type"] == "approval_resolved" }.count >= 2 }
                     let notices = fake.received.filter { $0.data["type"] == "approval_resolved" }
                     #expect(Set(notices.map(\.token)) == ["token-iphone", "token-ipad"])
-                    #expect(notices.allSatisfy { $0.data["status"] == "approved" && $0.data["requestId"] == id })
+                    let resolvedData = notices.map(\.data)
+                    #expect(resolvedData.allSatisfy { $0["status"] == "approved" && $0["requestId"] == id }, "\(resolvedData) \(id)")
                     #expect(fake.exchanges == 1)
                 }
             }

@@ -26,7 +26,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1))) func aCompleteAnswerFollowedByAResetIsDeliveredAtFullRate() async throws {
+    @Test(.timeLimit(.minutes(3))) func aCompleteAnswerFollowedByAResetIsDeliveredAtFullRate() async throws {
         let server = try EarlyAnswerServer()
         let logger = Logger(label: "early-answer-test")
         try await Self.serve(server) { base, caFile, account in
@@ -34,9 +34,11 @@ import Testing
             do {
                 let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
                 var configuration = FCMSender.Configuration(endpoint: base)
-                // One try each, with a short wait: a stalled connection shows as a failed send.
+                // One try each: a stalled connection shows as a failed send. The
+                // wait is a hang detector, not a speed: on a busy machine a send
+                // queued behind 63 others took more than 5 s.
                 configuration.maxAttempts = 1
-                configuration.requestTimeout = 5
+                configuration.requestTimeout = 60
                 let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: configuration, deadTokens: nil)
                 // Well past swift-nio-http2's 200 resets per connection and 30 s, many in flight at once.
                 let total = 600
@@ -67,7 +69,7 @@ import Testing
     /// AsyncHTTPClient keeps one HTTP/2 connection per host and queues what
     /// the server's stream limit leaves no room for; the sender opens another
     /// connection once its sends in flight fill the limit.
-    @Test(.timeLimit(.minutes(1))) func sendsBeyondTheServersStreamLimitGoOutOnMoreConnections() async throws {
+    @Test(.timeLimit(.minutes(3))) func sendsBeyondTheServersStreamLimitGoOutOnMoreConnections() async throws {
         let limit = 4
         let server = try EarlyAnswerServer(maxConcurrentStreams: limit, answerDelay: .milliseconds(200))
         let logger = Logger(label: "stream-limit-test")
@@ -76,6 +78,8 @@ import Testing
             let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
             var configuration = FCMSender.Configuration(endpoint: base)
             configuration.maxAttempts = 1
+            // A hang detector: a send queued on a busy machine is late, not lost.
+            configuration.requestTimeout = 60
             configuration.sendsPerConnection = limit
             configuration.maximumConnections = 3
             configuration.openConnection = { try PushSetup.makeClient(caFile: caFile) }

@@ -100,16 +100,12 @@ public final class SMTPTestServer: @unchecked Sendable {
         }
     }
 
-    /// SIGTERM, then SIGKILL if it is still there a few seconds later.
+    /// SIGKILL (a test server keeps nothing worth a graceful stop), then the
+    /// short wait to reap it: a longer one would hold a thread every test shares.
     public func stop() {
         guard process.isRunning else { return }
-        process.terminate()
-        let deadline = Date().addingTimeInterval(3)
-        while process.isRunning && Date() < deadline { usleep(20_000) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
     }
 
     deinit { stop() }

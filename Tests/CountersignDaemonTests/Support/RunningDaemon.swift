@@ -1,6 +1,7 @@
 import Foundation
 import NIOHTTP1
 import TestSupport
+import Testing
 
 #if canImport(Glibc)
 import Glibc
@@ -22,7 +23,11 @@ final class RunningDaemon: Sendable {
     var processIdentifier: Int32 { child.processIdentifier }
     var isRunning: Bool { child.isRunning }
     var terminationReason: Process.TerminationReason { child.process.terminationReason }
-    func waitUntilExit() { child.waitUntilExit() }
+    /// Waits for the program to end without holding a shared thread (its
+    /// graceful stop may take seconds); `limit` only turns a hang into a failure.
+    func exited(within limit: Duration = .seconds(60)) async throws {
+        #expect(try await child.exit(within: limit), "still running after \(limit)")
+    }
     func signal(_ signal: Int32) { child.signal(signal) }
     /// SIGKILL if it still runs; for `defer` blocks.
     func stop() { child.stop() }

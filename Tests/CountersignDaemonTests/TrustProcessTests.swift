@@ -1,0 +1,112 @@
+import Foundation
+import NIOHTTP1
+import TestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// trust.md against the real binary: a relying service's key reaches only
+/// what its holder owns.
+@Suite struct TrustProcessTests {
+    static let email = "ana@example.com"
+
+    /// The attack of a relying service on a password user: enroll its own
+    /// device for her, start a phone reset, approve it. Each step is refused
+    /// until the operator grants the user, and even then the enrolled device
+    /// cannot answer her password reset; her phone hears of the new device.
+    @Test func aRelyingServicesKeyCannotTakeOverAPasswordAccount() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            // setup: ana with her password and her phone, an integration acme, a daemon.
+            let database = folder.appendingPathComponent("countersign.sqlite").path
+            let added = try await DeviceSimulateTests.run(
+                ["user", "add", Self.email, "--database", database, "--bcrypt-cost", "4"], input: "correct horse\n")
+            #expect(added.status == 0, "\(added.output)")
+            let integration = try await DaemonProcessTests.command(["integration", "add", "acme", "--database", database])
+            let acmeKey = try #require(
+                integration.output.split(separator: "\n").first { $0.hasPrefix("API key:") }.map {
+                    $0.dropFirst("API key:".count).trimmingCharacters(in: .whitespaces)
+                }, "\(integration.output)")
+            let daemon = try await RunningDaemon.start(["--database", database], log: folder.appendingPathComponent("daemon.log"))
+            defer { daemon.stop() }
+            let base = daemon.base
+            let acme = [("Authorization", "Bearer \(acmeKey)")]
+            let (loggedIn, phone) = try await DaemonProcessTests.http(
+                .POST, "\(base)/api/mobile/auth/login",
+                json: #"{"email":"\#(Self.email)","password":"correct horse","deviceName":"Ana's phone","platform":"android"}"#)
+            #expect(loggedIn == 200)
+            let phoneKey = try #require(phone["apiKey"] as? String)
+
+            // act & check: ana is not acme's, whether acme asks to create her or not; an unknown email answers alike.
+            let (created, _) = try await DaemonProcessTests.http(.POST, "\(base)/v1/users", json: #"{"email":"\#(Self.email)"}"#, headers: acme)
+            #expect(created == 200)
+            for email in [Self.email, "nobody@example.com"] {
+                let (status, body) = try await DaemonProcessTests.http(.POST, "\(base)/v1/users/\(email)/enrollments", headers: acme)
+                #expect(status == 404, "\(email)")
+                #expect(body["error"] as? String == "user_not_found")
+                let (listed, _) = try await DaemonProcessTests.http(.GET, "\(base)/v1/users/\(email)/devices", headers: acme)
+                #expect(listed == 404)
+            }
+
+            // The operator grants her to acme: acme enrolls a device, and her phone's trail says so.
+            let granted = try await DaemonProcessTests.command(["integration", "grant", "acme", Self.email, "--database", database])
+            #expect(granted.status == 0, "\(granted.output)")
+            let (issued, enrollment) = try await DaemonProcessTests.http(.POST, "\(base)/v1/users/\(Self.email)/enrollments", headers: acme)
+            #expect(issued == 201)
+            let code = try #require(enrollment["enrollmentCode"] as? String)
+            let (enrolled, device) = try await DaemonProcessTests.http(
+                .POST, "\(base)/api/mobile/auth/enroll", json: #"{"enrollmentCode":"\#(code)","deviceName":"Acme tablet","platform":"ios"}"#)
+            #expect(enrolled == 200)
+            let enrolledKey = try #require(device["apiKey"] as? String)
+            let announced = try await Self.audit(database, kind: "device_added") { !$0.isEmpty }
+            #expect(announced.contains { $0["detail"]?.contains("route enroll; integration acme") == true }, "\(announced)")
+
+            // A phone reset of ana's password: the enrolled device's answer is refused, and the request stays pending.
+            let (_, initiated) = try await DaemonProcessTests.http(
+                .POST, "\(base)/api/mobile/auth/reset/phone/initiate", json: #"{"email":"\#(Self.email)","newPassword":"staple orbit lantern"}"#)
+            let id = try #require(initiated["requestId"] as? String)
+            let number = try #require(initiated["numberCode"] as? String)
+            let answer = #"{"decision":"approve","numberCode":"\#(number)"}"#
+            let (refused, refusal) = try await DaemonProcessTests.http(
+                .POST, "\(base)/api/mobile/approvals/\(id)/respond", json: answer, headers: [("X-API-Key", enrolledKey)])
+            #expect(refused == 403)
+            #expect(refusal["error"] as? String == "forbidden")
+            #expect(refusal["message"] as? String == "This device cannot approve a password reset.")
+            let (_, state) = try await DaemonProcessTests.http(.GET, "\(base)/api/mobile/auth/reset/phone/status/\(id)")
+            #expect(state["status"] as? String == "pending")
+            // Ana's own phone still can.
+            let (approved, _) = try await DaemonProcessTests.http(
+                .POST, "\(base)/api/mobile/approvals/\(id)/respond", json: answer, headers: [("X-API-Key", phoneKey)])
+            #expect(approved == 200)
+
+            // A code outstanding when acme is disabled dies with it, and stays dead once acme is back.
+            let (_, late) = try await DaemonProcessTests.http(.POST, "\(base)/v1/users/\(Self.email)/enrollments", headers: acme)
+            let lateCode = try #require(late["enrollmentCode"] as? String)
+            #expect(try await DaemonProcessTests.command(["integration", "disable", "acme", "--database", database]).status == 0)
+            #expect(try await DaemonProcessTests.command(["integration", "enable", "acme", "--database", database]).status == 0)
+            let (voided, _) = try await DaemonProcessTests.http(
+                .POST, "\(base)/api/mobile/auth/enroll", json: #"{"enrollmentCode":"\#(lateCode)","deviceName":"Late","platform":"ios"}"#)
+            #expect(voided == 400)
+
+            // Revoking the grant: ana is acme's no more.
+            #expect(try await DaemonProcessTests.command(["integration", "revoke-grant", "acme", Self.email, "--database", database]).status == 0)
+            let (gone, _) = try await DaemonProcessTests.http(.GET, "\(base)/v1/users/\(Self.email)/devices", headers: acme)
+            #expect(gone == 404)
+        }
+    }
+
+    /// The audit events of `kind` as `countersign audit --json` prints them, once `ready` holds (the trail is written in batches).
+    static func audit(_ database: String, kind: String, until ready: ([[String: String]]) -> Bool) async throws -> [[String: String]] {
+        let clock = ContinuousClock()
+        let start = clock.now
+        while true {
+            let (_, lines) = try await DeviceSimulateTests.run(["audit", "--database", database, "--kind", kind, "--json"], input: "")
+            let events = lines.split(separator: "\n").compactMap { line in
+                try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String]
+            }
+            if ready(events) || clock.now - start > .seconds(60) { return events }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+    }
+}
