@@ -19,6 +19,7 @@ public struct ConfigurationLoader {
     }
 
     public static let listen = Setting(flag: "--listen", environment: "COUNTERSIGN_LISTEN", fileKey: "listen")
+    public static let metricsListen = Setting(flag: "--metrics-listen", environment: "COUNTERSIGN_METRICS_LISTEN", fileKey: "metricsListen")
     public static let database = Setting(flag: "--database", environment: "COUNTERSIGN_DATABASE", fileKey: "database")
     public static let databasePasswordFile = Setting(
         flag: "--database-password-file", environment: "COUNTERSIGN_DATABASE_PASSWORD_FILE", fileKey: "databasePasswordFile")
@@ -69,7 +70,8 @@ public struct ConfigurationLoader {
     public static let secretKeyFile = Setting(flag: "--secret-key-file", environment: "COUNTERSIGN_SECRET_KEY_FILE", fileKey: "secretKeyFile")
     public static let deviceKeys = Setting(flag: "--device-keys", environment: "COUNTERSIGN_DEVICE_KEYS", fileKey: "deviceKeys")
     static let all = [
-        listen, database, databasePasswordFile, nodeID, databaseConnectionWait, databaseQueryLimit, requestTTL, completionWindow, numberMatching,
+        listen, metricsListen, database, databasePasswordFile, nodeID, databaseConnectionWait, databaseQueryLimit, requestTTL, completionWindow,
+        numberMatching,
         bcryptCost, bcryptQueue, logLevel, fraudSilence,
         retention,
         rateLimits, trustedProxies, idleTimeout, headTimeout, longPollsPerAddress, longPollsTotal, maxDevicesPerUser, fcmServiceAccount, fcmEndpoint,
@@ -176,6 +178,12 @@ public struct ConfigurationLoader {
         if let (host, port) = try value(Self.listen, expected: "HOST:PORT, e.g. 127.0.0.1:8080", parse: Self.parseListen) {
             configuration.host = host
             configuration.port = port
+        }
+        if let metrics = try value(
+            Self.metricsListen, expected: "HOST:PORT (e.g. 127.0.0.1:9464) or off",
+            parse: { $0 == "off" ? ListenAddress(host: "", port: -1) : Self.parseListen($0).map { ListenAddress(host: $0.0, port: $0.1) } })
+        {
+            configuration.metricsListen = metrics.port < 0 ? nil : metrics
         }
         let seconds = "whole seconds from 1 to 86400"
         if let ttl = try value(Self.requestTTL, expected: seconds, parse: Self.parseSeconds) {

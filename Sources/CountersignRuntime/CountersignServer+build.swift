@@ -93,9 +93,12 @@ public func buildServer(
             logger: logger
         )
     }
+    let metricsPort = ListenerPort()
     var (application, routes) = buildApplication(
         dependencies,
         address: .hostname(configuration.host, port: configuration.port),
+        metricsAddress: configuration.metricsListen.map { .hostname($0.host, port: $0.port) },
+        onMetricsRunning: { metricsPort.set($0) },
         // Started before the application's services, stopped after them: the
         // push client outlives the dispatcher, the mail threads the outbox sender.
         services: (push.map { [$0.clientService] } ?? []) + (email.mailService.map { [$0] } ?? [])
@@ -118,6 +121,7 @@ public func buildServer(
         application: application,
         routes: routes,
         metrics: metrics,
+        metricsPort: metricsPort,
         systemd: systemd
     )
 }

@@ -3,6 +3,7 @@ import CountersignHTTP
 import Hummingbird
 import Logging
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 
 /// The whole daemon, wired: store, broker, push dispatch and HTTP application.
@@ -15,6 +16,8 @@ public struct CountersignServer: Sendable {
     /// Every route, as `METHOD /path/{parameter}`: what `docs/openapi.yaml` must document.
     public let routes: [String]
     public let metrics: AppMetrics
+    /// The port `/metrics` listens on, once it does (`nil` before, or with `--metrics-listen off`).
+    public let metricsPort: ListenerPort
     /// The systemd notifier, when running under systemd (`$NOTIFY_SOCKET`).
     let systemd: SystemdService?
 
@@ -36,4 +39,14 @@ public struct CountersignServer: Sendable {
         try store.close()
         logger.info("stopped")
     }
+}
+
+/// A port known once its listener is up.
+public final class ListenerPort: Sendable {
+    private let port = Mutex<Int?>(nil)
+
+    public init() {}
+
+    public var value: Int? { port.withLock { $0 } }
+    func set(_ value: Int) { port.withLock { $0 = value } }
 }

@@ -9,6 +9,9 @@ import Logging
 public struct ServeConfiguration: Sendable, Equatable {
     public var host = "127.0.0.1"
     public var port = 8080
+    /// Where `/metrics` is served (`--metrics-listen`); `nil`: nowhere. Never
+    /// on the public listener: its counters move per account.
+    public var metricsListen: ListenAddress? = ListenAddress(host: "127.0.0.1", port: 9464)
     /// What `--database` says: a file path, or a `postgres://` URL (which may hold a password: never log it).
     public var databasePath: String
     /// `databasePath` parsed, with the PostgreSQL password from its file or credential.
@@ -64,6 +67,7 @@ public struct ServeConfiguration: Sendable, Equatable {
         [
             "database": "\(database.display)",
             "listen": "\(host):\(port)",
+            "metrics": "\(metricsListen.map { "\($0.host):\($0.port)" } ?? "off")",
             "requestTTL": "\(Int(broker.requestTTL))",
             "completionWindow": "\(Int(broker.completionWindow))",
             "numberMatching": "\(broker.numberMatching ? "required" : "off")",
@@ -80,5 +84,16 @@ public struct ServeConfiguration: Sendable, Equatable {
             return String(state) + "/countersign.sqlite"
         }
         return "./countersign.sqlite"
+    }
+}
+
+/// A host and port to listen on.
+public struct ListenAddress: Sendable, Equatable {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
     }
 }

@@ -33,6 +33,8 @@ struct Demo: AsyncParsableCommand {
         var configuration = ServeConfiguration(databasePath: folder.appendingPathComponent("demo.sqlite").path)
         configuration.port = 0
         configuration.bcryptCost = bcryptCost
+        // The demo shows the flows, not the counters: no second listener to collide with a running daemon.
+        configuration.metricsListen = nil
         var printer: PrintingMailSender?
         if email {
             configuration.email.smtp = try await loadOrExit {

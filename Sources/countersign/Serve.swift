@@ -14,6 +14,10 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong(Setting.listen.longName), help: "Address to listen on, HOST:PORT (default 127.0.0.1:8080).")
     var listen: String?
     @Option(
+        name: .customLong(Setting.metricsListen.longName),
+        help: "Where /metrics is served, HOST:PORT, or off (default 127.0.0.1:9464); never on the public listener.")
+    var metricsListen: String?
+    @Option(
         name: .customLong(Setting.database.longName),
         help: """
             SQLite database file (default $STATE_DIRECTORY/countersign.sqlite, else ./countersign.sqlite), \
@@ -97,7 +101,8 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let flags: [String: String?] = [
-            Setting.listen.flag: listen, Setting.database.flag: database, Setting.databasePasswordFile.flag: databasePasswordFile,
+            Setting.listen.flag: listen, Setting.metricsListen.flag: metricsListen, Setting.database.flag: database,
+            Setting.databasePasswordFile.flag: databasePasswordFile,
             Setting.nodeID.flag: nodeID, Setting.databaseConnectionWait.flag: databaseConnectionWait,
             Setting.databaseQueryLimit.flag: databaseQueryLimit, Setting.requestTTL.flag: requestTTL,
             Setting.completionWindow.flag: completionWindow, Setting.numberMatching.flag: numberMatching,

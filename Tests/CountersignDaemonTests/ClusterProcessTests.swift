@@ -86,7 +86,7 @@ struct ClusterProcessTests {
                 // The device sees it on the other node (no stale read), then answers there.
                 let (_, pending) = try await Self.call(.GET, "\(bases[approver])/api/mobile/approvals/pending", headers: device)
                 #expect((pending["approvals"] as? [JSON])?.contains { $0["requestId"] as? String == id } == true)
-                try await DaemonProcessTests.waitForLongPolls(1, base: bases[requester])
+                try await DaemonProcessTests.waitForLongPolls(1, metrics: nodes[requester].metricsBase)
                 let (answered, _) = try await Self.call(
                     .POST, "\(bases[approver])/api/mobile/approvals/\(id)/respond", json: ["decision": "approve", "numberCode": number],
                     headers: device)
@@ -131,7 +131,7 @@ struct ClusterProcessTests {
             let parkedID = try #require(parked["approvalId"] as? String)
             let parkedURL = "\(bases[0])/v1/approvals/\(parkedID)?wait=30"
             async let parkedPoll = Self.call(.GET, parkedURL, headers: auth, timeout: 25)
-            try await DaemonProcessTests.waitForLongPolls(1, base: bases[0])
+            try await DaemonProcessTests.waitForLongPolls(1, metrics: nodes[0].metricsBase)
             try await server.psql(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(databaseName)' AND application_name = 'countersign-notifications'",
                 database: databaseName)

@@ -22,6 +22,7 @@ extension ClusterProcessTests {
         let nodes: [RunningDaemon]
         var auth: [(String, String)] { [("Authorization", "Bearer \(apiKey)")] }
         var bases: [String] { nodes.map(\.base) }
+        var metricsBases: [String] { nodes.map(\.metricsBase) }
 
         static func start(
             _ count: Int, folder: URL, database: String? = nil, extra: [String] = [], integration: [String] = []
@@ -59,8 +60,8 @@ extension ClusterProcessTests {
     }
 
     /// The sum of the samples of `metric` on the node at `base` whose labels contain every one of `labels`.
-    static func metric(_ metric: String, _ labels: [String], base: String) async throws -> Double {
-        try await DaemonProcessTests.text("\(base)/metrics").split(separator: "\n")
+    static func metric(_ metric: String, _ labels: [String], metrics: String) async throws -> Double {
+        try await DaemonProcessTests.text("\(metrics)/metrics").split(separator: "\n")
             .filter { $0.hasPrefix(metric + "{") && labels.allSatisfy($0.contains) }
             .compactMap { Double($0.split(separator: " ").last ?? "") }
             .reduce(0, +)
@@ -152,7 +153,7 @@ extension ClusterProcessTests {
                 func counted(_ node: Int) async throws -> Int {
                     Int(
                         try await Self.metric(
-                            "countersign_pushes_total", [#"type="approval_resolved""#, #"outcome="sent""#], base: bases[node]))
+                            "countersign_pushes_total", [#"type="approval_resolved""#, #"outcome="sent""#], metrics: cluster.metricsBases[node]))
                 }
                 try await Self.eventually("both nodes count what they sent") {
                     try await counted(0) + counted(1) == ids.count + 1
@@ -274,10 +275,12 @@ extension ClusterProcessTests {
             #expect(receiver.output.filter { $0.hasPrefix("held ") }.count == 1)
             // Counted by the survivor (once the row is marked, a moment after the receiver's answer).
             try await Self.eventually("the survivor counts the delivery") {
-                try await Self.metric("countersign_outbox_total", [#"kind="webhook""#, #"outcome="delivered""#], base: bases[survivor]) >= 1
+                try await Self.metric(
+                    "countersign_outbox_total", [#"kind="webhook""#, #"outcome="delivered""#], metrics: cluster.metricsBases[survivor]) >= 1
             }
             #expect(
-                try await Self.metric("countersign_outbox_total", [#"kind="webhook""#, #"outcome="delivered""#], base: bases[survivor]) == 1)
+                try await Self.metric(
+                    "countersign_outbox_total", [#"kind="webhook""#, #"outcome="delivered""#], metrics: cluster.metricsBases[survivor]) == 1)
         }
     }
 

@@ -82,7 +82,8 @@ import Glibc
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         let logHandle = try FileHandle(forWritingTo: log)
         let process = try TiedProcess(
-            Self.binary, ["serve", "--listen", "127.0.0.1:0", "--bcrypt-cost", "4", "--log-level", "debug"], environment: environment,
+            Self.binary, ["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--bcrypt-cost", "4", "--log-level", "debug"],
+            environment: environment,
             output: logHandle)
         try logHandle.close()
         defer { process.stop() }
@@ -123,7 +124,8 @@ import Glibc
             .POST, "\(base)/api/mobile/auth/reset/phone/initiate", json: #"{"email":"ana@example.com","newPassword":"staple orbit lantern"}"#)
         let id = try #require(initiated["requestId"] as? String)
         async let poll = Self.http(.GET, "\(base)/api/mobile/auth/reset/phone/status/\(id)?wait=30", timeout: 25)
-        try await DaemonProcessTests.waitForLongPolls(1, base: base)
+        let metricsPort = try #require(RunningDaemon.listeningPort(in: log, from: 0, line: "metrics listening"), "\(logText())")
+        try await DaemonProcessTests.waitForLongPolls(1, metrics: "http://127.0.0.1:\(metricsPort)")
         process.signal(SIGTERM)
 
         // check
@@ -153,19 +155,19 @@ extension DaemonProcessTests {
         return String(buffer: try await response.body.collect(upTo: 1 << 22))
     }
 
-    /// The daemon's `countersign_long_polls_waiting` gauge, read from `/metrics`.
-    static func longPollsWaiting(base: String) async throws -> Int? {
-        let line = try await text("\(base)/metrics").split(separator: "\n").first { $0.hasPrefix("countersign_long_polls_waiting ") }
+    /// The daemon's `countersign_long_polls_waiting` gauge, read from `/metrics` at `metrics` (its metrics listener).
+    static func longPollsWaiting(metrics: String) async throws -> Int? {
+        let line = try await text("\(metrics)/metrics").split(separator: "\n").first { $0.hasPrefix("countersign_long_polls_waiting ") }
         return line.flatMap { Double($0.split(separator: " ").last ?? "") }.map { Int($0) }
     }
 
     /// Returns once `count` long polls are parked on the daemon at `base`: an event, not a pause
     /// (the bound only turns a hang into a failure).
-    static func waitForLongPolls(_ count: Int, base: String) async throws {
+    static func waitForLongPolls(_ count: Int, metrics: String) async throws {
         let clock = ContinuousClock()
         let start = clock.now
-        while try await longPollsWaiting(base: base) ?? 0 < count {
-            guard clock.now - start < .seconds(60) else { throw DaemonStartError(description: "\(count) long polls never parked at \(base)") }
+        while try await longPollsWaiting(metrics: metrics) ?? 0 < count {
+            guard clock.now - start < .seconds(60) else { throw DaemonStartError(description: "\(count) long polls never parked at \(metrics)") }
             try await Task.sleep(for: .milliseconds(20))
         }
     }

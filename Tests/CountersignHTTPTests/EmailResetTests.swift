@@ -264,7 +264,7 @@ import Testing
             #expect((attempts.first?["payload"] as Data?) == nil, "an ended item keeps no payload")
             let health = try await daemon.call(.GET, "/healthz")
             #expect(health["mail"] == "degraded")
-            let metrics = try await daemon.call(.GET, "/metrics").text
+            let metrics = try await daemon.metricsText()
             #expect(metrics.contains(#"countersign_outbox_total{kind="mail",outcome="failed"} 1"#))
         }
     }
@@ -403,7 +403,7 @@ import Testing
             let token = try #require(second.token)
             #expect(try await daemon.submitResetPage(token: token, password: Fixture.newPassword, confirm: Fixture.newPassword).status == 200)
             _ = try await daemon.waitForAudit(.passwordChanged)
-            let metrics = try await daemon.call(.GET, "/metrics").text
+            let metrics = try await daemon.metricsText()
 
             let secrets = try [first.code, first.token, second.code, second.token].map { try #require($0) }
             let audit = try await daemon.server.store.auditEvents(since: nil, email: nil, kind: nil, limit: 500)

@@ -12,7 +12,7 @@ import Testing
 @Suite struct MailPromisesTests {
     /// `countersign_outbox_waiting{kind="KIND"}` as `/metrics` shows it.
     static func outboxWaiting(_ daemon: TestDaemon, kind: String) async throws -> Int? {
-        let text = try await daemon.call(.GET, "/metrics").text
+        let text = try await daemon.metricsText()
         let line = text.split(separator: "\n").first { $0.hasPrefix("countersign_outbox_waiting{kind=\"\(kind)\"}") }
         return line.flatMap { Double($0.split(separator: " ").last ?? "") }.map { Int($0) }
     }

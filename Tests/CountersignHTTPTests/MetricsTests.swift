@@ -22,21 +22,25 @@ import Testing
         try await withTemporaryFolder { folder in
             let configuration = TestDaemon.configuration(folder) { $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 3, window: 60) }
             try await TestDaemon.run(configuration, clock: ManualClock()) { daemon in
-                let first = try await daemon.call(.GET, "/metrics")
+                let first = try await daemon.metricsAnswer()
                 #expect(first.status == 200)
-                #expect(first.headers.first(name: "Content-Type")?.hasPrefix("text/plain") == true)
+                #expect(first.contentType?.hasPrefix("text/plain") == true)
+                // trust.md: never on the public listener, whose callers could read accounts off the counters.
+                let public_ = try await daemon.call(.GET, "/metrics")
+                #expect(public_.status == 404)
+                #expect(public_["error"] == "not_found")
                 let before = try Self.samples(first.text)
                 #expect(before[#"countersign_live_requests{state="pending"}"#] == 0)
 
                 try await daemon.createUser(Fixture.email, password: "correct horse")
                 let (key, _) = try await daemon.login(Fixture.email, password: "correct horse")
                 let (id, code) = try await daemon.initiate(Fixture.email, newPassword: "staple orbit lantern")
-                let pending = try Self.samples(try await daemon.call(.GET, "/metrics").text)
+                let pending = try Self.samples(try await daemon.metricsText())
                 #expect(pending[#"countersign_live_requests{state="pending"}"#] == 1)
                 #expect(try await daemon.respond(id, apiKey: key, code: code).status == 200)
                 for _ in 0..<4 { _ = try await daemon.status(id) }
 
-                let text = try await daemon.call(.GET, "/metrics").text
+                let text = try await daemon.metricsText()
                 let after = try Self.samples(text)
                 #expect(after[#"countersign_live_requests{state="approved"}"#] == 1)
                 #expect(after[#"countersign_live_requests{state="pending"}"#] == 0)

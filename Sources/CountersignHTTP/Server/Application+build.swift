@@ -15,11 +15,25 @@ import ServiceLifecycle
 public func buildApplication(
     _ dependencies: AppDependencies,
     address: BindAddress,
+    metricsAddress: BindAddress? = nil,
+    onMetricsRunning: @escaping @Sendable (Int) async -> Void = { _ in },
     services: [any Service] = [],
     logger: Logger,
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) -> (application: Application<RouterResponder<AppRequestContext>>, routes: [String]) {
     let router = buildRouter(dependencies)
+    // `/metrics` has a listener of its own (loopback by default): its counters
+    // move per account, so the public listener must not serve them.
+    let metricsServer = metricsAddress.map { address in
+        Application(
+            router: buildMetricsRouter(dependencies),
+            configuration: .init(address: address, serverName: "countersign-metrics"),
+            onServerRunning: { channel in
+                logger.info("metrics listening", metadata: ["address": "\(channel.localAddress?.description ?? "?")"])
+                await onMetricsRunning(channel.localAddress?.port ?? 0)
+            },
+            logger: logger)
+    }
     let application = Application(
         router: router,
         server: GuardedHTTP1Channel.builder(idleTimeout: dependencies.idleTimeout, headTimeout: dependencies.headTimeout),
@@ -27,7 +41,7 @@ public func buildApplication(
         // 256 a burst overflows it, and the kernel drops connections that then
         // retry a second later. The kernel caps it at net.core.somaxconn.
         configuration: .init(address: address, serverName: "countersign", backlog: 4096),
-        services: services + [
+        services: services + (metricsServer.map { [$0] } ?? []) + [
             ExpiryService(broker: dependencies.broker, interval: .milliseconds(250), logger: logger),
             AuditWriter(log: dependencies.audit, store: dependencies.store, logger: logger),
             MaintenanceService(store: dependencies.store, retention: dependencies.retention, logger: logger),
@@ -104,6 +118,12 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
     ).addRoutes(to: v1)
     ResetPageController(resets: dependencies.emailResets, abuse: abuse).addRoutes(to: router)
     HealthController(store: dependencies.store, push: dependencies.pushSender, mail: dependencies.mail).addRoutes(to: router)
+    return router
+}
+
+/// `GET /metrics` alone, for the metrics listener.
+func buildMetricsRouter(_ dependencies: AppDependencies) -> Router<AppRequestContext> {
+    let router = Router(context: AppRequestContext.self)
     MetricsController(
         metrics: dependencies.metrics, broker: dependencies.broker, pushQueue: dependencies.pushQueue, outbox: dependencies.store,
         longPolls: dependencies.longPolls

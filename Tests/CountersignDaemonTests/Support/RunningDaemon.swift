@@ -13,11 +13,15 @@ import Glibc
 final class RunningDaemon: Sendable {
     let child: TiedProcess
     let port: Int
+    /// Where its `/metrics` listener took a port of its own (`--metrics-listen 127.0.0.1:0`).
+    let metricsPort: Int
     var base: String { "http://127.0.0.1:\(port)" }
+    var metricsBase: String { "http://127.0.0.1:\(metricsPort)" }
 
-    private init(child: TiedProcess, port: Int) {
+    private init(child: TiedProcess, port: Int, metricsPort: Int) {
         self.child = child
         self.port = port
+        self.metricsPort = metricsPort
     }
 
     var processIdentifier: Int32 { child.processIdentifier }
@@ -41,17 +45,19 @@ final class RunningDaemon: Sendable {
         let handle = try FileHandle(forWritingTo: log)
         let offset = handle.seekToEndOfFile()
         let child = try TiedProcess(
-            DaemonProcessTests.binary, ["serve", "--listen", "127.0.0.1:0", "--bcrypt-cost", "4"] + arguments,
+            DaemonProcessTests.binary,
+            ["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--bcrypt-cost", "4"] + arguments,
             environment: environment, output: handle)
         try? handle.close()
         let clock = ContinuousClock()
         let start = clock.now
         while clock.now - start < .seconds(120) {
             if let port = Self.listeningPort(in: log, from: offset),
+                let metricsPort = Self.listeningPort(in: log, from: offset, line: "metrics listening"),
                 let (status, _) = try? await DaemonProcessTests.http(.GET, "http://127.0.0.1:\(port)/healthz", timeout: 5),
                 status == 200 || status == 503
             {
-                return RunningDaemon(child: child, port: port)
+                return RunningDaemon(child: child, port: port, metricsPort: metricsPort)
             }
             guard child.isRunning else { break }
             try await Task.sleep(for: .milliseconds(100))
@@ -61,14 +67,14 @@ final class RunningDaemon: Sendable {
         throw DaemonStartError(description: "the daemon did not start: \(said.suffix(4000))")
     }
 
-    /// The port of the first `listening` line written to `log` after `offset`.
-    static func listeningPort(in log: URL, from offset: UInt64) -> Int? {
+    /// The port of the first `listening` line (or `metrics listening`) written to `log` after `offset`.
+    static func listeningPort(in log: URL, from offset: UInt64, line message: String = "listening") -> Int? {
         guard let handle = try? FileHandle(forReadingFrom: log) else { return nil }
         defer { try? handle.close() }
         try? handle.seek(toOffset: offset)
         let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
         // `… address=[IPv4]127.0.0.1/127.0.0.1:PORT [CountersignHTTP] listening`
-        for line in text.split(separator: "\n") where line.hasSuffix(" listening") {
+        for line in text.split(separator: "\n") where line.hasSuffix("] \(message)") {
             guard let address = line.split(separator: " ").first(where: { $0.hasPrefix("address=") }),
                 let port = address.split(separator: ":").last.flatMap({ Int($0) }), port > 0
             else { continue }

@@ -103,6 +103,7 @@ struct TestDaemon: Sendable {
     static func configuration(_ folder: TemporaryFolder, _ change: (inout ServeConfiguration) -> Void = { _ in }) -> ServeConfiguration {
         var configuration = ServeConfiguration(databasePath: folder.databasePath)
         configuration.port = 0
+        configuration.metricsListen = ListenAddress(host: "127.0.0.1", port: 0)
         configuration.bcryptCost = 4
         change(&configuration)
         return configuration
@@ -198,13 +199,30 @@ struct TestDaemon: Sendable {
         try await call(.GET, "/api/mobile/auth/reset/phone/status/\(id)" + (wait.map { "?wait=\($0)" } ?? ""), timeout: timeout)
     }
 
+    /// `/metrics`, from its own listener (the public one does not serve it).
+    func metricsText() async throws -> String { try await metricsAnswer().text }
+
+    /// `GET /metrics` on the metrics listener: status, `Content-Type`, text.
+    func metricsAnswer() async throws -> (status: Int, contentType: String?, text: String) {
+        let clock = ContinuousClock()
+        let start = clock.now
+        while server.metricsPort.value == nil {
+            guard clock.now - start < .seconds(60) else { throw TestFailure("the metrics listener never came up") }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let port = server.metricsPort.value ?? 0
+        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/metrics"), timeout: .seconds(30))
+        let text = String(buffer: try await response.body.collect(upTo: 4 << 20))
+        return (Int(response.status.code), response.headers.first(name: "Content-Type"), text)
+    }
+
     /// Returns once `count` long polls are parked (the daemon's `countersign_long_polls_waiting`):
     /// an event instead of a pause; the bound only turns a hang into a failure.
     func waitForLongPolls(_ count: Int) async throws {
         let clock = ContinuousClock()
         let start = clock.now
         while true {
-            let metrics = try await call(.GET, "/metrics").text
+            let metrics = try await metricsText()
             let line = metrics.split(separator: "\n").first { $0.hasPrefix("countersign_long_polls_waiting ") }
             if let value = line.flatMap({ Double($0.split(separator: " ").last ?? "") }), Int(value) >= count { return }
             guard clock.now - start < .seconds(60) else { throw TestFailure("\(count) long polls never parked") }
