@@ -54,7 +54,7 @@ extension PostgresStore: EmailResetStore {
         try await rows("UPDATE email_resets SET tries = tries - 1 WHERE id = \(id) AND state = 'active' AND tries > 0 RETURNING id")
     }
 
-    public func redeemEmailReset(id: String, passwordHash: String, now: Date) async throws -> Bool {
+    public func redeemEmailReset(id: String, passwordHash: String, now: Date) async throws -> [CancelledReset]? {
         try await transaction { connection in
             let used = try await connection.rows(
                 """
@@ -62,9 +62,32 @@ extension PostgresStore: EmailResetStore {
                 WHERE id = \(id) AND state = 'active' AND expires_at > \(now.stored) AND user_id IS NOT NULL
                 RETURNING user_id
                 """, self.logger)
-            guard let row = used.first else { return false }
+            guard let row = used.first else { return nil }
             let userID = try row.get("user_id", as: String.self)
-            return try await connection.run("UPDATE users SET password_hash = \(passwordHash) WHERE id = \(userID) RETURNING id", self.logger) == 1
+            guard try await connection.run("UPDATE users SET password_hash = \(passwordHash) WHERE id = \(userID) RETURNING id", self.logger) == 1
+            else { return nil }
+            // One recovery at a time: a live phone reset must not overwrite this password later.
+            let live = try await connection.rows(
+                """
+                SELECT id, state FROM approval_requests
+                WHERE user_id = \(userID) AND action = 'password_reset' AND integration_id IS NULL
+                    AND ((state = 'pending' AND expires_at > \(now.stored)) OR (state = 'approved' AND complete_by > \(now.stored)))
+                FOR UPDATE
+                """, self.logger)
+            var cancelled: [CancelledReset] = []
+            for row in live {
+                let request = try row.get("id", as: String.self)
+                try await connection.run(
+                    """
+                    UPDATE approval_requests SET state = 'cancelled', updated_at = \(now.stored), new_password_hash = NULL, version = version + 1
+                    WHERE id = \(request) RETURNING id
+                    """, self.logger)
+                try await Self.insert(CancelledReset.auditEvent(request, userID: userID, at: now), connection, self.logger)
+                // Every node's long polls of it wake when this commits.
+                try await Self.notify(request, connection, self.logger)
+                cancelled.append(CancelledReset(id: request, from: ApprovalState(rawValue: try row.get("state", as: String.self)) ?? .pending))
+            }
+            return cancelled
         }
     }
 

@@ -49,7 +49,7 @@ public func buildServer(
     let sender: any PushSender = pushSender ?? push?.sender ?? LoggingPushSender()
     let email = try EmailSetup.make(
         configuration: configuration, store: store, hasher: hasher, audit: audit, bell: bell, mailSender: mailSender, environment: environment,
-        now: now, logger: logger)
+        now: now, broker: broker, logger: logger)
     // Webhooks of the approvals API: always on (an integration without a webhook queues nothing).
     let webhookClient = WebhookClient()
     var deliverers = email.deliverers

@@ -173,6 +173,9 @@ extension SQLiteStore: ApprovalStore {
                     throw DatabaseError(message: "approved request \(request.logReference) holds no password hash")
                 }
                 try db.cachedStatement(sql: "UPDATE users SET password_hash = ? WHERE id = ?").execute(arguments: [hash, userID])
+                // One recovery at a time: the user's unused email code and link stop working.
+                try db.cachedStatement(sql: "UPDATE email_resets SET state = 'replaced', finished_at = ? WHERE user_id = ? AND state = 'active'")
+                    .execute(arguments: [transition.at.storedValue, userID])
             }
             return true
         }

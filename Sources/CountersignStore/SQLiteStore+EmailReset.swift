@@ -68,7 +68,7 @@ extension SQLiteStore: EmailResetStore {
         }
     }
 
-    public func redeemEmailReset(id: String, passwordHash: String, now: Date) async throws -> Bool {
+    public func redeemEmailReset(id: String, passwordHash: String, now: Date) async throws -> [CancelledReset]? {
         try await pool.write { db in
             try db.cachedStatement(
                 sql: """
@@ -76,10 +76,33 @@ extension SQLiteStore: EmailResetStore {
                     WHERE id = ? AND state = 'active' AND expires_at > ? AND user_id IS NOT NULL
                     """
             ).execute(arguments: [now.storedValue, id, now.storedValue])
-            guard db.changesCount == 1 else { return false }
-            try db.cachedStatement(sql: "UPDATE users SET password_hash = ? WHERE id = (SELECT user_id FROM email_resets WHERE id = ?)").execute(
-                arguments: [passwordHash, id])
-            return db.changesCount == 1
+            guard db.changesCount == 1,
+                let userID = try String.fetchOne(db.cachedStatement(sql: "SELECT user_id FROM email_resets WHERE id = ?"), arguments: [id])
+            else { return nil }
+            try db.cachedStatement(sql: "UPDATE users SET password_hash = ? WHERE id = ?").execute(arguments: [passwordHash, userID])
+            guard db.changesCount == 1 else { return nil }
+            // One recovery at a time: a live phone reset must not overwrite this password later.
+            let live = try Row.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT id, state FROM approval_requests
+                        WHERE user_id = ? AND action = 'password_reset' AND integration_id IS NULL
+                            AND ((state = 'pending' AND expires_at > ?) OR (state = 'approved' AND complete_by > ?))
+                        """),
+                arguments: [userID, now.storedValue, now.storedValue])
+            var cancelled: [CancelledReset] = []
+            for row in live {
+                let request: String = row["id"]
+                try db.cachedStatement(
+                    sql: """
+                        UPDATE approval_requests SET state = 'cancelled', updated_at = ?, new_password_hash = NULL, version = version + 1
+                        WHERE id = ?
+                        """
+                ).execute(arguments: [now.storedValue, request])
+                try Self.insert(CancelledReset.auditEvent(request, userID: userID, at: now), db)
+                cancelled.append(CancelledReset(id: request, from: ApprovalState(rawValue: row["state"]) ?? .pending))
+            }
+            return cancelled
         }
     }
 

@@ -9,12 +9,12 @@ import Testing
     static let t0 = Date(timeIntervalSince1970: 1_800_000_000)
     static let allowed: Set<[ApprovalState]> = [
         [.pending, .approved], [.pending, .denied], [.pending, .expired], [.pending, .cancelled],
-        [.approved, .completed], [.approved, .expired],
+        [.approved, .completed], [.approved, .expired], [.approved, .cancelled],
     ]
 
     /// One step: an event, after some seconds (a request lives 60 s, its completion window 120 s).
     enum Event: CaseIterable {
-        case approveRightCode, approveWrongCode, approveNoCode, deny, complete, cancel, supersede, sweep
+        case approveRightCode, approveWrongCode, approveNoCode, deny, complete, cancel, supersede, sweep, passwordChanged
     }
 
     static func step(_ number: Int) -> (event: Event, after: TimeInterval) {
@@ -45,6 +45,7 @@ import Testing
                 case .cancel: transition = Self.transition(machine.cancel(at: now))
                 case .supersede: transition = machine.supersede(at: now)
                 case .sweep: transition = machine.expireIfDue(at: now)
+                case .passwordChanged: transition = machine.cancelForPasswordChange(at: now)
                 }
                 if let transition {
                     // Only the table's moves, from the state the request held, recorded in it.
@@ -58,6 +59,8 @@ import Testing
                     if let deadline = before.deadline {
                         #expect((transition.cause == .timedOut) == (now >= deadline))
                     }
+                    // Only a password changed another way ends an approved request but its completion and time-out.
+                    if transition.from == .approved && transition.to == .cancelled { #expect(event == .passwordChanged) }
                 } else {
                     #expect(machine.request == before, "a refusal changed the request")
                 }

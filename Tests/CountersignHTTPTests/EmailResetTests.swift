@@ -446,3 +446,55 @@ import Testing
         #expect(form.contains("Bad &amp; wrong"))
     }
 }
+
+/// trust.md, "One recovery at a time": whichever recovery sets the password
+/// first ends the other.
+@Suite struct OneRecoveryAtATimeTests {
+    @Test func anEmailResetCancelsAnApprovedAndAPendingPhoneReset() async throws {
+        try await withMailDaemon { daemon, smtp in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (phone, _) = try await daemon.login(Fixture.email, password: Fixture.password)
+            // An approved phone reset, waiting to be completed with "phone password one".
+            let (approvedID, approvedCode) = try await daemon.initiate(Fixture.email, newPassword: "phone password one")
+            #expect(try await daemon.respond(approvedID, apiKey: phone, code: approvedCode).status == 200)
+            // Then a pending one (a newer request for the user replaces none of the approved: it is not pending).
+            let (pendingID, _) = try await daemon.initiate(Fixture.email, newPassword: "phone password two")
+            async let poll = daemon.status(pendingID, wait: 30, timeout: .seconds(25))
+            try await daemon.waitForLongPolls(1)
+
+            // act: the email reset sets the password.
+            #expect(try await daemon.emailInitiate(Fixture.email).status == 200)
+            let mail = try #require(try await smtp.waitForMails(1).first)
+            #expect(try await daemon.emailVerify(Fixture.email, code: try #require(mail.code), newPassword: Fixture.newPassword).status == 200)
+
+            // check: the waiting poll hears `cancelled` at once, completing the approved one is 409 `cancelled`,
+            // and the password is the email reset's.
+            #expect(try await poll["status"] == "cancelled")
+            let completed = try await daemon.complete(approvedID)
+            #expect(completed.status == 409)
+            #expect(completed["status"] == "cancelled")
+            #expect(try await daemon.status(approvedID)["status"] == "cancelled")
+            #expect(try await daemon.canLogIn(Fixture.email, password: Fixture.newPassword))
+            #expect(try await daemon.canLogIn(Fixture.email, password: "phone password one") == false)
+            let trail = try await daemon.waitForAudit(.cancelled) { $0.count >= 2 }
+            #expect(trail.filter { $0.detail == "password changed by email reset" }.count == 2)
+        }
+    }
+
+    @Test func aCompletedPhoneResetVoidsTheUnusedEmailCodeAndLink() async throws {
+        try await withMailDaemon { daemon, smtp in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (phone, _) = try await daemon.login(Fixture.email, password: Fixture.password)
+            #expect(try await daemon.emailInitiate(Fixture.email).status == 200)
+            let mail = try #require(try await smtp.waitForMails(1).first)
+
+            let (id, code) = try await daemon.initiate(Fixture.email, newPassword: "phone password one")
+            #expect(try await daemon.respond(id, apiKey: phone, code: code).status == 200)
+            #expect(try await daemon.complete(id).status == 200)
+
+            #expect(try await daemon.emailVerify(Fixture.email, code: try #require(mail.code), newPassword: Fixture.newPassword).status == 400)
+            #expect(try await daemon.verifyLink(token: try #require(mail.token), newPassword: Fixture.newPassword).status == 400)
+            #expect(try await daemon.canLogIn(Fixture.email, password: "phone password one"))
+        }
+    }
+}

@@ -12,6 +12,7 @@ import Foundation
 /// | pending  | cancelled | the requester cancels, or a newer request for the same subject starts |
 /// | approved | completed | the requester completes before `completeBy`; exactly once |
 /// | approved | expired   | `completeBy` passes |
+/// | pending, approved | cancelled | the password changed another way (an email reset), for a phone reset |
 public struct ApprovalStateMachine: Sendable {
     public private(set) var request: ApprovalRequest
 
@@ -79,6 +80,16 @@ public struct ApprovalStateMachine: Sendable {
     public mutating func supersede(at now: Date) -> Transition? {
         guard state(at: now) == .pending else { return nil }
         return apply(Transition(from: .pending, to: .cancelled, cause: .supersededByNewerRequest, at: now))
+    }
+
+    /// The user's password changed another way (an email reset): a live phone
+    /// reset is cancelled, so that completing it cannot overwrite the new
+    /// password. `nil` when it is not live (or its deadline passed). The stores
+    /// apply the same rule in SQL, in the password change's transaction.
+    public mutating func cancelForPasswordChange(at now: Date) -> Transition? {
+        let current = state(at: now)
+        guard current == .pending || current == .approved else { return nil }
+        return apply(Transition(from: current, to: .cancelled, cause: .passwordChanged, at: now))
     }
 
     /// What to answer instead of acting, unless the request is in `required` at `now`:

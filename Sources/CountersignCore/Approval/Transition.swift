@@ -8,6 +8,8 @@ public enum TransitionCause: String, Sendable, Equatable {
     case completedByRequester = "completed"
     case cancelledByRequester = "cancelled"
     case supersededByNewerRequest = "superseded"
+    /// The password changed another way (an email reset): a phone reset must not overwrite it.
+    case passwordChanged = "password_changed"
     case timedOut = "expired"
 }
 

@@ -436,6 +436,26 @@ public actor ApprovalBroker {
         }
     }
 
+    /// The store cancelled these phone resets in the transaction that changed
+    /// the user's password another way (see ``EmailResetStore/redeemEmailReset(id:passwordHash:now:)``,
+    /// which also audited them): mirrors the machine's same transition, wakes
+    /// their long polls and tells the devices a pending prompt is gone.
+    public func passwordChanged(userID: String, cancelled: [CancelledReset], at: Date, logger: Logger) {
+        for item in cancelled {
+            let transition = Transition(from: item.from, to: .cancelled, cause: .passwordChanged, at: at)
+            if !shared, let held = live[item.id] {
+                var machine = ApprovalStateMachine(held)
+                if machine.cancelForPasswordChange(at: at) != nil { mirror(machine.request) }
+            }
+            wake(item.id)
+            observer(transition)
+            logger.info(
+                "approval request cancelled",
+                metadata: ["request": "\(ApprovalRequest.logReference(of: item.id))", "from": "\(item.from.rawValue)", "cause": "password_changed"])
+            if item.from == .pending { push(.resolved(requestID: item.id, userID: userID, status: .cancelled), logger: logger) }
+        }
+    }
+
     /// Hands a push to the dispatcher; a job dropped from a full queue is logged and audited.
     private func push(_ job: PushJob, logger: Logger) {
         guard let dropped = pushQueue.enqueue(job) else { return }

@@ -6,7 +6,7 @@ extension TransitionCause {
         case .deniedByDevice: .denied
         case .numberMismatch: .numberMismatch
         case .completedByRequester: .completed
-        case .cancelledByRequester, .supersededByNewerRequest: .cancelled
+        case .cancelledByRequester, .supersededByNewerRequest, .passwordChanged: .cancelled
         case .timedOut: .expired
         }
     }

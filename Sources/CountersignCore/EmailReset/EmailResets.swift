@@ -27,6 +27,8 @@ public struct EmailResets: Sendable {
     let bell: OutboxBell
     public let configuration: EmailResetConfiguration
     let now: @Sendable () -> Date
+    /// Told of the phone resets a password change cancelled (the broker: it wakes their polls and tells the devices).
+    let onCancelledResets: @Sendable (_ userID: String, [CancelledReset], Date, Logger) async -> Void
 
     public init(
         store: any EmailResetStore,
@@ -36,8 +38,10 @@ public struct EmailResets: Sendable {
         audit: AuditLog,
         bell: OutboxBell,
         configuration: EmailResetConfiguration,
-        now: @escaping @Sendable () -> Date = { Date() }
+        now: @escaping @Sendable () -> Date = { Date() },
+        onCancelledResets: @escaping @Sendable (_ userID: String, [CancelledReset], Date, Logger) async -> Void = { _, _, _, _ in }
     ) {
+        self.onCancelledResets = onCancelledResets
         self.store = store
         self.accounts = accounts
         self.keys = keys
@@ -142,9 +146,11 @@ public struct EmailResets: Sendable {
             try await store.returnEmailResetTry(id: ticket.id)
             throw error
         }
-        guard try await store.redeemEmailReset(id: ticket.id, passwordHash: passwordHash, now: self.now()) else {
+        let changedAt = self.now()
+        guard let cancelled = try await store.redeemEmailReset(id: ticket.id, passwordHash: passwordHash, now: changedAt) else {
             throw refuse(ticket, proof, "already used by a concurrent request", context: context, logger: logger)
         }
+        if !cancelled.isEmpty { await onCancelledResets(userID, cancelled, changedAt, logger) }
         audit.record(AuditEvent(at: now, kind: .resetCodeAccepted, userID: userID, email: ticket.email, context: context, detail: proof.path))
         audit.record(AuditEvent(at: now, kind: .passwordChanged, userID: userID, context: context, detail: proof.path))
         logger.notice("password changed by email reset", metadata: ["user": "\(userID)", "path": "\(proof.path)"])

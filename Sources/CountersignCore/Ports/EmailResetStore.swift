@@ -16,7 +16,27 @@ public protocol EmailResetStore: Sendable {
     func takeEmailResetTry(id: String, maxTries: Int, now: Date) async throws -> Int?
     /// Gives back a try whose check never ran to its end (the hashing queue was full).
     func returnEmailResetTry(id: String) async throws
-    /// Uses the active, unexpired ticket up and sets its user's password, in
-    /// one transaction: `true` for the one caller that did it.
-    func redeemEmailReset(id: String, passwordHash: String, now: Date) async throws -> Bool
+    /// Uses the active, unexpired ticket up, sets its user's password and
+    /// cancels the user's live phone resets (``ApprovalStateMachine/cancelForPasswordChange(at:)``,
+    /// audited), in one transaction: what it cancelled, for the one caller
+    /// that did it; `nil` for the others.
+    func redeemEmailReset(id: String, passwordHash: String, now: Date) async throws -> [CancelledReset]?
+}
+
+/// A phone reset that a password change cancelled: the request, and the state it left.
+public struct CancelledReset: Sendable, Equatable {
+    public var id: String
+    public var from: ApprovalState
+
+    public init(id: String, from: ApprovalState) {
+        self.id = id
+        self.from = from
+    }
+
+    /// The trail's event of it.
+    public static func auditEvent(_ id: String, userID: String, at: Date) -> AuditEvent {
+        AuditEvent(
+            at: at, kind: .cancelled, userID: userID, requestRef: ApprovalRequest.logReference(of: id),
+            detail: "password changed by email reset")
+    }
 }
