@@ -28,6 +28,16 @@ extension PostgresStore: AccountStore {
         try await rows("SELECT * FROM users ORDER BY email").map(User.init(row:))
     }
 
+    public func rehashPassword(userID: String, from old: String, to new: String) async throws {
+        try await rows("UPDATE users SET password_hash = \(new) WHERE id = \(userID) AND password_hash = \(old) RETURNING id")
+    }
+
+    public func costliestPasswordHashCost() async throws -> Int? {
+        // `$2b$12$…`: the cost is the two digits after the second `$`.
+        try await rows("SELECT DISTINCT substr(password_hash, 1, 7) AS prefix FROM users WHERE password_hash LIKE '$2%'")
+            .compactMap { Int((try $0.get("prefix", as: String.self)).split(separator: "$").dropFirst().first ?? "") }.max()
+    }
+
     public func setPassword(userID: String, passwordHash: String) async throws {
         let changed = try await transaction { connection in
             try await connection.run("UPDATE users SET password_hash = \(passwordHash) WHERE id = \(userID) RETURNING id", self.logger)

@@ -7,12 +7,16 @@ import Synchronization
 /// or the cooperative pool, behind a bounded gate: past `maxQueued` jobs
 /// running or waiting, a call fails at once with ``HashingQueueFull``.
 ///
-/// Verifying a hash made at a lower cost than `cost` (a user who has not
+/// Verifying a hash made at a lower cost than `checkCost` (a user who has not
 /// logged in since the cost was raised) is padded with decoy work up to
-/// `cost`, so that a failed login takes as long for that user as for an
-/// unknown email, checked against a decoy at `cost`.
+/// `checkCost`, so that a failed login takes as long for that user as for an
+/// unknown email, checked against a decoy at `checkCost`. A login rehashes a
+/// hash of another cost at `cost`.
 public struct BcryptPasswordHasher: PasswordHasher {
     public let cost: Int
+    /// What every check costs at least: `cost`, or the costliest hash stored
+    /// when that is dearer (a login of its user must not stand out).
+    public let checkCost: Int
     private let gate: WorkGate
     private let decoys = Decoys()
 
@@ -20,11 +24,21 @@ public struct BcryptPasswordHasher: PasswordHasher {
     /// The default bound on bcrypt jobs running or waiting at once.
     public static let defaultMaxQueued = 32
 
-    public init(cost: Int, maxQueued: Int = defaultMaxQueued) {
+    public init(cost: Int, maxQueued: Int = defaultMaxQueued, checkCost: Int? = nil) {
         precondition(Self.costRange.contains(cost), "bcrypt cost out of range")
         self.cost = cost
+        self.checkCost = max(cost, checkCost.map { min($0, Self.costRange.upperBound) } ?? cost)
         self.gate = WorkGate(capacity: maxQueued)
     }
+
+    /// A hash of nothing anyone knows, at ``checkCost``: what an unknown email
+    /// (or a user without a password) is checked against.
+    public func decoyHash() async throws -> String {
+        let cost = UInt8(checkCost)
+        return try await gate.run { try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(SecureToken.apiKey(), cost: cost) } }
+    }
+
+    public func needsRehash(_ hash: String) -> Bool { Self.cost(of: hash) != cost }
 
     public func hash(_ password: String) async throws -> String {
         let cost = UInt8(cost)
@@ -32,7 +46,7 @@ public struct BcryptPasswordHasher: PasswordHasher {
     }
 
     public func verify(_ password: String, hash: String) async throws -> Bool {
-        let padding = Self.paddingCosts(forHashCost: Self.cost(of: hash), configured: cost)
+        let padding = Self.paddingCosts(forHashCost: Self.cost(of: hash), configured: checkCost)
         let decoys = decoys
         return try await gate.run {
             try await NIOThreadPool.singleton.runIfActive {

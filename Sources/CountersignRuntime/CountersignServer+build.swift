@@ -37,7 +37,12 @@ public func buildServer(
             "no --public-url: enrollment and reset links point at the listen address; set it to the address users and devices reach",
             metadata: ["links": "\(configuration.listenURL)"])
     }
-    let hasher = BcryptPasswordHasher(cost: configuration.bcryptCost, maxQueued: configuration.bcryptQueue)
+    // Every password check costs what the costliest stored hash costs, so that no user's login stands out.
+    let stored = try await store.costliestPasswordHashCost()
+    let hasher = BcryptPasswordHasher(cost: configuration.bcryptCost, maxQueued: configuration.bcryptQueue, checkCost: stored)
+    logger.info(
+        "password checks cost \(hasher.checkCost)",
+        metadata: ["bcryptCost": "\(configuration.bcryptCost)", "costliestStored": "\(stored.map(String.init) ?? "none")"])
     let pushQueue = PushQueue()
     let audit = AuditLog()
     let metrics = AppMetrics()
@@ -66,7 +71,7 @@ public func buildServer(
         rateLimits: RateLimits(configuration.rateLimits, shared: cluster, now: now),
         trustedProxies: configuration.trustedProxies,
         retention: configuration.retention,
-        decoyHash: try await hasher.hash(SecureToken.apiKey()),
+        decoyHash: try await hasher.decoyHash(),
         emailResets: email.resets,
         mail: email.mailer,
         outboxDeliverers: deliverers,

@@ -36,6 +36,22 @@ extension SQLiteStore: AccountStore {
         }
     }
 
+    public func rehashPassword(userID: String, from old: String, to new: String) async throws {
+        try await pool.write { db in
+            try db.cachedStatement(sql: "UPDATE users SET password_hash = ? WHERE id = ? AND password_hash = ?").execute(arguments: [
+                new, userID, old,
+            ])
+        }
+    }
+
+    public func costliestPasswordHashCost() async throws -> Int? {
+        // `$2b$12$…`: the cost is the two digits after the second `$`.
+        try await pool.read { db in
+            try String.fetchAll(db.cachedStatement(sql: "SELECT DISTINCT substr(password_hash, 1, 7) FROM users WHERE password_hash LIKE '$2%'"))
+                .compactMap { Int($0.split(separator: "$").dropFirst().first ?? "") }.max()
+        }
+    }
+
     public func setPassword(userID: String, passwordHash: String) async throws {
         try await pool.write { db in
             try db.cachedStatement(sql: "UPDATE users SET password_hash = ? WHERE id = ?").execute(arguments: [passwordHash, userID])

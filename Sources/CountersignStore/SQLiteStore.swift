@@ -30,6 +30,7 @@ public final class SQLiteStore: Sendable {
         guard FileManager.default.fileExists(atPath: directory) else {
             throw StoreError.missingDirectory(directory)
         }
+        Self.tighten(path, logger: logger)
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
         } catch {
@@ -111,4 +112,23 @@ extension SQLiteStore: StoreMaintenance {}
 extension SQLiteStore {
     /// One process owns the file: no cluster.
     public var cluster: ClusterHealth? { nil }
+
+    /// The database holds webhook secrets and password hashes: a file of it
+    /// that others may read (made before the daemon set its umask, or copied)
+    /// is made owner-only, with a warning.
+    static func tighten(_ path: String, logger: Logger) {
+        for file in [path, path + "-wal", path + "-shm"] {
+            guard let attributes = try? FileManager.default.attributesOfItem(atPath: file),
+                let mode = (attributes[.posixPermissions] as? NSNumber)?.uint16Value, mode & 0o077 != 0
+            else { continue }
+            do {
+                try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)
+                logger.warning(
+                    "database file was readable by others: made owner-only (0600)", metadata: ["file": "\(file)", "was": "\(String(mode, radix: 8))"])
+            } catch {
+                logger.error(
+                    "database file is readable by others and could not be made owner-only", metadata: ["file": "\(file)", "error": "\(error)"])
+            }
+        }
+    }
 }

@@ -62,15 +62,18 @@ func readNewPassword() throws -> String {
     return password
 }
 
+/// The cost passwords are hashed at: the flag, else the environment, else
+/// the same JSON config file `serve` reads (`--config` or `COUNTERSIGN_CONFIG`).
 struct BcryptOption: ParsableArguments {
-    @Option(help: "bcrypt cost, 4…31 (default 12; also COUNTERSIGN_BCRYPT_COST).") var bcryptCost: String?
+    @Option(help: "bcrypt cost, 4…31 (default: the config file's bcryptCost, else 12; also COUNTERSIGN_BCRYPT_COST).") var bcryptCost: String?
+    @Option(help: "The daemon's JSON config file, for its bcryptCost (also COUNTERSIGN_CONFIG).") var config: String?
 
     func hasher() async throws -> BcryptPasswordHasher {
         let cost = try await loadOrExit {
             try ConfigurationLoader(
                 flags: bcryptCost.map { [ConfigurationLoader.bcryptCost.flag: $0] } ?? [:],
                 environment: ProcessInfo.processInfo.environment,
-                configFile: nil
+                configFile: config
             ).bcryptCost()
         }
         return BcryptPasswordHasher(cost: cost)

@@ -1,5 +1,9 @@
 import ArgumentParser
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 @main
 struct Countersign: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -11,4 +15,20 @@ struct Countersign: AsyncParsableCommand {
         ],
         defaultSubcommand: Serve.self
     )
+
+    /// Every file this process creates (database, `-wal`, `-shm`, secret key,
+    /// backups) is readable by its owner alone, whatever umask it was started with.
+    static func main() async {
+        umask(0o077)
+        do {
+            var command = try parseAsRoot()
+            if var asynchronous = command as? any AsyncParsableCommand {
+                try await asynchronous.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
 }

@@ -34,13 +34,21 @@ import Glibc
 
     /// Runs `countersign ARGUMENTS` to its end: its exit status and output (stdout and stderr).
     /// On a thread of its own (see ``onOwnThread(_:)``): `fcm check` talks to a fake FCM in this process.
-    static func command(_ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, output: String) {
-        try await onOwnThread { try commandBlocking(arguments, environment: environment) }
+    static func command(
+        _ arguments: [String], environment: [String: String] = [:], program: URL? = nil
+    ) async throws -> (
+        status: Int32, output: String
+    ) {
+        try await onOwnThread { try commandBlocking(arguments, environment: environment, program: program) }
     }
 
-    static func commandBlocking(_ arguments: [String], environment: [String: String]) throws -> (status: Int32, output: String) {
+    static func commandBlocking(
+        _ arguments: [String], environment: [String: String], program: URL? = nil
+    ) throws -> (
+        status: Int32, output: String
+    ) {
         let process = Process()
-        process.executableURL = binary
+        process.executableURL = program ?? binary
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let pipe = Pipe()

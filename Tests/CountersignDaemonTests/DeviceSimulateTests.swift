@@ -14,10 +14,16 @@ import Glibc
         try await onOwnThread { try runBlocking(arguments, input: input) }
     }
 
-    static func runBlocking(_ arguments: [String], input: String) throws -> (status: Int32, output: String) {
+    /// With `umask`, the binary runs under that umask (through `/bin/sh`).
+    static func runBlocking(_ arguments: [String], input: String, umask: String? = nil) throws -> (status: Int32, output: String) {
         let process = Process()
-        process.executableURL = DaemonProcessTests.binary
-        process.arguments = arguments
+        if let umask {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "umask \(umask) && exec \"$0\" \"$@\"", DaemonProcessTests.binary.path] + arguments
+        } else {
+            process.executableURL = DaemonProcessTests.binary
+            process.arguments = arguments
+        }
         let stdin = Pipe()
         let output = Pipe()
         process.standardInput = stdin

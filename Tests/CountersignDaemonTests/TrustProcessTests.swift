@@ -96,6 +96,45 @@ import Glibc
         }
     }
 
+    /// trust.md: what the daemon and the CLI create is owner-only whatever the
+    /// umask, a database file left open to others is tightened at start, and
+    /// the CLI hashes at the cost of the daemon's config file.
+    @Test func filesAreOwnerOnlyAndTheCLIHashesAtTheConfiguredCost() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            let database = folder.appendingPathComponent("countersign.sqlite").path
+            let config = folder.appendingPathComponent("countersign.json")
+            try Data(#"{"bcryptCost": 5}"#.utf8).write(to: config)
+            // act: `user add` under a umask that would leave the file readable by all.
+            let added = try await onOwnThread {
+                try DeviceSimulateTests.runBlocking(
+                    ["user", "add", Self.email, "--database", database, "--config", config.path], input: "correct horse\n",
+                    umask: "022")
+            }
+            #expect(added.status == 0, "\(added.output)")
+            for file in [database, database + "-wal", database + "-shm"] where FileManager.default.fileExists(atPath: file) {
+                #expect(try Self.mode(file) == 0o600, "\(file)")
+            }
+            let prefix = try await DaemonProcessTests.command(
+                [
+                    "python3", "-c",
+                    "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT password_hash FROM users').fetchone()[0][:7])", database,
+                ], program: URL(fileURLWithPath: "/usr/bin/env"))
+            #expect(prefix.output.trimmingCharacters(in: .whitespacesAndNewlines) == "$2b$05$", "\(prefix.output)")
+
+            // A database file opened up by hand is made owner-only at start, with a warning.
+            #expect(chmod(database, 0o644) == 0)
+            let log = folder.appendingPathComponent("daemon.log")
+            let daemon = try await RunningDaemon.start(["--database", database], log: log)
+            defer { daemon.stop() }
+            #expect(try Self.mode(database) == 0o600)
+            #expect(try String(contentsOf: log, encoding: .utf8).contains("made owner-only"))
+        }
+    }
+
+    static func mode(_ path: String) throws -> Int {
+        ((try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue ?? -1) & 0o777
+    }
+
     /// The audit events of `kind` as `countersign audit --json` prints them, once `ready` holds (the trail is written in batches).
     static func audit(_ database: String, kind: String, until ready: ([[String: String]]) -> Bool) async throws -> [[String: String]] {
         let clock = ContinuousClock()

@@ -29,6 +29,9 @@ public protocol DeviceAccountStore: DeviceDirectory {
     /// Sets or replaces the key a device signs its answers with, if its key is
     /// still `current` (what the proofs were checked against): `false` when it changed meanwhile.
     func setDeviceKey(deviceID: String, key: DeviceKey, replacing current: DeviceKey?) async throws -> Bool
+    /// Replaces a password hash with one of the same password at the configured
+    /// cost, unless the password changed meanwhile (`from` is no longer stored).
+    func rehashPassword(userID: String, from old: String, to new: String) async throws
     /// A new API key, given for the password: the device may approve resets from now on.
     func replaceAPIKey(deviceID: String, apiKeyHash: String) async throws
     /// Records proofs of possession as used until `until`, all or none: `false`
@@ -56,6 +59,8 @@ public protocol UserAdministration: Sendable {
     func createUser(email: String, passwordHash: String) async throws -> User
     func user(email: String) async throws -> User?
     func users() async throws -> [User]
+    /// The cost of the costliest password hash stored (`nil`: none).
+    func costliestPasswordHashCost() async throws -> Int?
     func setPassword(userID: String, passwordHash: String) async throws
     func devices(userID: String) async throws -> [Device]
     func deleteDevice(id: String) async throws -> Bool

@@ -83,6 +83,15 @@ struct MobileAuthController: Sendable {
                     detail: user == nil ? "unknown email" : "wrong password"))
             throw APIError.invalidCredentials
         }
+        if let stored = user.passwordHashIfAny, hasher.needsRehash(stored) {
+            // Made at another cost (the configuration changed since): made again at this one.
+            do {
+                try await accounts.rehashPassword(userID: user.id, from: stored, to: try await hasher.hash(password))
+                context.logger.info("password rehashed at the configured cost", metadata: ["user": "\(user.id)"])
+            } catch {
+                context.logger.warning("password not rehashed", metadata: ["user": "\(user.id)", "error": "\(error)"])
+            }
+        }
         let apiKey = SecureToken.apiKey()
         let device: Device
         do {
