@@ -105,3 +105,42 @@ import Testing
         }
     }
 }
+
+/// trust.md, "Held resources follow their client".
+@Suite struct HungUpLongPollTests {
+    /// Long polls whose clients close their connections give their slots back
+    /// and leave the broker's wake list; the request itself is untouched.
+    @Test func hungUpLongPollsFreeTheirSlotsAndLeaveTheWakeList() async throws {
+        try await withTestDaemon(configure: { $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 10_000, window: 60) }) { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            _ = try await daemon.login(Fixture.email, password: Fixture.password)
+            let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            let port = try #require(URLComponents(string: daemon.base)?.port)
+            let count = 200
+            var connections: [RawConnection] = []
+            for _ in 0..<count {
+                let connection = try RawConnection(port: port)
+                connection.send("GET /api/mobile/auth/reset/phone/status/\(id)?wait=30 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                connections.append(connection)
+            }
+            try await daemon.waitForLongPolls(count)
+            #expect(await daemon.server.broker.waiterCount == count)
+
+            // act: every client hangs up.
+            connections.removeAll()
+
+            // check: slots and waiters return to zero long before the polls' 30 s (the bound is a hang detector).
+            let clock = ContinuousClock()
+            let start = clock.now
+            while clock.now - start < .seconds(25) {
+                let slots = try await daemon.longPollsWaiting()
+                let waiters = await daemon.server.broker.waiterCount
+                if slots == 0 && waiters == 0 { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(try await daemon.longPollsWaiting() == 0)
+            #expect(await daemon.server.broker.waiterCount == 0)
+            #expect(try await daemon.status(id)["status"] == "pending")
+        }
+    }
+}

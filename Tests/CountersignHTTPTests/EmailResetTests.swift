@@ -450,6 +450,20 @@ import Testing
 /// trust.md, "One recovery at a time": whichever recovery sets the password
 /// first ends the other.
 @Suite struct OneRecoveryAtATimeTests {
+    /// trust.md: a wrong link token counts against `emailVerifyFailuresPerIP` as a wrong code does.
+    @Test func wrongLinkTokensCountAgainstTheVerifyLimit() async throws {
+        try await withMailDaemon(configure: { $0.rateLimits[.emailVerifyFailuresPerIP] = RateLimit(count: 2, window: 3600) }, clock: ManualClock()) {
+            daemon, _ in
+            #expect(try await daemon.resetPage(token: "wrong-one").status == 410)
+            #expect(try await daemon.resetPage(token: "wrong-two").status == 410)
+            let limited = try await daemon.resetPage(token: "wrong-three")
+            #expect(limited.status == 429)
+            #expect(limited.headers.first(name: "Retry-After") != nil)
+            // The page's form counts too, and so does the JSON route: the same budget.
+            #expect(try await daemon.verifyLink(token: "wrong-four", newPassword: Fixture.newPassword).status == 429)
+        }
+    }
+
     @Test func anEmailResetCancelsAnApprovedAndAPendingPhoneReset() async throws {
         try await withMailDaemon { daemon, smtp in
             try await daemon.createUser(Fixture.email, password: Fixture.password)

@@ -17,6 +17,7 @@ public enum AuditKind: String, Sendable, CaseIterable, Codable {
     case expired
     case fraudReported = "fraud_reported"
     case rateLimited = "rate_limited"
+    case rateLimitedSummary = "rate_limited_summary"
     case userUnlocked = "user_unlocked"
     case emailResetRequested = "email_reset_requested"
     case resetCodeAccepted = "reset_code_accepted"

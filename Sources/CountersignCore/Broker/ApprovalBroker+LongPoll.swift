@@ -119,6 +119,9 @@ extension ApprovalBroker {
     }
 
     /// Another node committed a transition of request `id` (a cluster's notification).
+    /// Long polls parked on this node now.
+    public var waiterCount: Int { waiters.values.reduce(0) { $0 + $1.count } }
+
     public func changed(_ id: String) {
         wake(id)
     }

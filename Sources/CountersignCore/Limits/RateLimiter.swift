@@ -11,9 +11,11 @@ import Synchronization
 /// cannot grow memory, at the price of forgetting the oldest counters (the
 /// per-IP limits still hold such a flood back).
 ///
-/// Refusals are not reported one by one: each window keeps the first refused
-/// attempt's audit event and a count, handed out once by ``takeReports(now:includingOpenWindows:)``
-/// when the window ends, so a flood writes one audit row per key and window.
+/// Refusals are not reported one by one: a window's first refusal makes its
+/// audit event (the `refusal` argument, evaluated then and only then, so the
+/// caller can record it at once), and the window keeps it with a count,
+/// handed out once by ``takeReports(now:includingOpenWindows:)`` when the
+/// window ends, so a flood writes at most two audit rows per key and window.
 public final class RateLimiter: Sendable {
     public let limit: RateLimit
     public let capacity: Int

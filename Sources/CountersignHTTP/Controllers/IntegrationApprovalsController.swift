@@ -193,7 +193,15 @@ struct IntegrationApprovalsController: Sendable {
         let slot = "integration:" + integration.id
         if wait > 0, longPolls.acquire(slot) {
             defer { longPolls.release(slot) }
-            return try await answer(found: await broker.waitForChange(of: id, integrationID: integration.id, timeout: .seconds(wait)))
+            let broker = broker
+            let integrationID = integration.id
+            // A client that hangs up gives its slot back at once, and leaves the broker's wake list.
+            let found = try await context.whileConnected {
+                try await broker.waitForChange(of: id, integrationID: integrationID, timeout: .seconds(wait))
+            }
+            // Gone: what is written to nobody is the plain status.
+            if let found { return try await answer(found: found) }
+            return try await answer(found: await broker.status(of: id, integrationID: integrationID))
         }
         return try await answer(found: await broker.status(of: id, integrationID: integration.id))
     }

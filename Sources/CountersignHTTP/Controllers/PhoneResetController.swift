@@ -115,7 +115,12 @@ struct PhoneResetController: Sendable {
         // Over the per-address or node cap, a long poll is answered at once (a plain poll).
         if wait > 0, longPolls.acquire(context.clientKey) {
             defer { longPolls.release(context.clientKey) }
-            return try StatusAnswer(found: await broker.waitForChange(of: id, timeout: .seconds(wait)))
+            let broker = broker
+            // A client that hangs up gives its slot back at once, and leaves the broker's wake list.
+            let found = try await context.whileConnected { try await broker.waitForChange(of: id, timeout: .seconds(wait)) }
+            // Gone: what is written to nobody is the plain status.
+            if let found { return try StatusAnswer(found: found) }
+            return try StatusAnswer(found: await broker.status(of: id))
         }
         return try StatusAnswer(found: await broker.status(of: id))
     }

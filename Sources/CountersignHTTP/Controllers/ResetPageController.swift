@@ -22,11 +22,24 @@ struct ResetPageController: Sendable {
     @Sendable func show(_ request: Request, context: AppRequestContext) async throws -> Response {
         await Self.asPage(context) {
             let token = request.uri.queryParameters["token"].map(String.init) ?? ""
-            guard let ticket = try await resets.linkTicket(token: token) else {
+            guard let ticket = try await ticket(token, request: request, context: context) else {
                 return Self.html(ResetPages.expired(), status: .gone)
             }
             return Self.html(ResetPages.form(email: ticket.email, token: token))
         }
+    }
+
+    /// The ticket of a link's token; a token that opens none counts against
+    /// `emailVerifyFailuresPerIP` as a wrong code does (a found one is given back).
+    private func ticket(_ token: String, request: Request, context: AppRequestContext) async throws -> EmailResetTicket? {
+        var ticket: EmailResetTicket?
+        _ = try await abuse.attempt(
+            against: [(.emailVerifyFailuresPerIP, context.clientKey)], AbuseGuard.Message.resets, context: context, request: request
+        ) {
+            ticket = try await resets.linkTicket(token: token)
+            return ticket != nil
+        }
+        return ticket
     }
 
     /// Every answer of the page is a page with its headers, faults included (logged, never shown).
@@ -66,7 +79,7 @@ struct ResetPageController: Sendable {
                 status: .badRequest)
         }
         let token = form.token ?? ""
-        guard let ticket = try await resets.linkTicket(token: token) else {
+        guard let ticket = try await ticket(token, request: request, context: context) else {
             return Self.html(ResetPages.expired(), status: .gone)
         }
         // Problems with the new password are named on the form; they use no try.

@@ -4,12 +4,14 @@ import Hummingbird
 import Logging
 
 /// Rate limits as the routes use them: each refusal is a 429 with the
-/// contract's body and a metric; the audit event and the log line come once
-/// per limit, key and window, with the count of refusals (``RateLimitReporter``),
-/// so a flood cannot fill the disk.
+/// contract's body and a metric. The first refusal of a limit, key and window
+/// is audited at once; the later ones of that window are counted and written
+/// as one summary when it ends (``RateLimitReporter``), so a flood cannot fill
+/// the disk and a `kill -9` loses at most a summary's count.
 struct AbuseGuard: Sendable {
     let limits: RateLimits
     let metrics: AppMetrics
+    let audit: AuditLog
 
     enum Message {
         static let resets = "Too many reset attempts. Please try again later."
@@ -36,9 +38,12 @@ struct AbuseGuard: Sendable {
         _ name: RateLimitName, _ key: String, _ message: String, context: AppRequestContext, request: Request,
         userID: String? = nil, email: String? = nil
     ) async throws -> RateLimiter.Reservation {
-        // Made only for a refusal the report has not got yet: most attempts are admitted.
+        // Made only for the first refusal of a window (most attempts are admitted), and audited then.
         func refusal() -> AuditEvent {
-            AuditEvent(kind: .rateLimited, userID: userID, email: email, context: request.auditContext(context), detail: name.rawValue)
+            let event = AuditEvent(
+                kind: .rateLimited, userID: userID, email: email, context: request.auditContext(context), detail: "\(name.rawValue): \(key)")
+            audit.record(event)
+            return event
         }
         let limiter = limits[name]
         let admission: RateLimiter.Admission

@@ -102,3 +102,28 @@ final class HeadWatcher: ChannelDuplexHandler, RemovableChannelHandler {
         context.write(data, promise: promise)
     }
 }
+
+/// Completes `hungUp` when the client stops sending (it closed its side, or
+/// the connection ended): a long poll waiting for an answer nobody will read
+/// lets go of its slot then. Hummingbird keeps half-closed connections open,
+/// so the channel's own close would come only when the answer is written.
+final class HangUpWatcher: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    /// Only ever completed, from the channel's event loop.
+    let hungUp: EventLoopPromise<Void>
+
+    init(eventLoop: any EventLoop) {
+        hungUp = eventLoop.makePromise()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed { hungUp.succeed() }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        hungUp.succeed()
+        context.fireChannelInactive()
+    }
+}

@@ -22,9 +22,12 @@ struct RateLimitReporter: Service {
     }
 
     func report(_ reports: [(name: RateLimitName, report: RateLimiter.Report)]) {
-        for (name, report) in reports {
+        // The first refusal was audited when it happened; the rest of its window is one summary.
+        for (name, report) in reports where report.refusals > 1 {
             var event = report.firstRefusal
-            event.detail = "\(name.rawValue): \(report.refusals) refused"
+            event.at = Date()
+            event.kind = .rateLimitedSummary
+            event.detail = "\(name.rawValue): \(report.refusals - 1) more refused after the first"
             logger.notice(
                 "rate limited",
                 metadata: ["limit": "\(name.rawValue)", "ip": "\(event.ip ?? "unknown")", "refused": "\(report.refusals)"])

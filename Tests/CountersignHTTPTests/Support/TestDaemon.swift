@@ -216,15 +216,19 @@ struct TestDaemon: Sendable {
         return (Int(response.status.code), response.headers.first(name: "Content-Type"), text)
     }
 
+    /// `countersign_long_polls_waiting` now.
+    func longPollsWaiting() async throws -> Int {
+        let line = try await metricsText().split(separator: "\n").first { $0.hasPrefix("countersign_long_polls_waiting ") }
+        return line.flatMap { Double($0.split(separator: " ").last ?? "") }.map { Int($0) } ?? 0
+    }
+
     /// Returns once `count` long polls are parked (the daemon's `countersign_long_polls_waiting`):
     /// an event instead of a pause; the bound only turns a hang into a failure.
     func waitForLongPolls(_ count: Int) async throws {
         let clock = ContinuousClock()
         let start = clock.now
         while true {
-            let metrics = try await metricsText()
-            let line = metrics.split(separator: "\n").first { $0.hasPrefix("countersign_long_polls_waiting ") }
-            if let value = line.flatMap({ Double($0.split(separator: " ").last ?? "") }), Int(value) >= count { return }
+            if try await longPollsWaiting() >= count { return }
             guard clock.now - start < .seconds(60) else { throw TestFailure("\(count) long polls never parked") }
             try await Task.sleep(for: .milliseconds(20))
         }
