@@ -47,7 +47,9 @@ def serving(binary, extra_arguments=(), users=()):
         subprocess.run([binary, "user", "add", email, "--database", database, "--bcrypt-cost", str(cost)],
                        input=(password + "\n").encode(), check=True, stdout=subprocess.DEVNULL)
     daemon = subprocess.Popen(
-        [binary, "serve", "--database", database, "--listen", f"127.0.0.1:{port}", "--log-level", "error", *extra_arguments],
+        [binary, "serve", "--database", database, "--listen", f"127.0.0.1:{port}", "--log-level", "error",
+         # The load comes from one address: no per-address cap; no metrics listener to collide.
+         "--metrics-listen", "off", "--connections-per-address", "0", *extra_arguments],
         stderr=subprocess.DEVNULL)
     try:
         wait_for_port(port, daemon, seconds=30)

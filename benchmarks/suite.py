@@ -65,6 +65,7 @@ class Daemon:
         self.folder = tempfile.mkdtemp(prefix="countersign-bench-")
         self.database = database or f"{self.folder}/bench.sqlite"
         self.port = free_port()
+        self.metrics_port = free_port()
         self.process = None
 
     def command(self, *arguments, stdin=None):
@@ -77,6 +78,8 @@ class Daemon:
             environment["NOTIFY_SOCKET"] = notify_socket
         self.process = subprocess.Popen(
             [self.binary, "serve", "--database", self.database, "--listen", f"127.0.0.1:{self.port}", "--log-level", "error",
+             # /metrics has a listener of its own; the load comes from one address, so no per-address cap.
+             "--metrics-listen", f"127.0.0.1:{self.metrics_port}", "--connections-per-address", "0",
              *self.extra], stderr=subprocess.DEVNULL, env=environment)
         if not notify_socket:
             wait_for_port(self.port, self.process)
@@ -354,7 +357,7 @@ def row_memory_and_restart(args, rows):
         live = 0
         while live < args.live:
             wrk(daemon.port, "/", 10, connections=16, script=lua(daemon.folder, "create.lua", CREATE_LUA))
-            live = int(metric_sum(daemon.port, "countersign_live_requests", state="pending"))
+            live = int(metric_sum(daemon.metrics_port, "countersign_live_requests", state="pending"))
             log(f"memory: {live:,} live requests")
         time.sleep(1)
         after = daemon.rss_kib()
@@ -368,7 +371,7 @@ def row_memory_and_restart(args, rows):
         daemon.start(notify_socket=path)
         ready = wait_ready(listener)
         wait_for_port(daemon.port, daemon.process)
-        reloaded = int(metric_sum(daemon.port, "countersign_live_requests", state="pending"))
+        reloaded = int(metric_sum(daemon.metrics_port, "countersign_live_requests", state="pending"))
         rss = daemon.rss_kib()
         log(f"restart: READY after {ready - began:.2f} s with {reloaded:,} live (RSS {rss / 1024:.0f} MiB)")
         listener.close()
@@ -511,7 +514,7 @@ def daemon_push_rate(args, folder):
             thread.join()
         time.sleep(1)
         expected = users * devices * args.push_rounds
-        base = metric_sum(daemon.port, "countersign_pushes_total", outcome="sent")
+        base = metric_sum(daemon.metrics_port, "countersign_pushes_total", outcome="sent")
         began = time.perf_counter()
 
         def requester(index):
@@ -528,12 +531,12 @@ def daemon_push_rate(args, folder):
         expected += users * devices * (args.push_rounds - 1)
         sent, last_change, previous = 0, time.perf_counter(), -1
         while sent < expected and time.perf_counter() - last_change < 5:
-            sent = metric_sum(daemon.port, "countersign_pushes_total", outcome="sent") - base
+            sent = metric_sum(daemon.metrics_port, "countersign_pushes_total", outcome="sent") - base
             if sent != previous:
                 previous, last_change = sent, time.perf_counter()
             time.sleep(0.05)
         elapsed = last_change - began
-        others = metric_sum(daemon.port, "countersign_pushes_total") - base - sent
+        others = metric_sum(daemon.metrics_port, "countersign_pushes_total") - base - sent
         return sent / elapsed, int(sent), expected, int(others)
 
 

@@ -31,7 +31,7 @@ printf 'correct horse battery\n' | "$binary" user add ana@example.com --database
 # An integration, so that the /v1 routes are reached with a valid key (device routes read X-API-Key first).
 integration_key=$("$binary" integration add Fuzz --database "$work/fuzz.sqlite" | sed -n 's/^API key: *//p')
 # Generous limits, so that the generated requests reach the handlers rather than 429.
-"$binary" serve --listen "127.0.0.1:$port" --database "$work/fuzz.sqlite" --bcrypt-cost 4 --log-level warning \
+"$binary" serve --listen "127.0.0.1:$port" --metrics-listen off --database "$work/fuzz.sqlite" --bcrypt-cost 4 --log-level warning \
   --rate-limit statusPollsPerIP=1000000/1 --rate-limit resetInitiatePerIP=1000000/60 \
   --rate-limit resetInitiatePerEmail=1000000/60 --rate-limit loginFailuresPerIP=1000000/60 \
   --rate-limit loginFailuresPerEmail=1000000/60 --rate-limit respondPerDevice=1000000/60 \

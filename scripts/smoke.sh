@@ -23,7 +23,7 @@ json() { python3 -c "import json,sys; d=json.load(sys.stdin); print(d$1)"; }
 step() { printf '\n==> %s\n' "$*"; }
 
 start() {
-  "$bin" serve --database "$db" --listen "127.0.0.1:$port" 2>>"$work/daemon.log" &
+  "$bin" serve --database "$db" --listen "127.0.0.1:$port" --metrics-listen off 2>>"$work/daemon.log" &
   pid=$!
   for _ in $(seq 1 100); do
     curl -fsS "$base/healthz" >/dev/null 2>&1 && return 0

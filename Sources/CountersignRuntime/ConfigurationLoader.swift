@@ -45,9 +45,14 @@ public struct ConfigurationLoader {
     public static let trustedProxies = Setting(
         flag: "--trusted-proxy", environment: "COUNTERSIGN_TRUSTED_PROXIES", fileKey: "trustedProxies")
     public static let idleTimeout = Setting(flag: "--idle-timeout", environment: "COUNTERSIGN_IDLE_TIMEOUT", fileKey: "idleTimeout")
+    public static let requestTimeout = Setting(
+        flag: "--request-timeout", environment: "COUNTERSIGN_REQUEST_TIMEOUT", fileKey: "requestTimeout")
+    /// The older name of ``requestTimeout``, still read (the request timeout wins when both are set).
     public static let headTimeout = Setting(flag: "--header-timeout", environment: "COUNTERSIGN_HEADER_TIMEOUT", fileKey: "headerTimeout")
     public static let longPollsPerAddress = Setting(
         flag: "--long-polls-per-address", environment: "COUNTERSIGN_LONG_POLLS_PER_ADDRESS", fileKey: "longPollsPerAddress")
+    public static let connectionsPerAddress = Setting(
+        flag: "--connections-per-address", environment: "COUNTERSIGN_CONNECTIONS_PER_ADDRESS", fileKey: "connectionsPerAddress")
     public static let maxDevicesPerUser = Setting(
         flag: "--max-devices-per-user", environment: "COUNTERSIGN_MAX_DEVICES_PER_USER", fileKey: "maxDevicesPerUser")
     public static let longPollsTotal = Setting(flag: "--long-polls-max", environment: "COUNTERSIGN_LONG_POLLS_MAX", fileKey: "longPollsMax")
@@ -74,7 +79,8 @@ public struct ConfigurationLoader {
         numberMatching,
         bcryptCost, bcryptQueue, logLevel, fraudSilence,
         retention,
-        rateLimits, trustedProxies, idleTimeout, headTimeout, longPollsPerAddress, longPollsTotal, maxDevicesPerUser, fcmServiceAccount, fcmEndpoint,
+        rateLimits, trustedProxies, idleTimeout, requestTimeout, headTimeout, longPollsPerAddress, longPollsTotal, maxDevicesPerUser,
+        connectionsPerAddress, fcmServiceAccount, fcmEndpoint,
         fcmCAFile, smtpURL, smtpUser, smtpPasswordFile, smtpFrom, smtpTLS, smtpCAFile, publicURL, resetLinkTemplate, emailCodeTTL,
         mailTemplates, secretKeyFile, deviceKeys,
     ]
@@ -229,12 +235,21 @@ public struct ConfigurationLoader {
             configuration.idleTimeout = .seconds(idle)
         }
         if let head = try value(Self.headTimeout, expected: seconds, parse: Self.parseSeconds) {
-            configuration.headTimeout = .seconds(head)
+            configuration.requestTimeout = .seconds(head)
+        }
+        if let request = try value(Self.requestTimeout, expected: seconds, parse: Self.parseSeconds) {
+            configuration.requestTimeout = .seconds(request)
         }
         let count = "a whole number from 1 to 1000000"
         let parseCount: (String) -> Int? = { Int($0).flatMap { (1...1_000_000).contains($0) ? $0 : nil } }
         if let perAddress = try value(Self.longPollsPerAddress, expected: count, parse: parseCount) {
             configuration.longPollsPerAddress = perAddress
+        }
+        if let connections = try value(
+            Self.connectionsPerAddress, expected: "a whole number from 0 (no cap) to 1000000",
+            parse: { Int($0).flatMap { (0...1_000_000).contains($0) ? $0 : nil } })
+        {
+            configuration.connectionsPerAddress = connections
         }
         if let devices = try value(Self.maxDevicesPerUser, expected: count, parse: parseCount) {
             configuration.maxDevicesPerUser = devices

@@ -82,7 +82,8 @@ public func buildServer(
         deviceKeys: configuration.deviceKeys,
         longPolls: LongPollSlots(perAddress: configuration.longPollsPerAddress, total: configuration.longPollsTotal),
         idleTimeout: configuration.idleTimeout,
-        headTimeout: configuration.headTimeout
+        requestTimeout: configuration.requestTimeout,
+        connectionsPerAddress: configuration.connectionsPerAddress
     )
 
     let (readyPorts, readyContinuation) = AsyncStream.makeStream(of: Int.self)

@@ -32,7 +32,9 @@ public struct ServeConfiguration: Sendable, Equatable {
     /// A connection with no request in flight this long is closed.
     public var idleTimeout: Duration = .seconds(75)
     /// A request whose head has not arrived this long after its first byte is closed.
-    public var headTimeout: Duration = .seconds(30)
+    public var requestTimeout: Duration = .seconds(30)
+    /// Open connections per peer address (per /64 for IPv6); 0: no cap.
+    public var connectionsPerAddress = 64
     /// Long polls held at once per client address; past it, polls are answered at once.
     public var longPollsPerAddress = 1000
     /// Long polls held at once on this node; past it, polls are answered at once.

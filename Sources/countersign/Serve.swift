@@ -66,7 +66,10 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong(Setting.idleTimeout.longName), help: "Seconds before an idle connection is closed (default 75).")
     var idleTimeout: String?
     @Option(
-        name: .customLong(Setting.headTimeout.longName), help: "Seconds a request's headers may take after its first byte (default 30).")
+        name: .customLong(Setting.requestTimeout.longName),
+        help: "Seconds a request (headers and body) may take to arrive after its first byte (default 30).")
+    var requestTimeout: String?
+    @Option(name: .customLong(Setting.headTimeout.longName), help: "The older name of --request-timeout.")
     var headerTimeout: String?
     @Option(name: .customLong(Setting.longPollsPerAddress.longName), help: "Long polls held at once per client address (default 1000).")
     var longPollsPerAddress: String?
@@ -74,6 +77,10 @@ struct Serve: AsyncParsableCommand {
     var longPollsMax: String?
     @Option(name: .customLong(Setting.maxDevicesPerUser.longName), help: "The most devices one user may have (default 20).")
     var maxDevicesPerUser: String?
+    @Option(
+        name: .customLong(Setting.connectionsPerAddress.longName),
+        help: "Open connections per client address (per /64 for IPv6), 0 for no cap; trusted proxies are not capped (default 64).")
+    var connectionsPerAddress: String?
     @OptionGroup var push: PushOptions
     @Option(
         name: .customLong(Setting.deviceKeys.longName),
@@ -109,8 +116,9 @@ struct Serve: AsyncParsableCommand {
             Setting.bcryptCost.flag: bcryptCost, Setting.bcryptQueue.flag: bcryptQueue, Setting.logLevel.flag: logLevel,
             Setting.fraudSilence.flag: fraudSilence,
             Setting.retention.flag: auditRetentionDays, Setting.idleTimeout.flag: idleTimeout, Setting.headTimeout.flag: headerTimeout,
+            Setting.requestTimeout.flag: requestTimeout,
             Setting.longPollsPerAddress.flag: longPollsPerAddress, Setting.longPollsTotal.flag: longPollsMax,
-            Setting.maxDevicesPerUser.flag: maxDevicesPerUser,
+            Setting.maxDevicesPerUser.flag: maxDevicesPerUser, Setting.connectionsPerAddress.flag: connectionsPerAddress,
             Setting.publicURL.flag: publicURL, Setting.resetLinkTemplate.flag: resetLinkTemplate, Setting.emailCodeTTL.flag: emailCodeTTL,
             Setting.mailTemplates.flag: mailTemplates, Setting.secretKeyFile.flag: secretKeyFile, Setting.deviceKeys.flag: deviceKeys,
         ].merging(push.flags) { $1 }.merging(mail.flags) { $1 }

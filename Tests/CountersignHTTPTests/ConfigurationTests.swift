@@ -25,7 +25,7 @@ import Testing
         #expect(configuration.retention == 90 * 86400)
         // http-api.md, "Connections and waits".
         #expect(configuration.idleTimeout == .seconds(75))
-        #expect(configuration.headTimeout == .seconds(30))
+        #expect(configuration.requestTimeout == .seconds(30))
         #expect(configuration.longPollsPerAddress == 1000)
         #expect(configuration.longPollsTotal == 100_000)
         let systemd = try ConfigurationLoader(flags: [:], environment: ["STATE_DIRECTORY": "/var/lib/countersign"], configFile: nil)

@@ -15,7 +15,7 @@ import Testing
     /// A one-second header deadline, well inside the idle timeout.
     static func oneSecondHeadDeadline(_ configuration: inout ServeConfiguration) {
         configuration.idleTimeout = .seconds(30)
-        configuration.headTimeout = .seconds(1)
+        configuration.requestTimeout = .seconds(1)
     }
 
     @Test func anIdleConnectionIsClosed() async throws {
@@ -50,6 +50,22 @@ import Testing
             quiet.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             let answered = try #require(await quiet.waitForClose(limit: .seconds(60)))
             #expect(answered.text.hasPrefix("HTTP/1.1 200"))
+        }
+    }
+
+    /// trust.md: the deadline covers the body too: one dribbled a byte at a
+    /// time, each well inside the idle timeout, is cut at the request deadline.
+    @Test func aBodyDribbledAByteAtATimeIsClosedAtTheRequestDeadline() async throws {
+        try await withTestDaemon(configure: Self.oneSecondHeadDeadline) { daemon in
+            let slow = try RawConnection(port: try Self.port(daemon))
+            slow.send("POST /api/mobile/auth/login HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{")
+            for _ in 0..<30 {
+                slow.send(" ")
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            // Closed by the 1 s deadline; without it the connection would wait for the rest for good.
+            let closed = try #require(await slow.waitForClose(limit: .seconds(25)))
+            #expect(!closed.text.contains("HTTP/1.1 4"))
         }
     }
 
@@ -111,7 +127,11 @@ import Testing
     /// Long polls whose clients close their connections give their slots back
     /// and leave the broker's wake list; the request itself is untouched.
     @Test func hungUpLongPollsFreeTheirSlotsAndLeaveTheWakeList() async throws {
-        try await withTestDaemon(configure: { $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 10_000, window: 60) }) { daemon in
+        try await withTestDaemon(configure: {
+            $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 10_000, window: 60)
+            // All from 127.0.0.1: no per-address cap here (it has its own test).
+            $0.connectionsPerAddress = 0
+        }) { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             _ = try await daemon.login(Fixture.email, password: Fixture.password)
             let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
@@ -124,6 +144,11 @@ import Testing
                 connections.append(connection)
             }
             try await daemon.waitForLongPolls(count)
+            // A slot is taken just before its poll parks in the broker: wait for the parking too.
+            let parking = ContinuousClock.now
+            while await daemon.server.broker.waiterCount < count && ContinuousClock.now - parking < .seconds(25) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
             #expect(await daemon.server.broker.waiterCount == count)
 
             // act: every client hangs up.
@@ -141,6 +166,53 @@ import Testing
             #expect(try await daemon.longPollsWaiting() == 0)
             #expect(await daemon.server.broker.waiterCount == 0)
             #expect(try await daemon.status(id)["status"] == "pending")
+        }
+    }
+}
+
+/// trust.md, "Connections cannot be sat on".
+@Suite struct ConnectionCapTests {
+    static func answered(_ connection: RawConnection) async -> Bool {
+        connection.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        return await connection.waitForClose(limit: .seconds(60))?.text.hasPrefix("HTTP/1.1 200") == true
+    }
+
+    @Test func anAddressHoldsAtMostItsCapOfConnections() async throws {
+        try await withTestDaemon(configure: { $0.connectionsPerAddress = 3 }) { daemon in
+            let port = try ConnectionLimitTests.port(daemon)
+            // Four connections open at once and say nothing: one is over the cap (which
+            // one depends on which event loop sets its connection up first).
+            var connections = try (0..<4).map { _ in try RawConnection(port: port) }
+            var answered = 0
+            var refused = 0
+            for connection in connections {
+                if await Self.answered(connection) { answered += 1 } else { refused += 1 }
+            }
+            #expect(answered == 3)
+            #expect(refused == 1)
+            #expect(try await daemon.metricsText().contains("countersign_connections_refused_total 1"))
+            // Those closed on both sides (the server waits for the client's close), there is room again.
+            connections.removeAll()
+            let clock = ContinuousClock()
+            let start = clock.now
+            var admitted = false
+            while !admitted && clock.now - start < .seconds(30) {
+                admitted = await Self.answered(try RawConnection(port: port))
+            }
+            #expect(admitted)
+        }
+    }
+
+    /// A reverse proxy carries many clients: its connections are not capped.
+    @Test func aTrustedProxyIsNotCapped() async throws {
+        try await withTestDaemon(configure: {
+            $0.connectionsPerAddress = 1
+            $0.trustedProxies = [IPNetwork("127.0.0.1/32")!]
+        }) { daemon in
+            let port = try ConnectionLimitTests.port(daemon)
+            let held = try RawConnection(port: port)
+            #expect(await Self.answered(try RawConnection(port: port)))
+            #expect(await Self.answered(held))
         }
     }
 }

@@ -24,6 +24,7 @@ public final class AppMetrics: Sendable {
         static let outbox = "countersign_outbox_total"
         static let outboxWaiting = "countersign_outbox_waiting"
         static let longPollsWaiting = "countersign_long_polls_waiting"
+        static let connectionsRefused = "countersign_connections_refused_total"
     }
 
     public init() {
@@ -97,6 +98,11 @@ public final class AppMetrics: Sendable {
     }
 
     /// Long polls held open now, waiting for a change (all addresses).
+    /// A connection closed at once: its address held as many as allowed.
+    func connectionRefused() {
+        Counter(label: Name.connectionsRefused, factory: factory).increment()
+    }
+
     func longPollsWaiting(_ held: Int) {
         Gauge(label: Name.longPollsWaiting, factory: factory).record(held)
     }

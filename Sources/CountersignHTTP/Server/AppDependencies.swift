@@ -24,8 +24,10 @@ public struct AppDependencies: Sendable {
     public var longPolls: LongPollSlots
     /// A connection with no request in flight this long is closed.
     public var idleTimeout: Duration
-    /// A request whose head has not arrived this long after its first byte is closed.
-    public var headTimeout: Duration
+    /// A request (head and body) not arrived whole this long after its first byte is closed.
+    public var requestTimeout: Duration
+    /// Open connections per peer address (per /64 for IPv6); 0: no cap. Trusted proxies are not capped.
+    public var connectionsPerAddress: Int
     /// The email reset (codes, links, the mail queued with them).
     public var emailResets: EmailResets
     /// Where mail goes; `nil` when no SMTP server is configured (nothing is queued then).
@@ -66,8 +68,10 @@ public struct AppDependencies: Sendable {
         deviceKeys: DeviceKeyPolicy = .optional,
         longPolls: LongPollSlots = LongPollSlots(),
         idleTimeout: Duration = .seconds(75),
-        headTimeout: Duration = .seconds(30)
+        requestTimeout: Duration = .seconds(30),
+        connectionsPerAddress: Int = 64
     ) {
+        self.connectionsPerAddress = connectionsPerAddress
         self.store = store
         self.broker = broker
         self.hasher = hasher
@@ -81,7 +85,7 @@ public struct AppDependencies: Sendable {
         self.decoyHash = decoyHash
         self.longPolls = longPolls
         self.idleTimeout = idleTimeout
-        self.headTimeout = headTimeout
+        self.requestTimeout = requestTimeout
         self.emailResets = emailResets
         self.mail = mail
         self.outboxDeliverers = outboxDeliverers

@@ -36,7 +36,10 @@ public func buildApplication(
     }
     let application = Application(
         router: router,
-        server: GuardedHTTP1Channel.builder(idleTimeout: dependencies.idleTimeout, headTimeout: dependencies.headTimeout),
+        server: GuardedHTTP1Channel.builder(
+            idleTimeout: dependencies.idleTimeout, requestTimeout: dependencies.requestTimeout,
+            connections: ConnectionsPerAddress(
+                cap: dependencies.connectionsPerAddress, trusted: dependencies.trustedProxies, metrics: dependencies.metrics)),
         // Thousands of long polls may connect at once; with the default queue of
         // 256 a burst overflows it, and the kernel drops connections that then
         // retry a second later. The kernel caps it at net.core.somaxconn.

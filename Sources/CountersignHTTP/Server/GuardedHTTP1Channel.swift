@@ -7,34 +7,46 @@ import NIOHTTPTypes
 
 /// HTTP/1.1 with the contract's connection limits: a connection with no
 /// request in flight for `idleTimeout` is closed (Hummingbird's own idle
-/// handler), and a request whose head has not fully arrived `headTimeout`
-/// after its first byte is closed too, so a client trickling headers
-/// (slowloris) cannot hold a connection.
+/// handler), and a request that has not fully arrived (head and body)
+/// `requestTimeout` after its first byte is closed too, so a client trickling
+/// headers or a body (slowloris) cannot hold a connection.
 struct GuardedHTTP1Channel: ServerChildChannel {
     typealias Value = HTTP1Channel.Value
     let responder: HTTPChannelHandler.Responder
     let idleTimeout: TimeAmount
-    let headTimeout: TimeAmount
+    let requestTimeout: TimeAmount
+    let connections: ConnectionsPerAddress
 
-    static func builder(idleTimeout: Duration, headTimeout: Duration) -> HTTPServerBuilder {
+    static func builder(idleTimeout: Duration, requestTimeout: Duration, connections: ConnectionsPerAddress) -> HTTPServerBuilder {
         HTTPServerBuilder { responder in
-            GuardedHTTP1Channel(responder: responder, idleTimeout: TimeAmount(idleTimeout), headTimeout: TimeAmount(headTimeout))
+            GuardedHTTP1Channel(
+                responder: responder, idleTimeout: TimeAmount(idleTimeout), requestTimeout: TimeAmount(requestTimeout), connections: connections)
         }
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        // Over its address's cap, a connection is closed before it reads a byte.
+        let (admitted, key) = connections.admit(channel.remoteAddress)
+        guard admitted else {
+            channel.close(promise: nil)
+            return channel.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel)
+        }
+        if let key {
+            let connections = connections
+            channel.closeFuture.whenComplete { _ in connections.release(key) }
+        }
         let deadline = HeadDeadline()
         let http1 = HTTP1Channel(
             responder: responder,
             configuration: .init(additionalChannelHandlers: [HeadWatcher(deadline: deadline)], idleTimeout: idleTimeout))
-        let headTimeout = headTimeout
+        let requestTimeout = requestTimeout
         return http1.setup(channel: channel, logger: logger).flatMapThrowing { value in
             // A connection keeps its read buffer while it waits (NIO pools it); the
             // default starts at 2 KiB, where a request head is a few hundred bytes.
             // The buffer still grows, read by read, for larger requests.
             try channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: Self.readBuffers)
             // First in the pipeline: it sees the raw bytes, before the HTTP decoder.
-            try channel.pipeline.syncOperations.addHandler(ByteWatcher(deadline: deadline, timeout: headTimeout), position: .first)
+            try channel.pipeline.syncOperations.addHandler(ByteWatcher(deadline: deadline, timeout: requestTimeout), position: .first)
             try channel.pipeline.syncOperations.addHandler(HangUpWatcher(eventLoop: channel.eventLoop), position: .first)
             return value
         }

@@ -2,7 +2,8 @@ import HTTPTypes
 import NIOCore
 import NIOHTTPTypes
 
-/// The head deadline of one connection, shared by its two watchers. Only
+/// The request deadline of one connection (named for the head it first
+/// covered; it now runs to the request's end), shared by its two watchers. Only
 /// ever touched on the connection's event loop (both handlers run there).
 ///
 /// One timer at a time, armed when a request's first byte arrives and no
@@ -75,7 +76,7 @@ final class ByteWatcher: ChannelInboundHandler, RemovableChannelHandler {
     }
 }
 
-/// Stops the head deadline once the decoder has the whole head, and re-arms
+/// Stops the deadline once the decoder has the whole request (head and body), and re-arms
 /// it for the next request once the response has been written.
 final class HeadWatcher: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
@@ -89,7 +90,8 @@ final class HeadWatcher: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .head = unwrapInboundIn(data) {
+        // The deadline covers the whole request: a body dribbled a byte at a time is cut too.
+        if case .end = unwrapInboundIn(data) {
             deadline.headArrived()
         }
         context.fireChannelRead(data)
