@@ -243,6 +243,7 @@ let package = Package(
                 "CountersignStore",
                 "CountersignPostgres",
                 "PostgresTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]

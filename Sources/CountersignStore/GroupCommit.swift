@@ -7,15 +7,17 @@ import Synchronization
 /// waits for no timer.
 ///
 /// Each write runs in a savepoint of its own, so one that throws takes back
-/// only its own changes and gets its own error. Every caller is answered only
-/// once the whole transaction has committed; if the commit fails, every write
-/// of the batch gets that error (none of them is durable).
+/// only its own changes and gets its own error. If taking them back fails
+/// (`ROLLBACK TO` itself throws), its changes cannot be told from the others'
+/// and the whole batch fails. Every caller is answered only once the whole
+/// transaction has committed; if the commit fails, every write of the batch
+/// gets that error (none of them is durable).
 final class GroupCommit: Sendable {
     private struct Job: Sendable {
         /// Answers a caller whose write never ran.
         let fail: @Sendable (any Error) -> Void
         /// Runs the write in its savepoint; returns how to answer the caller once the batch commits.
-        let run: @Sendable (Database) -> @Sendable (Result<Void, any Error>) -> Void
+        let run: @Sendable (Database) throws -> @Sendable (Result<Void, any Error>) -> Void
     }
 
     private struct Queue: Sendable {
@@ -25,24 +27,42 @@ final class GroupCommit: Sendable {
 
     private let pool: DatabasePool
     private let queue = Mutex(Queue())
+    /// Takes a failed write's changes back (a seam: tests make it fail).
+    private let rollback: @Sendable (Database) throws -> Void
 
-    init(pool: DatabasePool) {
+    init(pool: DatabasePool, rollback: @escaping @Sendable (Database) throws -> Void = GroupCommit.rollbackToSavepoint) {
         self.pool = pool
+        self.rollback = rollback
+    }
+
+    static func rollbackToSavepoint(_ db: Database) throws {
+        try db.execute(sql: "ROLLBACK TRANSACTION TO SAVEPOINT job")
+        try db.execute(sql: "RELEASE SAVEPOINT job")
+    }
+
+    /// A write's changes could not be taken back: the batch cannot commit.
+    struct RollbackFailed: Error {
+        let underlying: any Error
     }
 
     func write<T: Sendable>(_ work: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+        let rollback = rollback
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             let job = Job(fail: { continuation.resume(throwing: $0) }) { db in
+                // Its own savepoint, not GRDB's `inSavepoint`: that one keeps
+                // going when `ROLLBACK TO` fails, and the batch would commit
+                // the failed write's changes.
                 let outcome: Result<T, any Error>
                 do {
-                    var value: T?
-                    try db.inSavepoint {
-                        value = try work(db)
-                        return .commit
-                    }
-                    outcome = .success(value!)
+                    try db.execute(sql: "SAVEPOINT job")
+                    let value = try work(db)
+                    try db.execute(sql: "RELEASE SAVEPOINT job")
+                    outcome = .success(value)
                 } catch {
                     outcome = .failure(error)
+                    if db.isInsideTransaction {
+                        do { try rollback(db) } catch { throw RollbackFailed(underlying: error) }
+                    }
                 }
                 return { committed in
                     switch committed {
@@ -76,7 +96,8 @@ final class GroupCommit: Sendable {
             do {
                 try db.inTransaction(.immediate) {
                     for job in jobs {
-                        answers.append(job.run(db))
+                        // A throw here (the write's changes could not be taken back) fails the batch.
+                        answers.append(try job.run(db))
                         // Some errors (a full disk, I/O) make SQLite roll the whole transaction back.
                         guard db.isInsideTransaction else { throw DatabaseError(message: "the transaction was rolled back") }
                     }

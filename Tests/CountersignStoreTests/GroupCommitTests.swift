@@ -1,8 +1,10 @@
 import CountersignCore
-import CountersignStore
 import Foundation
+import GRDB
 import Logging
 import Testing
+
+@testable import CountersignStore
 
 /// SQLite's creates and transitions share transactions when they arrive together.
 @Suite struct GroupCommitTests {
@@ -69,5 +71,37 @@ import Testing
             #expect(try await reopened.request(id: "r\(index)")?.state == .pending)
         }
         #expect(try await reopened.request(id: "broken")?.state == .approved)
+    }
+
+    /// trust.md: when a failed write's changes cannot be taken back (its
+    /// `ROLLBACK TO` fails), the whole batch fails: nothing of it is durable.
+    @Test func aFailedRollbackToFailsTheWholeBatch() async throws {
+        defer { try? FileManager.default.removeItem(at: folder) }
+        struct WriteFailed: Error {}
+        struct RollbackRefused: Error {}
+        let pool = try DatabasePool(path: folder.appendingPathComponent("rollback.sqlite").path)
+        try await pool.write { db in try db.execute(sql: "CREATE TABLE t (v TEXT)") }
+        let group = GroupCommit(pool: pool, rollback: { _ in throw RollbackRefused() })
+
+        // act: a write that changes a row, then throws; taking it back fails.
+        await #expect(throws: GroupCommit.RollbackFailed.self) {
+            try await group.write { db in
+                try db.execute(sql: "INSERT INTO t (v) VALUES ('half-done')")
+                throw WriteFailed()
+            }
+        }
+
+        // check: its change did not commit with the batch.
+        #expect(try await pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM t") } == 0)
+        // With a rollback that works, the same failure takes back its own change only.
+        let working = GroupCommit(pool: pool)
+        await #expect(throws: WriteFailed.self) {
+            try await working.write { db in
+                try db.execute(sql: "INSERT INTO t (v) VALUES ('half-done')")
+                throw WriteFailed()
+            }
+        }
+        try await working.write { db in try db.execute(sql: "INSERT INTO t (v) VALUES ('whole')") }
+        #expect(try await pool.read { db in try String.fetchAll(db, sql: "SELECT v FROM t") } == ["whole"])
     }
 }
