@@ -22,6 +22,7 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
     @Option(help: "The device name shown in `device list`.") var name = "countersign device simulate"
     @Flag(help: "Approve every pending request as it appears.") var approveAll = false
     @Flag(help: "Deny every pending request as it appears.") var denyAll = false
+    @Flag(help: "With --deny-all: report each as fraud (the report is signed with the answer).") var reportFraud = false
     @Option(help: "With --approve-all: the number code to approve with.") var numberCode: String?
     @Option(help: "Stop after this many answers (default: run until interrupted).") var count: Int?
     @Option(help: "Stop after this many seconds (default: run until interrupted).") var seconds: Int?
@@ -63,7 +64,8 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
                     return
                 }
                 if answerCode != nil && answerCode == code { code = nil }
-                let (status, body) = try await device.answer(id, decision: decision, numberCode: answerCode)
+                let (status, body) = try await device.answer(
+                    id, decision: decision, numberCode: answerCode, reportFraud: reportFraud && decision == .deny)
                 let outcome = status == 200 ? (body["status"] as? String ?? "?") : "\(status) \(body["error"] as? String ?? "")"
                 print("answered \(Self.reference(id)): \(decision.rawValue) → \(outcome)")
                 answered += 1

@@ -40,13 +40,18 @@ struct SimulatedDevice {
         return body["approvals"] as? [[String: any Sendable]] ?? []
     }
 
-    /// Answers one request, signed with the device key.
-    func answer(_ requestID: String, decision: ApprovalDecision, numberCode: String?) async throws -> (Int, [String: any Sendable]) {
+    /// Answers one request, signed with the device key; a fraud report is part of what is signed.
+    func answer(
+        _ requestID: String, decision: ApprovalDecision, numberCode: String?, reportFraud: Bool = false
+    ) async throws -> (
+        Int, [String: any Sendable]
+    ) {
         let payload = AnswerSignature.Payload(
             requestId: requestID, decision: decision.rawValue, numberCode: numberCode, iat: Int(Date().timeIntervalSince1970),
-            deviceId: deviceID)
+            deviceId: deviceID, fraud: reportFraud ? true : nil)
         var body: [String: any Sendable] = ["decision": decision.rawValue, "signature": try await AnswerSignature.sign(payload, with: key)]
         if let numberCode { body["numberCode"] = numberCode }
+        if reportFraud { body["reportFraud"] = true }
         return try await transport("POST", "/api/mobile/approvals/\(requestID)/respond", body, apiKey)
     }
 }

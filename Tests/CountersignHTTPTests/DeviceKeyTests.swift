@@ -44,11 +44,13 @@ import Testing
     }
 
     static func respond(
-        _ daemon: TestDaemon, _ id: String, apiKey: String, code: String?, decision: String = "approve", signature: String?
+        _ daemon: TestDaemon, _ id: String, apiKey: String, code: String?, decision: String = "approve", signature: String?,
+        reportFraud: Bool = false
     )
         async throws -> TestDaemon.Answer
     {
         var body: [String: any Sendable] = ["decision": decision]
+        if reportFraud { body["reportFraud"] = true }
         if let code { body["numberCode"] = code }
         if let signature { body["signature"] = signature }
         return try await daemon.call(.POST, "/api/mobile/approvals/\(id)/respond", json: body, apiKey: apiKey)
@@ -164,6 +166,37 @@ import Testing
         while true {
             let signature = try key.signature(for: Data(input.utf8)).rawRepresentation
             if SignatureForm.hasLowS(Array(signature.suffix(32))) != highS { return input + "." + base64url(signature) }
+        }
+    }
+
+    /// trust.md: a key-bound device's fraud report is part of what it signs:
+    /// a report the signature does not cover, and a signature covering a
+    /// report not sent, are both refused, and change nothing.
+    @Test func aFraudReportMustBeSigned() async throws {
+        try await withTestDaemon(configure: { $0.rateLimits[.respondPerDevice] = RateLimit(count: 100, window: 60) }) { daemon in
+            let user = try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let phone = try await Self.signIn(daemon, key: ES256PrivateKey())
+            let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            let plain = phone.payload(id, decision: "deny", code: nil)
+            var fraud = plain
+            fraud.fraud = true
+            let unsignedReport = try await Self.respond(
+                daemon, id, apiKey: phone.apiKey, code: nil, decision: "deny", signature: try await AnswerSignature.sign(plain, with: phone.key),
+                reportFraud: true)
+            #expect(unsignedReport.status == 401)
+            #expect(unsignedReport["error"] == "invalid_signature")
+            let unsentReport = try await Self.respond(
+                daemon, id, apiKey: phone.apiKey, code: nil, decision: "deny", signature: try await AnswerSignature.sign(fraud, with: phone.key))
+            #expect(unsentReport.status == 401)
+            #expect(try await daemon.status(id)["status"] == "pending")
+            #expect(try await daemon.server.store.user(id: user.id)?.silencedUntil == nil)
+            // Signed and sent: denied, and the user's prompts are silenced.
+            let reported = try await Self.respond(
+                daemon, id, apiKey: phone.apiKey, code: nil, decision: "deny", signature: try await AnswerSignature.sign(fraud, with: phone.key),
+                reportFraud: true)
+            #expect(reported.status == 200)
+            #expect(reported["status"] == "denied")
+            #expect(try await daemon.server.store.user(id: user.id)?.silencedUntil != nil)
         }
     }
 
