@@ -16,12 +16,15 @@ public struct MailTemplates: Sendable {
         public var link: String
         /// "15 minutes".
         public var validFor: String
+        /// The names of the devices signed in to the account.
+        public var devices: [String]
 
-        public init(email: String, code: String, link: String, validFor: String) {
+        public init(email: String, code: String, link: String, validFor: String, devices: [String] = []) {
             self.email = email
             self.code = code
             self.link = link
             self.validFor = validFor
+            self.devices = devices
         }
     }
 
@@ -56,7 +59,11 @@ public struct MailTemplates: Sendable {
     }
 
     public func render(_ content: Content) -> (text: String, html: String) {
-        let context: [String: String] = ["email": content.email, "code": content.code, "link": content.link, "validFor": content.validFor]
+        // `devices` is a list of `{"name": …}` for a section; `hasDevices` tells an empty one apart.
+        let context: [String: Any] = [
+            "email": content.email, "code": content.code, "link": content.link, "validFor": content.validFor,
+            "devices": content.devices.map { ["name": $0] }, "hasDevices": !content.devices.isEmpty,
+        ]
         return (text.render(context), html.render(context))
     }
 
@@ -81,6 +88,15 @@ public struct MailTemplates: Sendable {
         {{link}}
 
         The code and the link work once, for {{validFor}}.
+        {{#hasDevices}}
+
+        Devices signed in to this account, which stay signed in after a reset:
+        {{#devices}}
+          - {{name}}
+        {{/devices}}
+        Sign one out from the device itself (Sign out, DELETE /api/mobile/device)
+        or ask the operator to run `countersign device revoke`.
+        {{/hasDevices}}
 
         If you did not ask for this, ignore this mail; your password has not changed.
 
@@ -99,6 +115,11 @@ public struct MailTemplates: Sendable {
         <p><a href="{{link}}" style="display: inline-block; padding: 0.6rem 1.2rem; background: #0a66c2; color: #fff; border-radius: 6px; text-decoration: none;">Reset my password</a></p>
         <p style="font-size: 0.85rem; color: #555;">Or copy this address: {{link}}</p>
         <p>The code and the link work once, for {{validFor}}.</p>
+        {{#hasDevices}}
+        <p>Devices signed in to this account, which stay signed in after a reset:</p>
+        <ul>{{#devices}}<li>{{name}}</li>{{/devices}}</ul>
+        <p>Sign one out from the device itself (Sign out, <code>DELETE /api/mobile/device</code>) or ask the operator to run <code>countersign device revoke</code>.</p>
+        {{/hasDevices}}
         <p>If you did not ask for this, ignore this mail; your password has not changed.</p>
         </body>
         </html>

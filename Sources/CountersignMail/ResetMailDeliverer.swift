@@ -31,7 +31,7 @@ public struct ResetMailDeliverer: OutboxDeliverer {
         let content = MailTemplates.Content(
             email: payload.to, code: payload.code, link: link.link(token: payload.token, email: payload.to),
             // What is left of the code's life when the mail leaves (a retried mail goes late).
-            validFor: MailTemplates.duration(min(codeTTL, payload.expiresAt.timeIntervalSinceNow)))
+            validFor: MailTemplates.duration(min(codeTTL, payload.expiresAt.timeIntervalSinceNow)), devices: payload.devices ?? [])
         let (text, html) = templates.render(content)
         let message = MailMessage(to: payload.to, subject: MailTemplates.subject, text: text, html: html)
         switch await sender.send(message, logger: logger) {

@@ -495,6 +495,23 @@ import Testing
         }
     }
 
+    /// The reset mail names the devices that stay signed in, and how to sign one out.
+    @Test func theResetMailNamesTheSignedInDevices() async throws {
+        try await withMailDaemon { daemon, smtp in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            _ = try await daemon.login(Fixture.email, password: Fixture.password, device: "Ana's phone")
+            _ = try await daemon.login(Fixture.email, password: Fixture.password, device: "Tablet <b>9</b>")
+            #expect(try await daemon.emailInitiate(Fixture.email).status == 200)
+            let mail = try #require(try await smtp.waitForMails(1).first)
+            let text = try #require(mail.text)
+            let html = try #require(mail.html)
+            #expect(text.contains("  - Ana's phone") && text.contains("  - Tablet <b>9</b>"), "\(text)")
+            #expect(text.contains("countersign device revoke") && text.contains("DELETE /api/mobile/device"))
+            // In HTML a name is text, never markup.
+            #expect(html.contains("Tablet &lt;b&gt;9&lt;/b&gt;") && !html.contains("<b>9</b>"), "\(html)")
+        }
+    }
+
     @Test func aCompletedPhoneResetVoidsTheUnusedEmailCodeAndLink() async throws {
         try await withMailDaemon { daemon, smtp in
             try await daemon.createUser(Fixture.email, password: Fixture.password)

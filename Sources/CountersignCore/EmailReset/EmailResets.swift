@@ -20,7 +20,7 @@ public struct EmailResets: Sendable {
     }
 
     let store: any EmailResetStore
-    let accounts: any ApproverDirectory
+    let accounts: any ApproverDirectory & PushTargetStore
     let keys: SecretKeys
     let hasher: any PasswordHasher
     let audit: AuditLog
@@ -32,7 +32,7 @@ public struct EmailResets: Sendable {
 
     public init(
         store: any EmailResetStore,
-        accounts: any ApproverDirectory,
+        accounts: any ApproverDirectory & PushTargetStore,
         keys: SecretKeys,
         hasher: any PasswordHasher,
         audit: AuditLog,
@@ -67,7 +67,9 @@ public struct EmailResets: Sendable {
             createdAt: now, expiresAt: now.addingTimeInterval(configuration.codeTTL))
         var mail: OutboxItem?
         if let user, configuration.mailEnabled {
-            let payload = ResetMailPayload(to: user.email, code: code, token: token, expiresAt: ticket.expiresAt)
+            // The mail names the devices that stay signed in after a reset (names only).
+            let devices = try await accounts.devices(userID: user.id).map(\.name)
+            let payload = ResetMailPayload(to: user.email, code: code, token: token, expiresAt: ticket.expiresAt, devices: devices)
             mail = OutboxItem(
                 id: SecureToken.recordID(), kind: .mail, reference: id, userID: user.id,
                 payload: try keys.seal(JSONEncoder().encode(payload)), createdAt: now, nextAttemptAt: now, deadline: ticket.expiresAt)
