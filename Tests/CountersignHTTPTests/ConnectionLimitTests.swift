@@ -69,6 +69,25 @@ import Testing
         }
     }
 
+    /// An answer written before its request's body ended (an early refusal)
+    /// does not switch the deadline off for the requests after it.
+    @Test func anEarlyAnswerLeavesTheNextRequestItsDeadline() async throws {
+        try await withTestDaemon(configure: Self.oneSecondHeadDeadline) { daemon in
+            let connection = try RawConnection(port: try Self.port(daemon))
+            connection.send("POST /no-such-route HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\n")
+            // The 404 comes before the body is sent.
+            #expect(await connection.read(for: .milliseconds(500)).contains("404"))
+            connection.send("{}   ")
+            connection.send(
+                "POST /api/mobile/auth/login HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{")
+            for _ in 0..<30 {
+                connection.send(" ")
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(await connection.waitForClose(limit: .seconds(25)) != nil)
+        }
+    }
+
     @Test func onAKeptAliveConnectionEachHeadHasItsOwnDeadline() async throws {
         try await withTestDaemon(configure: Self.oneSecondHeadDeadline) { daemon in
             let connection = try RawConnection(port: try Self.port(daemon))
@@ -136,7 +155,9 @@ import Testing
             _ = try await daemon.login(Fixture.email, password: Fixture.password)
             let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             let port = try #require(URLComponents(string: daemon.base)?.port)
-            let count = 200
+            // 50, not 200: with 200 sockets open here as well, the suite crashed in Foundation's Process.run
+            // (a memcpy on a bad pointer) in 2 of 3 runs while other tests launched processes; with 50, in none of 3.
+            let count = 50
             var connections: [RawConnection] = []
             for _ in 0..<count {
                 let connection = try RawConnection(port: port)

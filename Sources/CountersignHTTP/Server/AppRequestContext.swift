@@ -2,7 +2,6 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
-import Synchronization
 
 /// The request context of every route: Hummingbird's core storage plus the client address.
 public struct AppRequestContext: RequestContext {
@@ -30,12 +29,11 @@ public struct AppRequestContext: RequestContext {
     /// `nil` when the client left.
     public func whileConnected<T: Sendable>(_ wait: @escaping @Sendable () async throws -> T) async throws -> T? {
         // The watcher is in the pipeline of every connection the server accepts.
-        let closed =
-            (try? await channel.pipeline.handler(type: HangUpWatcher.self).get())?.hungUp.futureResult ?? channel.closeFuture
+        guard let watcher = try? await channel.pipeline.handler(type: HangUpWatcher.self).get() else { return try await wait() }
         return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask { try await wait() }
             group.addTask {
-                await Self.untilCompleted(closed)
+                await watcher.untilHungUp()
                 return nil
             }
             defer { group.cancelAll() }
@@ -48,39 +46,4 @@ public struct AppRequestContext: RequestContext {
 
     /// JSON with sorted keys, so that equal answers are equal bytes.
     public var responseEncoder: JSONEncoder { APIJSON.encoder }
-
-    /// Waits for `future`, or until the task is cancelled (an `EventLoopFuture`'s
-    /// own `get()` cannot be cancelled: a group would wait on it for good).
-    static func untilCompleted(_ future: EventLoopFuture<Void>) async {
-        enum State {
-            case idle
-            case waiting(CheckedContinuation<Void, Never>)
-            case done
-        }
-        let state = Mutex(State.idle)
-        @Sendable func finish() {
-            let waiting = state.withLock { state -> CheckedContinuation<Void, Never>? in
-                defer { state = .done }
-                if case .waiting(let continuation) = state { return continuation }
-                return nil
-            }
-            waiting?.resume()
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let finished = state.withLock { state -> Bool in
-                    if case .done = state { return true }
-                    state = .waiting(continuation)
-                    return false
-                }
-                if finished {
-                    continuation.resume()
-                } else {
-                    future.whenComplete { _ in finish() }
-                }
-            }
-        } onCancel: {
-            finish()
-        }
-    }
 }

@@ -47,7 +47,7 @@ struct GuardedHTTP1Channel: ServerChildChannel {
             try channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: Self.readBuffers)
             // First in the pipeline: it sees the raw bytes, before the HTTP decoder.
             try channel.pipeline.syncOperations.addHandler(ByteWatcher(deadline: deadline, timeout: requestTimeout), position: .first)
-            try channel.pipeline.syncOperations.addHandler(HangUpWatcher(eventLoop: channel.eventLoop), position: .first)
+            try channel.pipeline.syncOperations.addHandler(HangUpWatcher(), position: .first)
             return value
         }
     }

@@ -1,6 +1,7 @@
 import HTTPTypes
 import NIOCore
 import NIOHTTPTypes
+import Synchronization
 
 /// The request deadline of one connection (named for the head it first
 /// covered; it now runs to the request's end), shared by its two watchers. Only
@@ -14,9 +15,9 @@ import NIOHTTPTypes
 /// costs a timer every `timeout`, not a scheduling and a cancellation per
 /// request (those were 7% of the daemon's time under a status-poll load).
 final class HeadDeadline: @unchecked Sendable {
-    /// Between requests: the next byte starts a request whose head must arrive in time.
-    var awaitingHead = true
-    /// When the head now awaited began to arrive; `nil` while none is arriving.
+    /// When the request now awaited began to arrive; `nil` while none is
+    /// arriving (between requests, or while one is answered): the next byte
+    /// then starts a request that must arrive whole in time.
     private(set) var headStarted: NIODeadline?
     private var timer: Scheduled<Void>?
 
@@ -27,9 +28,9 @@ final class HeadDeadline: @unchecked Sendable {
         if timer == nil { arm(at: now + timeout, on: channel, timeout: timeout) }
     }
 
-    /// The whole head arrived.
-    func headArrived() {
-        awaitingHead = false
+    /// The whole request arrived (its `.end`), whether or not it was answered
+    /// already: the next byte is the next request's.
+    func requestArrived() {
         headStarted = nil
     }
 
@@ -64,7 +65,7 @@ final class ByteWatcher: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if deadline.awaitingHead && deadline.headStarted == nil {
+        if deadline.headStarted == nil {
             deadline.headBegins(on: context.channel, timeout: timeout)
         }
         context.fireChannelRead(data)
@@ -76,13 +77,12 @@ final class ByteWatcher: ChannelInboundHandler, RemovableChannelHandler {
     }
 }
 
-/// Stops the deadline once the decoder has the whole request (head and body), and re-arms
-/// it for the next request once the response has been written.
-final class HeadWatcher: ChannelDuplexHandler, RemovableChannelHandler {
+/// Stops the deadline once the decoder has the whole request (head and
+/// body). An answer written before the body ends (an early refusal) changes
+/// nothing: the body must still arrive in time, and the next request too.
+final class HeadWatcher: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPResponsePart
     let deadline: HeadDeadline
 
     init(deadline: HeadDeadline) {
@@ -92,40 +92,75 @@ final class HeadWatcher: ChannelDuplexHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         // The deadline covers the whole request: a body dribbled a byte at a time is cut too.
         if case .end = unwrapInboundIn(data) {
-            deadline.headArrived()
+            deadline.requestArrived()
         }
         context.fireChannelRead(data)
     }
-
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) {
-            deadline.awaitingHead = true
-        }
-        context.write(data, promise: promise)
-    }
 }
 
-/// Completes `hungUp` when the client stops sending (it closed its side, or
-/// the connection ended): a long poll waiting for an answer nobody will read
-/// lets go of its slot then. Hummingbird keeps half-closed connections open,
-/// so the channel's own close would come only when the answer is written.
-final class HangUpWatcher: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
+/// Tells waiting long polls when the client stops sending (it closed its
+/// side, or the connection ended): a poll whose answer nobody will read lets
+/// go of its slot then. Hummingbird keeps half-closed connections open, so the
+/// channel's own close would come only when the answer is written. Waiters
+/// leave the list when they stop waiting, so a kept-alive connection carrying
+/// many polls holds nothing per past poll.
+final class HangUpWatcher: ChannelInboundHandler, RemovableChannelHandler, Sendable {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
-    /// Only ever completed, from the channel's event loop.
-    let hungUp: EventLoopPromise<Void>
 
-    init(eventLoop: any EventLoop) {
-        hungUp = eventLoop.makePromise()
+    private struct State {
+        var hungUp = false
+        var next = 0
+        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+        /// Waiters cancelled before they parked.
+        var cancelled: Set<Int> = []
     }
+    private let state = Mutex(State())
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let event = event as? ChannelEvent, event == .inputClosed { hungUp.succeed() }
+        if let event = event as? ChannelEvent, event == .inputClosed { hangUp() }
         context.fireUserInboundEventTriggered(event)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        hungUp.succeed()
+        hangUp()
         context.fireChannelInactive()
+    }
+
+    private func hangUp() {
+        let waiting = state.withLock { state in
+            state.hungUp = true
+            defer { state.waiters = [:] }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiting { waiter.resume() }
+    }
+
+    /// Returns when the client hangs up, or when the calling task is cancelled.
+    func untilHungUp() async {
+        let number = state.withLock { state in
+            defer { state.next += 1 }
+            return state.next
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state in
+                    // Hung up already, or cancelled before parking (the handler below found no waiter to resume).
+                    if state.hungUp || state.cancelled.remove(number) != nil { return true }
+                    state.waiters[number] = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            let parked = state.withLock { state in
+                guard let continuation = state.waiters.removeValue(forKey: number) else {
+                    state.cancelled.insert(number)
+                    return CheckedContinuation<Void, Never>?.none
+                }
+                return continuation
+            }
+            parked?.resume()
+        }
     }
 }
