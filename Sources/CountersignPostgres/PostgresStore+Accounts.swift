@@ -40,7 +40,15 @@ extension PostgresStore: AccountStore {
 
     public func setPassword(userID: String, passwordHash: String) async throws {
         let changed = try await transaction { connection in
-            try await connection.run("UPDATE users SET password_hash = \(passwordHash) WHERE id = \(userID) RETURNING id", self.logger)
+            // Live phone resets first, then the user: the order a completion takes its locks in.
+            try await connection.run(
+                "SELECT id FROM approval_requests WHERE user_id = \(userID) AND state IN ('pending', 'approved') FOR UPDATE", self.logger)
+            let changed = try await connection.run(
+                "UPDATE users SET password_hash = \(passwordHash) WHERE id = \(userID) RETURNING id", self.logger)
+            if changed == 1 {
+                _ = try await Self.cancelLivePhoneResets(userID: userID, now: Date(), by: "the operator (user passwd)", connection, self.logger)
+            }
+            return changed
         }
         if changed == 0 { throw AccountError.unknownUser }
     }
@@ -57,7 +65,13 @@ extension PostgresStore: AccountStore {
         // The user's row is locked first: two registrations at once count each other's device.
         try await connection.run("SELECT id FROM users WHERE id = \(userID) FOR UPDATE", logger)
         // A token another account's device holds stays with it (see the SQLite store).
-        let fcmToken = try await Self.tokenUnlessClaimed(registration.fcmToken, byOtherThan: userID, connection, logger)
+        var fcmToken = try await Self.tokenUnlessClaimed(registration.fcmToken, byOtherThan: userID, connection, logger)
+        // An enrollment never takes a device over (see the SQLite store): with a held token it is pull only.
+        if !registration.mayApproveResets, let token = fcmToken,
+            try await connection.run("SELECT 1 FROM devices WHERE user_id = \(userID) AND fcm_token = \(token)", logger) > 0
+        {
+            fcmToken = nil
+        }
         if let fcmToken,
             let existing = try await connection.rows(
                 "SELECT * FROM devices WHERE user_id = \(userID) AND fcm_token = \(fcmToken) FOR UPDATE", logger

@@ -140,13 +140,14 @@ extension PostgresStore: ApprovalStore {
                 else {
                     throw PostgresStoreError.corrupt("approved request \(request.logReference) holds no password hash")
                 }
-                try await connection.run("UPDATE users SET password_hash = \(hash) WHERE id = \(userID) RETURNING id", self.logger)
                 // One recovery at a time: the user's unused email code and link stop working.
+                // Email resets before the user: the order an email reset's redemption locks them in.
                 try await connection.run(
                     """
                     UPDATE email_resets SET state = 'replaced', finished_at = \(transition.at.stored)
                     WHERE user_id = \(userID) AND state = 'active' RETURNING id
                     """, self.logger)
+                try await connection.run("UPDATE users SET password_hash = \(hash) WHERE id = \(userID) RETURNING id", self.logger)
             }
             // Delivered to every node's listener when this transaction commits.
             try await Self.notify(request.id, connection, self.logger)

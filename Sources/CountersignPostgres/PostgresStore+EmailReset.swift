@@ -56,6 +56,14 @@ extension PostgresStore: EmailResetStore {
 
     public func redeemEmailReset(id: String, passwordHash: String, now: Date) async throws -> [CancelledReset]? {
         try await transaction { connection in
+            // Locks in the order a phone reset's completion takes them (its request, then
+            // email resets, then the user), so that the two cannot deadlock.
+            if let owner = try await connection.rows("SELECT user_id FROM email_resets WHERE id = \(id)", self.logger).first,
+                let userID = try owner.get("user_id", as: String?.self)
+            {
+                try await connection.run(
+                    "SELECT id FROM approval_requests WHERE user_id = \(userID) AND state IN ('pending', 'approved') FOR UPDATE", self.logger)
+            }
             let used = try await connection.rows(
                 """
                 UPDATE email_resets SET state = 'used', finished_at = \(now.stored)
@@ -67,28 +75,36 @@ extension PostgresStore: EmailResetStore {
             guard try await connection.run("UPDATE users SET password_hash = \(passwordHash) WHERE id = \(userID) RETURNING id", self.logger) == 1
             else { return nil }
             // One recovery at a time: a live phone reset must not overwrite this password later.
-            let live = try await connection.rows(
-                """
-                SELECT id, state FROM approval_requests
-                WHERE user_id = \(userID) AND action = 'password_reset' AND integration_id IS NULL
-                    AND ((state = 'pending' AND expires_at > \(now.stored)) OR (state = 'approved' AND complete_by > \(now.stored)))
-                FOR UPDATE
-                """, self.logger)
-            var cancelled: [CancelledReset] = []
-            for row in live {
-                let request = try row.get("id", as: String.self)
-                try await connection.run(
-                    """
-                    UPDATE approval_requests SET state = 'cancelled', updated_at = \(now.stored), new_password_hash = NULL, version = version + 1
-                    WHERE id = \(request) RETURNING id
-                    """, self.logger)
-                try await Self.insert(CancelledReset.auditEvent(request, userID: userID, at: now), connection, self.logger)
-                // Every node's long polls of it wake when this commits.
-                try await Self.notify(request, connection, self.logger)
-                cancelled.append(CancelledReset(id: request, from: ApprovalState(rawValue: try row.get("state", as: String.self)) ?? .pending))
-            }
-            return cancelled
+            return try await Self.cancelLivePhoneResets(userID: userID, now: now, by: "email reset", connection, self.logger)
         }
+    }
+
+    /// Cancels the user's live phone resets (``ApprovalStateMachine/cancelForPasswordChange(at:)``
+    /// in SQL), audited and notified to every node, in the caller's transaction.
+    static func cancelLivePhoneResets(
+        userID: String, now: Date, by path: String, _ connection: PostgresConnection, _ logger: Logger
+    ) async throws -> [CancelledReset] {
+        let live = try await connection.rows(
+            """
+            SELECT id, state FROM approval_requests
+            WHERE user_id = \(userID) AND action = 'password_reset' AND integration_id IS NULL
+                AND ((state = 'pending' AND expires_at > \(now.stored)) OR (state = 'approved' AND complete_by > \(now.stored)))
+            FOR UPDATE
+            """, logger)
+        var cancelled: [CancelledReset] = []
+        for row in live {
+            let request = try row.get("id", as: String.self)
+            try await connection.run(
+                """
+                UPDATE approval_requests SET state = 'cancelled', updated_at = \(now.stored), new_password_hash = NULL, version = version + 1
+                WHERE id = \(request) RETURNING id
+                """, logger)
+            try await Self.insert(CancelledReset.auditEvent(request, userID: userID, at: now, by: path), connection, logger)
+            // Every node's long polls of it wake when this commits.
+            try await Self.notify(request, connection, logger)
+            cancelled.append(CancelledReset(id: request, from: ApprovalState(rawValue: try row.get("state", as: String.self)) ?? .pending))
+        }
+        return cancelled
     }
 
     /// Email resets and outbox items that ended (or expired) before `date`.

@@ -120,6 +120,11 @@ extension PostgresStore: IntegrationStore {
         ).first.map(User.init(row:))
     }
 
+    public func user(email: String, ownedBy integrationID: String) async throws -> User? {
+        try await rows("SELECT * FROM users WHERE email = \(User.normalize(email: email)) AND owner_integration_id = \(integrationID)")
+            .first.map(User.init(row:))
+    }
+
     public func grantUser(integrationID: String, userID: String, at: Date) async throws -> Bool {
         try await rows(
             """

@@ -135,6 +135,12 @@ extension PostgresStore {
                     WHERE a.kind = 'user_created' AND a.user_id = users.id ORDER BY a.at LIMIT 1)
                 WHERE password_hash = ''
                 """,
+                """
+                UPDATE devices SET may_approve_resets = false
+                WHERE EXISTS (SELECT 1 FROM audit_events e WHERE e.kind = 'device_enrolled' AND e.device_id = devices.id
+                    AND NOT EXISTS (SELECT 1 FROM audit_events l WHERE l.kind IN ('login_ok', 'key_refreshed')
+                        AND l.device_id = devices.id AND l.at > e.at))
+                """,
             ]
         ),
     ]

@@ -56,6 +56,7 @@ extension SQLiteStore: AccountStore {
         try await pool.write { db in
             try db.cachedStatement(sql: "UPDATE users SET password_hash = ? WHERE id = ?").execute(arguments: [passwordHash, userID])
             if db.changesCount == 0 { throw AccountError.unknownUser }
+            _ = try Self.cancelLivePhoneResets(userID: userID, now: Date(), by: "the operator (user passwd)", db)
         }
     }
 
@@ -68,7 +69,15 @@ extension SQLiteStore: AccountStore {
         let userID = registration.userID
         // A token another account's device holds stays with it: whoever presents it
         // must not silence that device's prompts, nor have their own prompts shown there.
-        let fcmToken = try Self.tokenUnlessClaimed(registration.fcmToken, byOtherThan: userID, db)
+        var fcmToken = try Self.tokenUnlessClaimed(registration.fcmToken, byOtherThan: userID, db)
+        // An enrollment never takes a device over (its key, its right to answer
+        // resets): with a token one of the user's devices holds, it is pull only.
+        if !registration.mayApproveResets, let token = fcmToken,
+            try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM devices WHERE user_id = ? AND fcm_token = ?"), arguments: [userID, token])
+                ?? false
+        {
+            fcmToken = nil
+        }
         if let fcmToken {
             // The same phone again for this user: replace that device, keeping its id.
             if let existing = try Row.fetchOne(

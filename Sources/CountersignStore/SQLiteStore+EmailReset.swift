@@ -82,28 +82,34 @@ extension SQLiteStore: EmailResetStore {
             try db.cachedStatement(sql: "UPDATE users SET password_hash = ? WHERE id = ?").execute(arguments: [passwordHash, userID])
             guard db.changesCount == 1 else { return nil }
             // One recovery at a time: a live phone reset must not overwrite this password later.
-            let live = try Row.fetchAll(
-                db.cachedStatement(
-                    sql: """
-                        SELECT id, state FROM approval_requests
-                        WHERE user_id = ? AND action = 'password_reset' AND integration_id IS NULL
-                            AND ((state = 'pending' AND expires_at > ?) OR (state = 'approved' AND complete_by > ?))
-                        """),
-                arguments: [userID, now.storedValue, now.storedValue])
-            var cancelled: [CancelledReset] = []
-            for row in live {
-                let request: String = row["id"]
-                try db.cachedStatement(
-                    sql: """
-                        UPDATE approval_requests SET state = 'cancelled', updated_at = ?, new_password_hash = NULL, version = version + 1
-                        WHERE id = ?
-                        """
-                ).execute(arguments: [now.storedValue, request])
-                try Self.insert(CancelledReset.auditEvent(request, userID: userID, at: now), db)
-                cancelled.append(CancelledReset(id: request, from: ApprovalState(rawValue: row["state"]) ?? .pending))
-            }
-            return cancelled
+            return try Self.cancelLivePhoneResets(userID: userID, now: now, by: "email reset", db)
         }
+    }
+
+    /// Cancels the user's live phone resets (``ApprovalStateMachine/cancelForPasswordChange(at:)``
+    /// in SQL), audited, in the caller's transaction: the password changed another way.
+    static func cancelLivePhoneResets(userID: String, now: Date, by path: String, _ db: Database) throws -> [CancelledReset] {
+        let live = try Row.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT id, state FROM approval_requests
+                    WHERE user_id = ? AND action = 'password_reset' AND integration_id IS NULL
+                        AND ((state = 'pending' AND expires_at > ?) OR (state = 'approved' AND complete_by > ?))
+                    """),
+            arguments: [userID, now.storedValue, now.storedValue])
+        var cancelled: [CancelledReset] = []
+        for row in live {
+            let request: String = row["id"]
+            try db.cachedStatement(
+                sql: """
+                    UPDATE approval_requests SET state = 'cancelled', updated_at = ?, new_password_hash = NULL, version = version + 1
+                    WHERE id = ?
+                    """
+            ).execute(arguments: [now.storedValue, request])
+            try Self.insert(CancelledReset.auditEvent(request, userID: userID, at: now, by: path), db)
+            cancelled.append(CancelledReset(id: request, from: ApprovalState(rawValue: row["state"]) ?? .pending))
+        }
+        return cancelled
     }
 
     /// Email resets and outbox items that ended (or expired) before `date`.

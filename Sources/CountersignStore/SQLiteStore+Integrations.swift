@@ -93,6 +93,15 @@ extension SQLiteStore: IntegrationStore {
         }
     }
 
+    public func user(email: String, ownedBy integrationID: String) async throws -> User? {
+        try readNow { db in
+            try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT * FROM users WHERE email = ? AND owner_integration_id = ?"),
+                arguments: [User.normalize(email: email), integrationID]
+            ).map(User.init(row:))
+        }
+    }
+
     /// The condition on `users` that an integration (bound twice) reaches the user.
     static let reachable = """
         (owner_integration_id = ? OR EXISTS (SELECT 1 FROM integration_grants g WHERE g.user_id = users.id AND g.integration_id = ?))

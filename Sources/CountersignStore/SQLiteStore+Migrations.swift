@@ -162,7 +162,9 @@ extension SQLiteStore {
             // granted to it), whether a device may answer a password reset (a
             // login with the password; an enrollment alone does not), and the
             // proofs of possession already used. Users an integration made
-            // before this version get it as owner, from the audit trail.
+            // before this version get it as owner, and devices it enrolled
+            // (without a password login since) lose the reset right, from the
+            // audit trail.
             try db.execute(
                 sql: """
                     ALTER TABLE users ADD COLUMN owner_integration_id TEXT;
@@ -184,6 +186,10 @@ extension SQLiteStore {
                         SELECT i.id FROM audit_events a JOIN integrations i ON a.detail = 'integration ' || i.name
                         WHERE a.kind = 'user_created' AND a.user_id = users.id ORDER BY a.at LIMIT 1)
                     WHERE password_hash = '';
+                    UPDATE devices SET may_approve_resets = 0
+                    WHERE EXISTS (SELECT 1 FROM audit_events e WHERE e.kind = 'device_enrolled' AND e.device_id = devices.id
+                        AND NOT EXISTS (SELECT 1 FROM audit_events l WHERE l.kind IN ('login_ok', 'key_refreshed')
+                            AND l.device_id = devices.id AND l.at > e.at));
                     """)
         }
         return migrator

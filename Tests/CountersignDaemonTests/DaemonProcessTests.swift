@@ -47,17 +47,7 @@ import Glibc
     ) throws -> (
         status: Int32, output: String
     ) {
-        let process = Process()
-        process.executableURL = program ?? binary
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try launchingAlone { try process.run() }
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        try runToEnd((program ?? binary).path, arguments, environment: environment)
     }
 
     static func http(
@@ -149,7 +139,7 @@ import Glibc
         #expect(pollBody["status"] as? String == "pending")
         #expect(try await process.exit(within: .seconds(60)), "still running 60 s after SIGTERM")
         #expect(process.terminationStatus == 0)
-        #expect(process.process.terminationReason == .exit)
+        #expect(process.terminationReason == .exit)
         var rest: [String] = []
         while let message = try await notify.receive(timeout: .milliseconds(200)) { rest.append(message) }
         #expect(rest.contains { $0.contains("STOPPING=1") })

@@ -14,27 +14,11 @@ import Glibc
         try await onOwnThread { try runBlocking(arguments, input: input) }
     }
 
-    /// With `umask`, the binary runs under that umask (through `/bin/sh`).
+    /// With `umask`, the binary runs under that umask.
     static func runBlocking(_ arguments: [String], input: String, umask: String? = nil) throws -> (status: Int32, output: String) {
-        let process = Process()
-        if let umask {
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", "umask \(umask) && exec \"$0\" \"$@\"", DaemonProcessTests.binary.path] + arguments
-        } else {
-            process.executableURL = DaemonProcessTests.binary
-            process.arguments = arguments
-        }
-        let stdin = Pipe()
-        let output = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = output
-        process.standardError = output
-        try launchingAlone { try process.run() }
-        stdin.fileHandleForWriting.write(Data(input.utf8))
-        try stdin.fileHandleForWriting.close()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        guard let umask else { return try runToEnd(DaemonProcessTests.binary.path, arguments, input: input) }
+        return try runToEnd(
+            "/bin/sh", ["-c", "umask \(umask) && exec \"$0\" \"$@\"", DaemonProcessTests.binary.path] + arguments, input: input)
     }
 
     @Test func theSimulatedDeviceApprovesWithItsKeyAndTheAuditTrailProvesIt() async throws {

@@ -40,7 +40,7 @@ import Glibc
             self.child.withLock { $0 = child }
         }
 
-        var process: Process { child.withLock { $0!.process } }
+        var process: TiedProcess { child.withLock { $0! } }
 
         var output: [String] { lines.withLock { $0 } }
 

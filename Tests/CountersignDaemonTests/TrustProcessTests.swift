@@ -37,6 +37,7 @@ import Glibc
                 json: #"{"email":"\#(Self.email)","password":"correct horse","deviceName":"Ana's phone","platform":"android"}"#)
             #expect(loggedIn == 200)
             let phoneKey = try #require(phone["apiKey"] as? String)
+            let phoneID = try #require((phone["device"] as? [String: any Sendable])?["id"] as? String)
 
             // act & check: ana is not acme's, whether acme asks to create her or not; an unknown email answers alike.
             let (created, _) = try await DaemonProcessTests.http(.POST, "\(base)/v1/users", json: #"{"email":"\#(Self.email)"}"#, headers: acme)
@@ -59,6 +60,9 @@ import Glibc
                 .POST, "\(base)/api/mobile/auth/enroll", json: #"{"enrollmentCode":"\#(code)","deviceName":"Acme tablet","platform":"ios"}"#)
             #expect(enrolled == 200)
             let enrolledKey = try #require(device["apiKey"] as? String)
+            // A grant lets acme enroll and list, not remove her phone.
+            let (removed, _) = try await DaemonProcessTests.http(.DELETE, "\(base)/v1/users/\(Self.email)/devices/\(phoneID)", headers: acme)
+            #expect(removed == 404)
             let announced = try await Self.audit(database, kind: "device_added") { !$0.isEmpty }
             #expect(announced.contains { $0["detail"]?.contains("route enroll; integration acme") == true }, "\(announced)")
 

@@ -105,3 +105,46 @@ import Testing
         #expect(try await pool.read { db in try String.fetchAll(db, sql: "SELECT v FROM t") } == ["whole"])
     }
 }
+
+/// The `v7-trust` migration, on a database made by the version before it.
+@Suite struct TrustMigrationTests {
+    @Test func anUpgradeGivesIntegrationsTheirUsersAndTakesTheResetRightFromTheirDevices() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-v7-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("old.sqlite").path
+        // setup: as v6 left it — an integration's user with an enrolled device, a second enrolled
+        // device that logged in with the password since, and a password user's own phone.
+        let queue = try DatabaseQueue(path: path)
+        try SQLiteStore.migrator.migrate(queue, upTo: "v6-integrations")
+        try await queue.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO integrations (id, name, api_key_hash, enabled, created_at) VALUES ('int_1', 'Acme', 'kh', 1, 0);
+                    INSERT INTO users (id, email, password_hash, created_at) VALUES ('u_bob', 'bob@example.com', '', 0);
+                    INSERT INTO users (id, email, password_hash, created_at) VALUES ('u_ana', 'ana@example.com', '$2b$04$x', 0);
+                    INSERT INTO devices (id, user_id, name, platform, push_enabled, api_key_hash, created_at)
+                        VALUES ('d_enrolled', 'u_ana', 'tablet', 'ios', 0, 'k1', 0),
+                               ('d_since', 'u_ana', 'phone 2', 'ios', 0, 'k2', 0),
+                               ('d_own', 'u_ana', 'phone', 'ios', 0, 'k3', 0);
+                    INSERT INTO audit_events (at, kind, user_id, detail) VALUES (1, 'user_created', 'u_bob', 'integration Acme');
+                    INSERT INTO audit_events (at, kind, user_id, device_id, detail) VALUES (2, 'device_enrolled', 'u_ana', 'd_enrolled', 'integration Acme');
+                    INSERT INTO audit_events (at, kind, user_id, device_id, detail) VALUES (3, 'device_enrolled', 'u_ana', 'd_since', 'integration Acme');
+                    INSERT INTO audit_events (at, kind, user_id, device_id) VALUES (4, 'login_ok', 'u_ana', 'd_since');
+                    INSERT INTO audit_events (at, kind, user_id, device_id) VALUES (5, 'login_ok', 'u_ana', 'd_own');
+                    """)
+        }
+        try queue.close()
+
+        // act: the new version opens it.
+        let store = try SQLiteStore(path: path, logger: Logger(label: "test"))
+        defer { try? store.close() }
+
+        // check
+        #expect(try await store.user(email: "bob@example.com", reachableBy: "int_1")?.id == "u_bob")
+        #expect(try await store.user(email: "ana@example.com", reachableBy: "int_1") == nil)
+        #expect(try await store.device(id: "d_enrolled")?.mayApproveResets == false)
+        #expect(try await store.device(id: "d_since")?.mayApproveResets == true)
+        #expect(try await store.device(id: "d_own")?.mayApproveResets == true)
+    }
+}

@@ -88,8 +88,14 @@ extension StoreTests {
         #expect(try await store.grantUser(integrationID: "int_1", userID: ana.id, at: now) == false)
         #expect(try await store.user(email: "ana@example.com", reachableBy: "int_1")?.id == ana.id)
         try await store.createEnrollment(codeHash: "ana-2", userID: ana.id, integrationID: "int_1", createdAt: now, expiresAt: now + 600)
-        let enrolled = try #require(try await Self.enroll(store, "ana-2", now: now, token: "enrolled"))
+        // Her phone's push token: an enrollment does not take her phone over, it gets a device of its own, pull only.
+        let phone = try await store.registerDevice(
+            userID: ana.id, name: "phone", platform: "ios", fcmToken: "ana-phone", apiKeyHash: "phone-key", publicKey: nil)
+        let enrolled = try #require(try await Self.enroll(store, "ana-2", now: now, token: "ana-phone"))
         #expect(enrolled.mayApproveResets == false)
+        #expect(enrolled.id != phone.id && enrolled.fcmToken == nil)
+        #expect(try await store.device(id: phone.id)?.mayApproveResets == true)
+        #expect(try await store.device(apiKeyHash: "phone-key")?.id == phone.id)
         // The password given on the device (refresh-key) lets it answer resets.
         try await store.replaceAPIKey(deviceID: enrolled.id, apiKeyHash: "fresh")
         #expect(try await store.device(id: enrolled.id)?.mayApproveResets == true)

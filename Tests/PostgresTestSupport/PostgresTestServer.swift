@@ -91,29 +91,11 @@ public struct PostgresTestServer: Sendable {
         return output.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    /// Runs a command to its end, through `posix_spawn` and `waitpid`, its
-    /// output through a file: the server and its watchdog outlive the command
-    /// and keep what they inherit (Foundation's `Process` waits for them).
+    /// Runs a command to its end (``runToEnd(_:_:environment:input:)``): the
+    /// server and its watchdog outlive the command and keep what they inherit,
+    /// which Foundation's `Process` would wait for.
     static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (Int32, String) {
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-pg-\(UUID().uuidString).out")
-        defer { try? FileManager.default.removeItem(at: output) }
-        let command = ([executable] + arguments).map(shellQuoted).joined(separator: " ") + " </dev/null >\(shellQuoted(output.path)) 2>&1"
-        let variables = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { "\($0.key)=\($0.value)" }
-        let words: [String] = ["/bin/sh", "-c", command]
-        let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
-        let envp: [UnsafeMutablePointer<CChar>?] = variables.map { strdup($0) } + [nil]
-        defer { for pointer in argv + envp { free(pointer) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, "/bin/sh", nil, nil, argv, envp)
-        guard spawned == 0 else { throw PostgresTestError("cannot run \(executable): error \(spawned)") }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-        let exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-        return (exitStatus, (try? String(contentsOf: output, encoding: .utf8)) ?? "")
-    }
-
-    static func shellQuoted(_ word: String) -> String {
-        "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'"
+        try runToEnd(executable, arguments, environment: environment)
     }
 }
 

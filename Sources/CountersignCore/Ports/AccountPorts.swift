@@ -61,6 +61,8 @@ public protocol UserAdministration: Sendable {
     func users() async throws -> [User]
     /// The cost of the costliest password hash stored (`nil`: none).
     func costliestPasswordHashCost() async throws -> Int?
+    /// Sets the password and, in the same transaction, cancels the user's live
+    /// phone resets (one recovery at a time), audited.
     func setPassword(userID: String, passwordHash: String) async throws
     func devices(userID: String) async throws -> [Device]
     func deleteDevice(id: String) async throws -> Bool

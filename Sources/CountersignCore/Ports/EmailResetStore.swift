@@ -33,10 +33,10 @@ public struct CancelledReset: Sendable, Equatable {
         self.from = from
     }
 
-    /// The trail's event of it.
-    public static func auditEvent(_ id: String, userID: String, at: Date) -> AuditEvent {
+    /// The trail's event of it; `by` names how the password changed.
+    public static func auditEvent(_ id: String, userID: String, at: Date, by path: String = "email reset") -> AuditEvent {
         AuditEvent(
             at: at, kind: .cancelled, userID: userID, requestRef: ApprovalRequest.logReference(of: id),
-            detail: "password changed by email reset")
+            detail: "password changed by \(path)")
     }
 }

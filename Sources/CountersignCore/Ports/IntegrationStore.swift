@@ -22,6 +22,8 @@ public protocol IntegrationStore: Sendable {
     func ensureUser(email: String, integrationID: String) async throws -> (user: User, created: Bool)
     /// The user if the integration created it or the operator granted it to the integration.
     func user(email: String, reachableBy integrationID: String) async throws -> User?
+    /// The user if the integration created it (a grant lets it enroll and list, not remove).
+    func user(email: String, ownedBy integrationID: String) async throws -> User?
     /// Lets an integration enroll and list devices for a user it did not create; `false` if it already could.
     func grantUser(integrationID: String, userID: String, at: Date) async throws -> Bool
     /// Takes a grant back; `false` if there was none.

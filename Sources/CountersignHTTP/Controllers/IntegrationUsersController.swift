@@ -118,7 +118,8 @@ struct IntegrationUsersController: Sendable {
 
     @Sendable func removeDevice(_ request: Request, context: AppRequestContext) async throws -> Removed {
         let integration = try await authenticator.integration(for: request)
-        let user = try await user(context, integration: integration)
+        // Removing is for the integration's own users: a grant lets it enroll and list only.
+        let user = try await user(context, integration: integration, owned: true)
         let deviceID = try context.parameters.require("deviceId")
         guard SecureToken.isWellFormed(deviceID), let device = try await store.device(id: deviceID), device.userID == user.id,
             try await store.deleteDevice(id: device.id)
@@ -135,10 +136,12 @@ struct IntegrationUsersController: Sendable {
 
     /// The user named by the `{email}` path parameter (percent-encoded or not),
     /// if the integration reaches it; else 404 whether or not it exists.
-    private func user(_ context: AppRequestContext, integration: Integration) async throws -> User {
+    private func user(_ context: AppRequestContext, integration: Integration, owned: Bool = false) async throws -> User {
         let raw = try context.parameters.require("email")
         let email = try Field.email(raw.removingPercentEncoding ?? raw)
-        guard let user = try await store.user(email: email, reachableBy: integration.id) else { throw APIError.userNotFound }
+        let found =
+            owned ? try await store.user(email: email, ownedBy: integration.id) : try await store.user(email: email, reachableBy: integration.id)
+        guard let user = found else { throw APIError.userNotFound }
         return user
     }
 }

@@ -11,7 +11,8 @@ import Logging
 struct AbuseGuard: Sendable {
     let limits: RateLimits
     let metrics: AppMetrics
-    let audit: AuditLog
+    /// Where a window's first refusal is written before its 429 is answered.
+    let auditStore: any AuditStore
 
     enum Message {
         static let resets = "Too many reset attempts. Please try again later."
@@ -38,11 +39,12 @@ struct AbuseGuard: Sendable {
         _ name: RateLimitName, _ key: String, _ message: String, context: AppRequestContext, request: Request,
         userID: String? = nil, email: String? = nil
     ) async throws -> RateLimiter.Reservation {
-        // Made only for the first refusal of a window (most attempts are admitted), and audited then.
+        // Made only for the first refusal of a window (most attempts are admitted), and written then.
+        var first: AuditEvent?
         func refusal() -> AuditEvent {
             let event = AuditEvent(
                 kind: .rateLimited, userID: userID, email: email, context: request.auditContext(context), detail: "\(name.rawValue): \(key)")
-            audit.record(event)
+            first = event
             return event
         }
         let limiter = limits[name]
@@ -62,6 +64,8 @@ struct AbuseGuard: Sendable {
             return reservation
         case .refused(let retryAfter):
             metrics.rateLimited(name)
+            // Durable before the answer: a `kill -9` may lose a summary's count, never the first event.
+            if let first { try? await auditStore.append([first]) }
             throw APIError(.tooManyRequests, "rate_limited", message, retryAfter: retryAfter)
         }
     }

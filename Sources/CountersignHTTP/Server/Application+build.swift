@@ -86,7 +86,7 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
         EntryMiddleware(trusted: dependencies.trustedProxies)
     }
 
-    let abuse = AbuseGuard(limits: dependencies.rateLimits, metrics: dependencies.metrics, audit: dependencies.audit)
+    let abuse = AbuseGuard(limits: dependencies.rateLimits, metrics: dependencies.metrics, auditStore: dependencies.store)
     let authenticator = DeviceAuthenticator(accounts: dependencies.store)
     let arrivals = DeviceArrivals(
         accounts: dependencies.store, pushQueue: dependencies.pushQueue, audit: dependencies.audit, maxPerUser: dependencies.maxDevicesPerUser)

@@ -26,7 +26,7 @@ final class RunningDaemon: Sendable {
 
     var processIdentifier: Int32 { child.processIdentifier }
     var isRunning: Bool { child.isRunning }
-    var terminationReason: Process.TerminationReason { child.process.terminationReason }
+    var terminationReason: Process.TerminationReason { child.terminationReason }
     /// Waits for the program to end without holding a shared thread (its
     /// graceful stop may take seconds); `limit` only turns a hang into a failure.
     func exited(within limit: Duration = .seconds(60)) async throws {
