@@ -7,14 +7,17 @@ connection's X-Forwarded-For names its client), makes one pending request, and:
      counts how many are held and how many are answered at once;
   2. from many addresses, opens long polls up to the node cap + 200: same counts;
   3. opens idle connections that send nothing, and checks they are closed at
-     the idle timeout.
+     the idle timeout;
+  4. opens --hang-ups long polls from one address, waits until the daemon holds
+     them all (its countersign_long_polls_waiting gauge), closes every client
+     socket, and times how long until the gauge is back at 0.
 Prints VmRSS at each step. Only 127.0.0.1 is contacted; everything stops by itself.
 Usage:
-    benchmarks/long-poll-caps.py [--binary .build/release/countersign] [--per-address 1000] [--total 3000] [--idle 2000]
+    benchmarks/long-poll-caps.py [--binary .build/release/countersign] [--per-address 1000] [--total 3000] [--idle 2000] [--hang-ups 1000]
 """
 import argparse, json, resource, selectors, socket, sys, time, urllib.request
 
-from daemon import rss_kib, serving
+from daemon import free_port, rss_kib, serving
 
 
 def open_polls(port, request_id, addresses):
@@ -55,6 +58,8 @@ def main():
     parser.add_argument("--total", type=int, default=3000)
     parser.add_argument("--idle", type=int, default=2000)
     parser.add_argument("--idle-timeout", type=int, default=5)
+    parser.add_argument("--hang-ups", type=int, default=1000)
+    parser.add_argument("--only-hang-ups", action="store_true")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -62,13 +67,15 @@ def main():
     if hard < needed:
         sys.exit(f"open-file limit {hard} is below the {needed} this run needs")
 
-    arguments = ["--trusted-proxy", "127.0.0.1", "--rate-limit", "statusPollsPerIP=1000000/1",
+    arguments = ["--trusted-proxy", "127.0.0.1", "--rate-limit", "statusPollsPerIP=1000000/1", "--connections-per-address", "0",
                  "--long-polls-per-address", str(args.per_address), "--long-polls-max", str(args.total),
                  "--idle-timeout", str(args.idle_timeout), "--request-ttl", "300", "--bcrypt-cost", "4"]
     print(f"caps: {args.per_address} per address, {args.total} per node; idle timeout {args.idle_timeout} s; binary {args.binary}")
 
-    # Each step on a daemon of its own: a long poll whose client hung up stays
-    # held until its wait ends, so one step's polls would count against the next.
+    if args.only_hang_ups:
+        measure_hang_ups(args, arguments)
+        return
+    # Each step on a daemon of its own, so that nothing of one step counts in the next.
     # 1. One address, over its cap.
     measure_polls(args, arguments, "one address", ["198.51.100.1"] * (args.per_address + 200))
     # 2. Many addresses, over the node cap (each address stays under its own cap).
@@ -86,6 +93,35 @@ def main():
         closed = answered_within(idle, args.idle_timeout + 3)  # a close is readable (EOF)
         print(f"closed by the daemon within {args.idle_timeout + 3} s: {closed} of {len(idle)}")
         close_all(idle)
+
+    # 4. Long polls whose clients hang up.
+    measure_hang_ups(args, arguments)
+
+
+def long_polls_waiting(metrics_port):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics").read().decode()
+    for line in text.splitlines():
+        if line.startswith("countersign_long_polls_waiting "):
+            return int(float(line.split()[-1]))
+    return 0
+
+
+def measure_hang_ups(args, arguments):
+    """Long polls held, then every client closes: how long until the daemon holds none."""
+    metrics_port = free_port()
+    with serving(args.binary, arguments + ["--metrics-listen", f"127.0.0.1:{metrics_port}"]) as (daemon, port, _):
+        request_id = pending_request(port)
+        polls = open_polls(port, request_id, ["198.51.100.9"] * args.hang_ups)
+        deadline = time.monotonic() + 30
+        while long_polls_waiting(metrics_port) < args.hang_ups and time.monotonic() < deadline:
+            time.sleep(0.01)
+        held = long_polls_waiting(metrics_port)
+        started = time.monotonic()
+        close_all(polls)
+        while long_polls_waiting(metrics_port) > 0 and time.monotonic() - started < 30:
+            time.sleep(0.01)
+        left, took = long_polls_waiting(metrics_port), time.monotonic() - started
+        print(f"{held} long polls held, then every client hung up: {left} held {took * 1000:.0f} ms later")
 
 
 def measure_polls(args, arguments, label, addresses):
