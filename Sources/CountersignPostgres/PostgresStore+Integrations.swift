@@ -79,12 +79,20 @@ extension PostgresStore: IntegrationStore {
         try await rows("SELECT * FROM devices WHERE id = \(id)").first.map(Device.init(row:))
     }
 
-    public func createEnrollment(codeHash: String, userID: String, integrationID: String, createdAt: Date, expiresAt: Date) async throws {
+    public func createEnrollment(
+        codeHash: String, userID: String, integrationID: String, apiKeyHash: String?, createdAt: Date, expiresAt: Date
+    ) async throws -> Bool {
+        // One statement: a rotation or a disable that commits first leaves nothing to insert.
         try await rows(
             """
             INSERT INTO enrollments (code_hash, user_id, integration_id, created_at, expires_at)
-            VALUES (\(codeHash), \(userID), \(integrationID), \(createdAt.stored), \(expiresAt.stored))
-            """)
+            SELECT \(codeHash), \(userID), \(integrationID), \(createdAt.stored), \(expiresAt.stored)
+            WHERE EXISTS (
+                SELECT 1 FROM integrations WHERE id = \(integrationID) AND enabled
+                    AND (\(apiKeyHash)::text IS NULL OR api_key_hash = \(apiKeyHash)))
+            RETURNING code_hash
+            """
+        ).count == 1
     }
 
     public func enroll(

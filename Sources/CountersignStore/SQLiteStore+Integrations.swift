@@ -134,10 +134,20 @@ extension SQLiteStore: IntegrationStore {
         }
     }
 
-    public func createEnrollment(codeHash: String, userID: String, integrationID: String, createdAt: Date, expiresAt: Date) async throws {
+    public func createEnrollment(
+        codeHash: String, userID: String, integrationID: String, apiKeyHash: String?, createdAt: Date, expiresAt: Date
+    ) async throws -> Bool {
         try await pool.write { db in
-            try db.cachedStatement(sql: "INSERT INTO enrollments (code_hash, user_id, integration_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?)")
-                .execute(arguments: [codeHash, userID, integrationID, createdAt.storedValue, expiresAt.storedValue])
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO enrollments (code_hash, user_id, integration_id, created_at, expires_at)
+                    SELECT ?, ?, ?, ?, ? WHERE EXISTS (
+                        SELECT 1 FROM integrations WHERE id = ? AND enabled AND (? IS NULL OR api_key_hash = ?))
+                    """
+            ).execute(arguments: [
+                codeHash, userID, integrationID, createdAt.storedValue, expiresAt.storedValue, integrationID, apiKeyHash, apiKeyHash,
+            ])
+            return db.changesCount == 1
         }
     }
 

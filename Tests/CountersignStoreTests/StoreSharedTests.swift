@@ -114,6 +114,15 @@ extension StoreTests {
         try await store.createEnrollment(codeHash: "bob-3", userID: bob.id, integrationID: "int_2", createdAt: now, expiresAt: now + 600)
         #expect(try await store.rotateIntegrationKey(id: "int_2", apiKeyHash: "kh-new"))
         #expect(try await Self.enroll(store, "bob-3", now: now) == nil)
+        // A code asked for with the old key after the rotation (a request in flight) is not stored; with the new key it is.
+        #expect(
+            try await store.createEnrollment(
+                codeHash: "bob-4", userID: bob.id, integrationID: "int_2", apiKeyHash: "kh-int_2", createdAt: now, expiresAt: now + 600)
+                == false)
+        #expect(
+            try await store.createEnrollment(
+                codeHash: "bob-5", userID: bob.id, integrationID: "int_2", apiKeyHash: "kh-new", createdAt: now, expiresAt: now + 600))
+        #expect(try await Self.enroll(store, "bob-5", now: now) != nil)
     }
 
     /// trust.md: a user's devices are bounded; a refused enrollment creates
@@ -561,5 +570,45 @@ extension Range where Bound == Int {
         var count = 0
         for index in self where try await test(index) { count += 1 }
         return count
+    }
+}
+
+/// The `v7-trust` migration on PostgreSQL, on a database the version before it made.
+@Suite struct PostgresTrustMigrationTests {
+    @Test(.enabled(if: PostgresTestServer.isAvailable, Comment(rawValue: PostgresTestServer.skipNote)))
+    func anUpgradeGivesIntegrationsTheirUsersAndTakesTheResetRightFromTheirDevices() async throws {
+        let server = try await PostgresTestServer.shared()
+        let url = try await server.newDatabase()
+        let name = PostgresTestServer.databaseName(of: url)
+        // setup: the schema up to v6, as that version left it, and its rows.
+        var script = "CREATE TABLE schema_migrations (identifier text PRIMARY KEY, applied_at double precision NOT NULL);\n"
+        for migration in PostgresStore.migrations.prefix(while: { $0.identifier != "v7-trust" }) {
+            script += migration.statements.joined(separator: ";\n") + ";\n"
+            script += "INSERT INTO schema_migrations VALUES ('\(migration.identifier)', 0);\n"
+        }
+        script += """
+            INSERT INTO integrations (id, name, api_key_hash, enabled, created_at) VALUES ('int_1', 'Acme', 'kh', true, 0);
+            INSERT INTO users (id, email, password_hash, created_at) VALUES ('u_bob', 'bob@example.com', '', 0);
+            INSERT INTO users (id, email, password_hash, created_at) VALUES ('u_ana', 'ana@example.com', '$2b$04$x', 0);
+            INSERT INTO devices (id, user_id, name, platform, push_enabled, api_key_hash, created_at)
+                VALUES ('d_enrolled', 'u_ana', 'tablet', 'ios', false, 'k1', 0), ('d_since', 'u_ana', 'phone 2', 'ios', false, 'k2', 0),
+                       ('d_own', 'u_ana', 'phone', 'ios', false, 'k3', 0);
+            INSERT INTO audit_events (at, kind, user_id, detail) VALUES (1, 'user_created', 'u_bob', 'integration Acme');
+            INSERT INTO audit_events (at, kind, user_id, device_id, detail) VALUES (2, 'device_enrolled', 'u_ana', 'd_enrolled', 'integration Acme');
+            INSERT INTO audit_events (at, kind, user_id, device_id, detail) VALUES (3, 'device_enrolled', 'u_ana', 'd_since', 'integration Acme');
+            INSERT INTO audit_events (at, kind, user_id, device_id) VALUES (4, 'login_ok', 'u_ana', 'd_since');
+            INSERT INTO audit_events (at, kind, user_id, device_id) VALUES (5, 'login_ok', 'u_ana', 'd_own');
+            """
+        try await server.psql(script, database: name)
+
+        // act: the new version opens it.
+        let store = try await PostgresStore(settings: try PostgresSettings(url: url), nodeID: "upgrade", logger: Logger(label: "test"))
+
+        // check
+        #expect(try await store.user(email: "bob@example.com", reachableBy: "int_1")?.id == "u_bob")
+        #expect(try await store.user(email: "ana@example.com", reachableBy: "int_1") == nil)
+        #expect(try await store.device(id: "d_enrolled")?.mayApproveResets == false)
+        #expect(try await store.device(id: "d_since")?.mayApproveResets == true)
+        #expect(try await store.device(id: "d_own")?.mayApproveResets == true)
     }
 }

@@ -30,7 +30,12 @@ public protocol IntegrationStore: Sendable {
     func revokeGrant(integrationID: String, userID: String) async throws -> Bool
     func device(id: String) async throws -> Device?
 
-    func createEnrollment(codeHash: String, userID: String, integrationID: String, createdAt: Date, expiresAt: Date) async throws
+    /// Stores a code, unless the integration is disabled or (with `apiKeyHash`)
+    /// its key is no longer that one: a request authenticated just before a
+    /// rotation cannot leave a code behind it. Whether it was stored.
+    func createEnrollment(
+        codeHash: String, userID: String, integrationID: String, apiKeyHash: String?, createdAt: Date, expiresAt: Date
+    ) async throws -> Bool
     /// In one transaction: uses an unused, unexpired code of an enabled
     /// integration that still reaches its user, and registers the device
     /// `registration(userID)` describes. `nil` for a code not valid; a throw
@@ -47,6 +52,14 @@ public protocol IntegrationStore: Sendable {
     /// Queues an event again, due now, for another `WebhookEvent.deliveryWindow`;
     /// the id of the approval it tells of, or `nil` for an unknown event (or one being sent).
     func redeliverWebhook(eventID: String, now: Date) async throws -> String?
+}
+
+extension IntegrationStore {
+    /// A code for an enabled integration, whatever its key.
+    public func createEnrollment(codeHash: String, userID: String, integrationID: String, createdAt: Date, expiresAt: Date) async throws {
+        _ = try await createEnrollment(
+            codeHash: codeHash, userID: userID, integrationID: integrationID, apiKeyHash: nil, createdAt: createdAt, expiresAt: expiresAt)
+    }
 }
 
 public enum IntegrationError: Error, Equatable {

@@ -63,8 +63,12 @@ struct IntegrationUsersController: Sendable {
         let code = EnrollmentCode.generate()
         let now = Date()
         let expiresAt = now.addingTimeInterval(EnrollmentCode.ttl)
-        try await store.createEnrollment(
-            codeHash: EnrollmentCode.hash(code, keys: keys), userID: user.id, integrationID: integration.id, createdAt: now, expiresAt: expiresAt)
+        // Only under the key this request came with: a code cannot outlive a rotation that raced it.
+        guard
+            try await store.createEnrollment(
+                codeHash: EnrollmentCode.hash(code, keys: keys), userID: user.id, integrationID: integration.id,
+                apiKeyHash: authenticator.keyHash(of: request), createdAt: now, expiresAt: expiresAt)
+        else { throw APIError.integrationUnauthorized }
         context.logger.info("enrollment code issued", metadata: ["user": "\(user.id)", "integration": "\(integration.name)"])
         audit.record(
             AuditEvent(

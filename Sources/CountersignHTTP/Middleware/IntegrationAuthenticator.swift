@@ -9,15 +9,20 @@ struct IntegrationAuthenticator: Sendable {
     let integrations: any IntegrationStore
 
     func integration(for request: Request) async throws -> Integration {
-        guard let authorization = request.headers[.authorization] else { throw APIError.integrationUnauthorized }
-        let parts = authorization.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw APIError.integrationUnauthorized }
-        let key = parts[1].trimmingSpaces()
-        guard key.hasPrefix("csk_"), SecureToken.isWellFormed(key.dropFirst(4), maxLength: 128),
-            let integration = try await integrations.integration(apiKeyHash: SecureToken.sha256Hex(key)), integration.enabled
+        guard let hash = keyHash(of: request), let integration = try await integrations.integration(apiKeyHash: hash), integration.enabled
         else {
             throw APIError.integrationUnauthorized
         }
         return integration
+    }
+
+    /// The SHA-256 of the request's `Bearer csk_…` key, if it has a well-formed one.
+    func keyHash(of request: Request) -> String? {
+        guard let authorization = request.headers[.authorization] else { return nil }
+        let parts = authorization.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        let key = parts[1].trimmingSpaces()
+        guard key.hasPrefix("csk_"), SecureToken.isWellFormed(key.dropFirst(4), maxLength: 128) else { return nil }
+        return SecureToken.sha256Hex(key)
     }
 }

@@ -26,7 +26,7 @@ struct DeviceArrivals: Sendable {
         audit.record(
             AuditEvent(
                 at: now, kind: .deviceAdded, userID: device.userID, context: context,
-                detail: "route \(route)" + (integrationName.map { "; integration \($0)" } ?? "") + "; \(others.count) other device(s) told"))
+                detail: "route \(route)" + (integrationName.map { "; integration \($0)" } ?? "") + "; \(others.count) other device(s)"))
         if pushQueue.enqueue(
             .deviceAdded(userID: device.userID, deviceID: device.id, deviceName: device.name, platform: device.platform, at: now)) != nil
         {
