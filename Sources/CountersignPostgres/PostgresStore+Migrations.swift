@@ -143,6 +143,17 @@ extension PostgresStore {
                 """,
             ]
         ),
+        (
+            // Secrets in base64, as Standard Webhooks read them (see the SQLite store).
+            "v8-standard-webhooks",
+            [
+                """
+                UPDATE integrations
+                SET webhook_secret = 'whsec_' || replace(replace(substr(webhook_secret, 7), '-', '+'), '_', '/') || '='
+                WHERE substr(webhook_secret, 1, 6) = 'whsec_' AND length(webhook_secret) = 49
+                """
+            ]
+        ),
     ]
 
     /// Applies the missing versions in one transaction under an advisory lock:

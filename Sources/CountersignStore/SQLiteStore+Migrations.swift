@@ -192,6 +192,17 @@ extension SQLiteStore {
                             AND l.device_id = devices.id AND l.at > e.at));
                     """)
         }
+        migrator.registerMigration("v8-standard-webhooks") { db in
+            // Standard Webhooks read the secret after `whsec_` as base64: secrets
+            // written in base64url (32 bytes, 43 characters, no padding) get the
+            // same bytes in base64 (`-` → `+`, `_` → `/`, one `=`).
+            try db.execute(
+                sql: """
+                    UPDATE integrations
+                    SET webhook_secret = 'whsec_' || replace(replace(substr(webhook_secret, 7), '-', '+'), '_', '/') || '='
+                    WHERE substr(webhook_secret, 1, 6) = 'whsec_' AND length(webhook_secret) = 49;
+                    """)
+        }
         return migrator
     }
 }

@@ -50,10 +50,13 @@ public struct WebhookDeliverer: OutboxDeliverer {
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: "User-Agent", value: "Countersign-Webhooks/1")
-        request.headers.add(name: "Countersign-Event-Id", value: item.id)
+        // Standard Webhooks: the event id, the time of this attempt, the signature over both and the body.
+        let timestamp = Int(Date().timeIntervalSince1970)
+        request.headers.add(name: WebhookSignature.idHeader, value: item.id)
+        request.headers.add(name: WebhookSignature.timestampHeader, value: String(timestamp))
         request.headers.add(
-            name: WebhookSignature.headerName,
-            value: WebhookSignature.header(secret: secret, body: item.payload, timestamp: Int(Date().timeIntervalSince1970)))
+            name: WebhookSignature.signatureHeader,
+            value: WebhookSignature.header(secrets: [secret], id: item.id, timestamp: timestamp, body: item.payload))
         request.body = .bytes(ByteBuffer(bytes: item.payload))
         let host = URL(string: url)?.host ?? "?"
         do {

@@ -1,38 +1,52 @@
 import Crypto
 import Foundation
 
-/// The `Countersign-Signature` header: `t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>`,
-/// keyed with the whole printed secret (`whsec_` included) as UTF-8 bytes.
+/// Signatures as the Standard Webhooks specification has them, so that a
+/// receiver verifies with its language's `standardwebhooks` library:
+/// `webhook-id` (the event id), `webhook-timestamp` (Unix seconds) and
+/// `webhook-signature: v1,<base64 HMAC-SHA256(key, "<id>.<timestamp>.<raw body>")>`,
+/// where the key is the base64 after `whsec_` in the secret.
 public enum WebhookSignature {
-    public static let headerName = "Countersign-Signature"
+    public static let idHeader = "webhook-id"
+    public static let timestampHeader = "webhook-timestamp"
+    public static let signatureHeader = "webhook-signature"
 
-    public static func header(secret: String, body: some DataProtocol, timestamp: Int) -> String {
-        "t=\(timestamp),v1=\(mac(secret: secret, body: body, timestamp: timestamp))"
+    /// The HMAC key of a `whsec_…` secret: its base64 (standard; base64url, as older secrets were
+    /// written, is read too) decoded. `nil` for text that is not such a secret.
+    public static func key(of secret: String) -> SymmetricKey? {
+        guard secret.hasPrefix("whsec_") else { return nil }
+        var text = secret.dropFirst(6).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while text.count % 4 != 0 { text += "=" }
+        guard let bytes = Data(base64Encoded: text), !bytes.isEmpty else { return nil }
+        return SymmetricKey(data: bytes)
     }
 
-    static func mac(secret: String, body: some DataProtocol, timestamp: Int) -> String {
-        var message = Data("\(timestamp).".utf8)
+    /// The `webhook-signature` value: one `v1,<base64>` per secret, space-separated.
+    public static func header(secrets: [String], id: String, timestamp: Int, body: some DataProtocol) -> String {
+        secrets.compactMap(key(of:)).map { "v1," + mac(key: $0, id: id, timestamp: timestamp, body: body).base64EncodedString() }
+            .joined(separator: " ")
+    }
+
+    static func mac(key: SymmetricKey, id: String, timestamp: Int, body: some DataProtocol) -> Data {
+        var message = Data("\(id).\(timestamp).".utf8)
         message.append(contentsOf: body)
-        let code = HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: Data(secret.utf8)))
-        return code.map { String(format: "%02x", $0) }.joined()
+        return Data(HMAC<SHA256>.authenticationCode(for: message, using: key))
     }
 
-    /// Checks a header as a receiver does: the MAC over the raw body, and a
-    /// timestamp no older (or newer) than `tolerance`.
-    public static func verify(header: String, secret: String, body: some DataProtocol, now: Date, tolerance: TimeInterval = 300) -> Bool {
-        var timestamp: Int?
-        var candidates: [String] = []
-        for part in header.split(separator: ",") {
-            let pair = part.split(separator: "=", maxSplits: 1).map(String.init)
-            guard pair.count == 2 else { continue }
-            if pair[0] == "t" { timestamp = Int(pair[1]) }
-            if pair[0] == "v1" { candidates.append(pair[1]) }
+    /// Checks the three headers as a receiver does: one `v1` signature by
+    /// `secret` over the raw body, and a timestamp within `tolerance` of `now`.
+    public static func verify(
+        id: String, timestamp: String, signature: String, secret: String, body: some DataProtocol, now: Date, tolerance: TimeInterval = 300
+    ) -> Bool {
+        guard let key = key(of: secret), let seconds = Int(timestamp), abs(now.timeIntervalSince1970 - Double(seconds)) <= tolerance else {
+            return false
         }
-        guard let timestamp, abs(now.timeIntervalSince1970 - Double(timestamp)) <= tolerance else { return false }
-        let expected = Data(mac(secret: secret, body: body, timestamp: timestamp).utf8)
-        // Compared as MACs, in constant time.
-        let key = SymmetricKey(size: .bits256)
-        let expectedTag = HMAC<SHA256>.authenticationCode(for: expected, using: key)
-        return candidates.contains { HMAC<SHA256>.isValidAuthenticationCode(expectedTag, authenticating: Data($0.utf8), using: key) }
+        var message = Data("\(id).\(seconds).".utf8)
+        message.append(contentsOf: body)
+        return signature.split(separator: " ").contains { candidate in
+            let parts = candidate.split(separator: ",", maxSplits: 1)
+            guard parts.count == 2, parts[0] == "v1", let tag = Data(base64Encoded: String(parts[1])) else { return false }
+            return HMAC<SHA256>.isValidAuthenticationCode(tag, authenticating: message, using: key)
+        }
     }
 }

@@ -155,15 +155,24 @@ import Glibc
             #expect(events.first?.contains("approval.approved approval=\(approvalID) user=ana@example.com") == true)
             #expect(events.last?.contains("approval.completed approval=\(approvalID)") == true)
 
-            // The receiver refuses a replay older than 5 minutes, even correctly signed.
-            let body = Data(#"{"id":"evt_replay","type":"approval.approved","data":{}}"#.utf8)
-            var replay = HTTPClientRequest(url: hook)
-            replay.method = .POST
-            replay.headers.add(
-                name: WebhookSignature.headerName,
-                value: WebhookSignature.header(secret: secret, body: body, timestamp: Int(Date().timeIntervalSince1970) - 400))
-            replay.body = .bytes(ByteBuffer(bytes: body))
-            #expect(try await HTTPClient.shared.execute(replay, timeout: .seconds(10)).status.code == 400)
+            // The receiver (PyPI's standardwebhooks) refuses a replay older than 5 minutes, even correctly
+            // signed, and takes the same event signed now: the daemon's signing is the specification's.
+            let body = Data(#"{"id":"evt_replay","type":"approval.approved","data":{"approvalId":"a","user":"u"}}"#.utf8)
+            func signed(at timestamp: Int) -> HTTPClientRequest {
+                var request = HTTPClientRequest(url: hook)
+                request.method = .POST
+                request.headers.add(name: WebhookSignature.idHeader, value: "evt_replay")
+                request.headers.add(name: WebhookSignature.timestampHeader, value: String(timestamp))
+                request.headers.add(
+                    name: WebhookSignature.signatureHeader,
+                    value: WebhookSignature.header(secrets: [secret], id: "evt_replay", timestamp: timestamp, body: body))
+                request.body = .bytes(ByteBuffer(bytes: body))
+                return request
+            }
+            let now = Int(Date().timeIntervalSince1970)
+            #expect(try await HTTPClient.shared.execute(signed(at: now - 400), timeout: .seconds(10)).status.code == 400)
+            #expect(try await HTTPClient.shared.execute(signed(at: now), timeout: .seconds(10)).status.code == 200)
+            _ = try await receiver.waitFor("the event signed now") { $0.hasPrefix("event evt_replay ") }
 
             // `webhook list` shows both delivered; `webhook redeliver` sends one again, and the receiver deduplicates it.
             let list = try await Self.countersign(["webhook", "list", "--database", database])

@@ -120,7 +120,8 @@ import Testing
         try await queue.write { db in
             try db.execute(
                 sql: """
-                    INSERT INTO integrations (id, name, api_key_hash, enabled, created_at) VALUES ('int_1', 'Acme', 'kh', 1, 0);
+                    INSERT INTO integrations (id, name, api_key_hash, enabled, created_at, webhook_url, webhook_secret)
+                        VALUES ('int_1', 'Acme', 'kh', 1, 0, 'https://hooks.example.com/', 'whsec_-_8AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA');
                     INSERT INTO users (id, email, password_hash, created_at) VALUES ('u_bob', 'bob@example.com', '', 0);
                     INSERT INTO users (id, email, password_hash, created_at) VALUES ('u_ana', 'ana@example.com', '$2b$04$x', 0);
                     INSERT INTO devices (id, user_id, name, platform, push_enabled, api_key_hash, created_at)
@@ -146,5 +147,7 @@ import Testing
         #expect(try await store.device(id: "d_enrolled")?.mayApproveResets == false)
         #expect(try await store.device(id: "d_since")?.mayApproveResets == true)
         #expect(try await store.device(id: "d_own")?.mayApproveResets == true)
+        // v8: the base64url secret is now the same bytes in base64, as Standard Webhooks read it.
+        #expect(try await store.integration(id: "int_1")?.webhookSecret == "whsec_+/8AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")
     }
 }

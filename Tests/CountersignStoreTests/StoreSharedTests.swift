@@ -583,11 +583,13 @@ extension Range where Bound == Int {
         // setup: the schema up to v6, as that version left it, and its rows.
         var script = "CREATE TABLE schema_migrations (identifier text PRIMARY KEY, applied_at double precision NOT NULL);\n"
         for migration in PostgresStore.migrations.prefix(while: { $0.identifier != "v7-trust" }) {
+            // (v8 runs too when the store opens: the secret below is re-encoded.)
             script += migration.statements.joined(separator: ";\n") + ";\n"
             script += "INSERT INTO schema_migrations VALUES ('\(migration.identifier)', 0);\n"
         }
         script += """
-            INSERT INTO integrations (id, name, api_key_hash, enabled, created_at) VALUES ('int_1', 'Acme', 'kh', true, 0);
+            INSERT INTO integrations (id, name, api_key_hash, enabled, created_at, webhook_url, webhook_secret)
+                VALUES ('int_1', 'Acme', 'kh', true, 0, 'https://hooks.example.com/', 'whsec_-_8AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA');
             INSERT INTO users (id, email, password_hash, created_at) VALUES ('u_bob', 'bob@example.com', '', 0);
             INSERT INTO users (id, email, password_hash, created_at) VALUES ('u_ana', 'ana@example.com', '$2b$04$x', 0);
             INSERT INTO devices (id, user_id, name, platform, push_enabled, api_key_hash, created_at)
@@ -610,5 +612,7 @@ extension Range where Bound == Int {
         #expect(try await store.device(id: "d_enrolled")?.mayApproveResets == false)
         #expect(try await store.device(id: "d_since")?.mayApproveResets == true)
         #expect(try await store.device(id: "d_own")?.mayApproveResets == true)
+        // v8: the base64url secret is now the same bytes in base64.
+        #expect(try await store.integration(id: "int_1")?.webhookSecret == "whsec_+/8AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")
     }
 }

@@ -8,7 +8,7 @@ public struct Integration: Sendable, Equatable {
     public var name: String
     /// Where its events are posted; `nil` for none.
     public var webhookURL: String?
-    /// Signs its events (`whsec_…`). Stored as is: it must sign.
+    /// Signs its events (`whsec_` and base64, as Standard Webhooks write it). Stored as is: it must sign.
     public var webhookSecret: String?
     /// A disabled integration's key is refused.
     public var enabled: Bool
@@ -25,8 +25,8 @@ public struct Integration: Sendable, Equatable {
 
     /// An integration's API key: `csk_` and 256 random bits.
     public static func newAPIKey() -> String { "csk_" + SecureToken.generate(byteCount: 32) }
-    /// A webhook signing secret: `whsec_` and 256 random bits.
-    public static func newWebhookSecret() -> String { "whsec_" + SecureToken.generate(byteCount: 32) }
+    /// A webhook signing secret as Standard Webhooks writes it: `whsec_` and 256 random bits in base64.
+    public static func newWebhookSecret() -> String { "whsec_" + Data(SecureToken.randomBytes(32)).base64EncodedString() }
     /// A new integration id.
     public static func newID() -> String { "int_" + SecureToken.recordID() }
 

@@ -6,14 +6,19 @@ public enum SecureToken {
     /// `byteCount` bytes from the system CSPRNG, base64url-encoded without padding.
     /// Drawn eight at a time: each draw is a `getrandom` call.
     public static func generate(byteCount: Int) -> String {
+        base64URL(randomBytes(byteCount))
+    }
+
+    /// `count` bytes from the system CSPRNG, drawn eight at a time.
+    public static func randomBytes(_ count: Int) -> [UInt8] {
         var rng = SystemRandomNumberGenerator()
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(byteCount + 7)
-        while bytes.count < byteCount {
+        bytes.reserveCapacity(count + 7)
+        while bytes.count < count {
             withUnsafeBytes(of: rng.next() as UInt64) { bytes.append(contentsOf: $0) }
         }
-        bytes.removeLast(bytes.count - byteCount)
-        return base64URL(bytes)
+        bytes.removeLast(bytes.count - count)
+        return bytes
     }
 
     /// A request id: 16 random bytes (128 bits), 22 characters.

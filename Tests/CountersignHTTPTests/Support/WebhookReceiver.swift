@@ -45,8 +45,10 @@ final class WebhookReceiver: Sendable {
         router.post("hook") { request, context -> Response in
             let bytes = try await request.body.collect(upTo: 1 << 20)
             let data = Data(bytes.readableBytesView)
-            let header = request.headers[HTTPField.Name(WebhookSignature.headerName)!] ?? ""
-            let valid = WebhookSignature.verify(header: header, secret: self.secret, body: data, now: Date())
+            func header(_ name: String) -> String { request.headers[HTTPField.Name(name)!] ?? "" }
+            let valid = WebhookSignature.verify(
+                id: header(WebhookSignature.idHeader), timestamp: header(WebhookSignature.timestampHeader),
+                signature: header(WebhookSignature.signatureHeader), secret: self.secret, body: data, now: Date())
             let json = (try? JSONSerialization.jsonObject(with: data) as? [String: any Sendable]) ?? [:]
             let payload = json["data"] as? [String: any Sendable] ?? [:]
             let held = self.stalls.withLock { left in
