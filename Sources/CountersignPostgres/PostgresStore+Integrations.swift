@@ -41,9 +41,28 @@ extension PostgresStore: IntegrationStore {
         try await connection.run("DELETE FROM enrollments WHERE integration_id = \(integrationID) AND used_at IS NULL RETURNING code_hash", logger)
     }
 
+    public func rotateWebhookSecret(integrationID: String, secret: String, previousUntil: Date) async throws -> Bool {
+        try await rows(
+            """
+            UPDATE integrations SET webhook_secret_previous = webhook_secret, webhook_secret_previous_until = \(previousUntil.stored),
+                webhook_secret = \(secret)
+            WHERE id = \(integrationID) AND webhook_url IS NOT NULL AND webhook_secret IS NOT NULL RETURNING id
+            """
+        ).count == 1
+    }
+
     public func setWebhook(integrationID: String, url: String?, secret: String?) async throws -> Bool {
-        try await rows("UPDATE integrations SET webhook_url = \(url), webhook_secret = \(secret) WHERE id = \(integrationID) RETURNING id")
-            .count == 1
+        // A secret replaced here (`--rotate-secret`, or the webhook removed) stops at once, the previous one too.
+        try await rows(
+            """
+            UPDATE integrations SET webhook_url = \(url),
+                webhook_secret_previous = CASE WHEN webhook_secret IS NOT DISTINCT FROM \(secret) THEN webhook_secret_previous END,
+                webhook_secret_previous_until = CASE WHEN webhook_secret IS NOT DISTINCT FROM \(secret) THEN webhook_secret_previous_until END,
+                webhook_secret = \(secret)
+            WHERE id = \(integrationID) RETURNING id
+            """
+        )
+        .count == 1
     }
 
     public func setIntegrationEnabled(id: String, enabled: Bool) async throws -> Bool {
@@ -204,7 +223,9 @@ extension Integration {
     init(row: PostgresRandomAccessRow) throws {
         self.init(
             id: try row.get("id"), name: try row.get("name"), webhookURL: try row.get("webhook_url"), webhookSecret: try row.get("webhook_secret"),
-            enabled: try row.get("enabled"), createdAt: try row.date("created_at"))
+            enabled: try row.get("enabled"), createdAt: try row.date("created_at"),
+            previousWebhookSecret: try row.get("webhook_secret_previous"),
+            previousWebhookSecretUntil: try row.optionalDate("webhook_secret_previous_until"))
     }
 }
 

@@ -151,7 +151,9 @@ extension PostgresStore {
                 UPDATE integrations
                 SET webhook_secret = 'whsec_' || replace(replace(substr(webhook_secret, 7), '-', '+'), '_', '/') || '='
                 WHERE substr(webhook_secret, 1, 6) = 'whsec_' AND length(webhook_secret) = 49
-                """
+                """,
+                "ALTER TABLE integrations ADD COLUMN webhook_secret_previous text",
+                "ALTER TABLE integrations ADD COLUMN webhook_secret_previous_until double precision",
             ]
         ),
     ]

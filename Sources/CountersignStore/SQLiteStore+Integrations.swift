@@ -52,11 +52,30 @@ extension SQLiteStore: IntegrationStore {
         try db.cachedStatement(sql: "DELETE FROM enrollments WHERE integration_id = ? AND used_at IS NULL").execute(arguments: [integrationID])
     }
 
+    public func rotateWebhookSecret(integrationID: String, secret: String, previousUntil: Date) async throws -> Bool {
+        try await pool.write { db in
+            try db.cachedStatement(
+                sql: """
+                    UPDATE integrations SET webhook_secret_previous = webhook_secret, webhook_secret_previous_until = ?, webhook_secret = ?
+                    WHERE id = ? AND webhook_url IS NOT NULL AND webhook_secret IS NOT NULL
+                    """
+            ).execute(arguments: [previousUntil.storedValue, secret, integrationID])
+            return db.changesCount == 1
+        }
+    }
+
     public func setWebhook(integrationID: String, url: String?, secret: String?) async throws -> Bool {
         try await pool.write { db in
-            try db.cachedStatement(sql: "UPDATE integrations SET webhook_url = ?, webhook_secret = ? WHERE id = ?").execute(arguments: [
-                url, secret, integrationID,
-            ])
+            // A secret replaced here (`--rotate-secret`, or the webhook removed) stops at once, the previous one too.
+            try db.cachedStatement(
+                sql: """
+                    UPDATE integrations SET webhook_url = ?,
+                        webhook_secret_previous = CASE WHEN webhook_secret IS ? THEN webhook_secret_previous END,
+                        webhook_secret_previous_until = CASE WHEN webhook_secret IS ? THEN webhook_secret_previous_until END,
+                        webhook_secret = ?
+                    WHERE id = ?
+                    """
+            ).execute(arguments: [url, secret, secret, secret, integrationID])
             return db.changesCount == 1
         }
     }
@@ -233,7 +252,8 @@ extension Integration {
     init(row: Row) throws {
         self.init(
             id: row["id"], name: row["name"], webhookURL: row["webhook_url"], webhookSecret: row["webhook_secret"], enabled: row["enabled"],
-            createdAt: Date(stored: row["created_at"]))
+            createdAt: Date(stored: row["created_at"]), previousWebhookSecret: row["webhook_secret_previous"],
+            previousWebhookSecretUntil: (row["webhook_secret_previous_until"] as Double?).map(Date.init(stored:)))
     }
 }
 

@@ -195,12 +195,15 @@ extension SQLiteStore {
         migrator.registerMigration("v8-standard-webhooks") { db in
             // Standard Webhooks read the secret after `whsec_` as base64: secrets
             // written in base64url (32 bytes, 43 characters, no padding) get the
-            // same bytes in base64 (`-` → `+`, `_` → `/`, one `=`).
+            // same bytes in base64 (`-` → `+`, `_` → `/`, one `=`). A rotated
+            // secret keeps signing beside the new one for a while.
             try db.execute(
                 sql: """
                     UPDATE integrations
                     SET webhook_secret = 'whsec_' || replace(replace(substr(webhook_secret, 7), '-', '+'), '_', '/') || '='
                     WHERE substr(webhook_secret, 1, 6) = 'whsec_' AND length(webhook_secret) = 49;
+                    ALTER TABLE integrations ADD COLUMN webhook_secret_previous TEXT;
+                    ALTER TABLE integrations ADD COLUMN webhook_secret_previous_until REAL;
                     """)
         }
         return migrator

@@ -42,7 +42,7 @@ public struct WebhookDeliverer: OutboxDeliverer {
             return .retry("cannot read the integration: \(error)")
         }
         guard let integration else { return .failed("its approval or integration is no longer stored") }
-        guard let url = integration.webhookURL, let secret = integration.webhookSecret else {
+        guard let url = integration.webhookURL, integration.webhookSecret != nil else {
             return .failed("integration \(integration.name) has no webhook any more")
         }
         if let problem = Integration.webhookURLProblem(url) { return .failed("integration \(integration.name): \(problem)") }
@@ -56,7 +56,10 @@ public struct WebhookDeliverer: OutboxDeliverer {
         request.headers.add(name: WebhookSignature.timestampHeader, value: String(timestamp))
         request.headers.add(
             name: WebhookSignature.signatureHeader,
-            value: WebhookSignature.header(secrets: [secret], id: item.id, timestamp: timestamp, body: item.payload))
+            // After a rotation, the old secret signs too for a day: receivers move over without missing an event.
+            value: WebhookSignature.header(
+                secrets: integration.webhookSecrets(at: Date(timeIntervalSince1970: TimeInterval(timestamp))), id: item.id, timestamp: timestamp,
+                body: item.payload))
         request.body = .bytes(ByteBuffer(bytes: item.payload))
         let host = URL(string: url)?.host ?? "?"
         do {

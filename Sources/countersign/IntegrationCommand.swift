@@ -9,7 +9,10 @@ struct IntegrationCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "integration",
         abstract: "Manage integrations: the relying services that use the approvals API.",
-        subcommands: [Add.self, List.self, RotateKey.self, SetWebhook.self, Disable.self, Enable.self, Grant.self, RevokeGrant.self]
+        subcommands: [
+            Add.self, List.self, RotateKey.self, SetWebhook.self, RotateWebhookSecret.self, Disable.self, Enable.self, Grant.self,
+            RevokeGrant.self,
+        ]
     )
 
     struct Add: AsyncParsableCommand {
@@ -117,6 +120,29 @@ struct IntegrationCommand: AsyncParsableCommand {
             } else {
                 print("webhook of \(found.name) removed")
             }
+        }
+    }
+
+    struct RotateWebhookSecret: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "rotate-webhook-secret",
+            abstract: "Give the webhook a new signing secret (printed once); events are signed with both for 24 hours.")
+        @Argument(help: "The integration's id or name.") var integration: String
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            let store = try await database.open()
+            let found = try await find(integration, in: store)
+            let secret = Integration.newWebhookSecret()
+            let until = Date().addingTimeInterval(Integration.webhookSecretOverlap)
+            guard try await store.rotateWebhookSecret(integrationID: found.id, secret: secret, previousUntil: until) else {
+                throw ValidationError("\(found.name) has no webhook")
+            }
+            try await store.append([
+                AuditEvent(kind: .integrationWebhookSet, detail: "integration \(found.name): webhook secret rotated; the old one signs too for 24 h")
+            ])
+            print("webhook secret: \(secret)  (shown once)")
+            print("Events are signed with the new and the old secret until \(Timestamp.string(until)); move receivers over before then.")
         }
     }
 

@@ -181,6 +181,16 @@ import Glibc
             let redeliver = try await Self.countersign(["webhook", "redeliver", eventID, "--database", database])
             #expect(redeliver.status == 0, "\(redeliver.output)")
             _ = try await receiver.waitFor("duplicate") { $0 == "duplicate \(eventID) ignored" }
+            // A rotated secret: for a day events carry both signatures, so the receiver, still on the
+            // old secret, keeps accepting them (it dedups only events whose signature it accepted).
+            let rotation = try await Self.countersign(["integration", "rotate-webhook-secret", "Example Admin", "--database", database])
+            #expect(rotation.status == 0, "\(rotation.output)")
+            let words = rotation.output.split(whereSeparator: \.isWhitespace).map(String.init)
+            let newSecret = try #require(words.first { $0.hasPrefix("whsec_") }, "\(rotation.output)")
+            #expect(newSecret != secret)
+            let secondID = try #require(events.last?.split(separator: " ").dropFirst().first.map(String.init))
+            #expect(try await Self.countersign(["webhook", "redeliver", secondID, "--database", database]).status == 0)
+            _ = try await receiver.waitFor("duplicate after the rotation") { $0 == "duplicate \(secondID) ignored" }
             // Audited like the daemon's own webhook events: the integration named.
             let redelivered = try await Self.countersign(["audit", "--kind", "webhook_redelivered", "--database", database])
             #expect(

@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignRuntime
+import CountersignWebhooks
 import Foundation
 import GRDB
 import NIOHTTP1
@@ -201,5 +202,23 @@ import Glibc
             }
             #expect(receiver.events(of: approval.id) == ["approval.approved", "approval.completed"])
         }
+    }
+
+    /// Standard Webhooks: one `v1,` signature per secret, each checks with its own secret alone.
+    @Test func oneSignaturePerSecretEachValidAlone() {
+        let old = Integration.newWebhookSecret()
+        let new = Integration.newWebhookSecret()
+        let body = Data(#"{"id":"evt_1"}"#.utf8)
+        let header = WebhookSignature.header(secrets: [new, old], id: "evt_1", timestamp: 1_800_000_000, body: body)
+        #expect(header.split(separator: " ").count == 2 && header.split(separator: " ").allSatisfy { $0.hasPrefix("v1,") })
+        let at = Date(timeIntervalSince1970: 1_800_000_010)
+        for secret in [old, new] {
+            #expect(WebhookSignature.verify(id: "evt_1", timestamp: "1800000000", signature: header, secret: secret, body: body, now: at))
+        }
+        #expect(!WebhookSignature.verify(id: "evt_2", timestamp: "1800000000", signature: header, secret: new, body: body, now: at))
+        #expect(
+            !WebhookSignature.verify(
+                id: "evt_1", timestamp: "1800000000", signature: header, secret: Integration.newWebhookSecret(), body: body, now: at))
+        #expect(!WebhookSignature.verify(id: "evt_1", timestamp: "1800000000", signature: header, secret: new, body: body, now: at + 400))
     }
 }

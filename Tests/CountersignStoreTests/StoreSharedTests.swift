@@ -125,6 +125,30 @@ extension StoreTests {
         #expect(try await Self.enroll(store, "bob-5", now: now) != nil)
     }
 
+    /// A rotated webhook secret keeps signing until its overlap ends; a secret
+    /// replaced with `set-webhook` (or the webhook removed) ends it at once.
+    @Test(arguments: Backend.available) func aRotatedWebhookSecretSignsBesideTheNewOneUntilItsOverlapEnds(backend: Backend) async throws {
+        let store = try await open(backend)
+        let now = Date()
+        try await store.createIntegration(
+            Integration(
+                id: "int_1", name: "Acme", webhookURL: "https://hooks.example.com/", webhookSecret: "whsec_old", enabled: true, createdAt: now),
+            apiKeyHash: "kh")
+        #expect(try await store.rotateWebhookSecret(integrationID: "int_1", secret: "whsec_new", previousUntil: now + 86400))
+        let rotated = try #require(try await store.integration(id: "int_1"))
+        #expect(rotated.webhookSecrets(at: now) == ["whsec_new", "whsec_old"])
+        #expect(rotated.webhookSecrets(at: now + 86401) == ["whsec_new"])
+        // The URL changes, the secret stays: the overlap too.
+        #expect(try await store.setWebhook(integrationID: "int_1", url: "https://hooks2.example.com/", secret: "whsec_new"))
+        #expect(try await store.integration(id: "int_1")?.webhookSecrets(at: now) == ["whsec_new", "whsec_old"])
+        // Replaced at once: the old ones stop.
+        #expect(try await store.setWebhook(integrationID: "int_1", url: "https://hooks2.example.com/", secret: "whsec_third"))
+        #expect(try await store.integration(id: "int_1")?.webhookSecrets(at: now) == ["whsec_third"])
+        // No webhook, nothing to rotate.
+        #expect(try await store.setWebhook(integrationID: "int_1", url: nil, secret: nil))
+        #expect(try await store.rotateWebhookSecret(integrationID: "int_1", secret: "whsec_x", previousUntil: now + 86400) == false)
+    }
+
     /// trust.md: a user's devices are bounded; a refused enrollment creates
     /// nothing and leaves the code usable (one transaction).
     @Test(arguments: Backend.available) func aUsersDevicesAreBoundedAndARefusedEnrollmentKeepsItsCode(backend: Backend) async throws {

@@ -13,14 +13,32 @@ public struct Integration: Sendable, Equatable {
     /// A disabled integration's key is refused.
     public var enabled: Bool
     public var createdAt: Date
+    /// The secret before the last `rotate-webhook-secret`, which signs too until `previousWebhookSecretUntil`.
+    public var previousWebhookSecret: String?
+    public var previousWebhookSecretUntil: Date?
 
-    public init(id: String, name: String, webhookURL: String?, webhookSecret: String?, enabled: Bool, createdAt: Date) {
+    public init(
+        id: String, name: String, webhookURL: String?, webhookSecret: String?, enabled: Bool, createdAt: Date,
+        previousWebhookSecret: String? = nil, previousWebhookSecretUntil: Date? = nil
+    ) {
         self.id = id
         self.name = name
         self.webhookURL = webhookURL
         self.webhookSecret = webhookSecret
         self.enabled = enabled
         self.createdAt = createdAt
+        self.previousWebhookSecret = previousWebhookSecret
+        self.previousWebhookSecretUntil = previousWebhookSecretUntil
+    }
+
+    /// How long a rotated-out webhook secret keeps signing beside the new one.
+    public static let webhookSecretOverlap: TimeInterval = 24 * 3600
+
+    /// The secrets that sign an event at `now`: the current one, and the previous one during its overlap.
+    public func webhookSecrets(at now: Date) -> [String] {
+        var secrets = webhookSecret.map { [$0] } ?? []
+        if let previous = previousWebhookSecret, let until = previousWebhookSecretUntil, now < until { secrets.append(previous) }
+        return secrets
     }
 
     /// An integration's API key: `csk_` and 256 random bits.

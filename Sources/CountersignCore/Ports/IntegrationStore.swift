@@ -12,6 +12,9 @@ public protocol IntegrationStore: Sendable {
     func integration(apiKeyHash: String) async throws -> Integration?
     /// Replaces the key: the old one stops at once. `false` for an unknown id.
     func rotateIntegrationKey(id: String, apiKeyHash: String) async throws -> Bool
+    /// A new webhook secret; the current one keeps signing beside it until `previousUntil`.
+    /// `false` for an unknown id or one without a webhook.
+    func rotateWebhookSecret(integrationID: String, secret: String, previousUntil: Date) async throws -> Bool
     /// Sets or (with `nil`) removes the webhook; `false` for an unknown id.
     func setWebhook(integrationID: String, url: String?, secret: String?) async throws -> Bool
     /// Disabling voids the integration's unused enrollment codes, as rotating its key does.
