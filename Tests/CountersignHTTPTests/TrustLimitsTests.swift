@@ -97,4 +97,15 @@ import Testing
             #expect(uri.contains("127.0.0.1"), "\(uri)")
         }
     }
+
+    /// Without `--public-url` the daemon says at start where links will point; with it, nothing.
+    @Test func startingWithoutAPublicURLWarns() async throws {
+        let quiet = LogCapture()
+        try await withTestDaemon(configure: { $0.email.publicURL = "https://auth.example.com" }, logs: quiet) { _ in }
+        #expect(!quiet.text.contains("no --public-url"))
+        let warned = LogCapture()
+        try await withTestDaemon(logs: warned) { _ in }
+        #expect(
+            warned.text.contains("warning no --public-url: enrollment and reset links point at the listen address"), "\(warned.text.prefix(1500))")
+    }
 }

@@ -78,6 +78,20 @@ extension ApprovalBroker {
             continuation.resume()
         } else {
             waiters[id, default: [:]][number] = continuation
+            if shared { recheckAfterParking(id, version) }
+        }
+    }
+
+    /// On a shared database another node's notification may have arrived
+    /// between the read before parking and the parking itself, and found no
+    /// waiter to wake: read the request once more now that the waiter is
+    /// registered (a notification after this read finds it). One query more
+    /// per parked long poll in a cluster; without it such a poll waited out
+    /// its whole timeout (a cluster test's poll did, once in about twenty runs).
+    private func recheckAfterParking(_ id: String, _ version: Int) {
+        Task { [weak self, store] in
+            guard let stored = try? await store.request(id: id), stored.version != version || stored.state != .pending else { return }
+            await self?.wake(id)
         }
     }
 

@@ -17,7 +17,7 @@ import Logging
 /// from the database, and learns of other nodes' transitions through
 /// ``changed(_:)`` (and ``recheckAll()`` after a notification gap) to wake its long polls.
 public actor ApprovalBroker {
-    private let store: any ApprovalStore
+    let store: any ApprovalStore
     private let approvers: any ApproverDirectory
     private let configuration: BrokerConfiguration
     private let pushQueue: PushQueue
@@ -31,7 +31,7 @@ public actor ApprovalBroker {
     /// Pending and approved requests, by id (empty on a shared database).
     private let live = LiveIndex()
     /// Other processes change the database too: read through, keep no index.
-    private let shared: Bool
+    let shared: Bool
     /// Long-poll waiters, by request id, then by waiter number (see `ApprovalBroker+LongPoll.swift`).
     var waiters: [String: [Int: CheckedContinuation<Void, Never>]] = [:]
     var nextWaiter = 0
