@@ -53,6 +53,7 @@ import Glibc
             // The operator grants her to acme: acme enrolls a device, and her phone's trail says so.
             let granted = try await DaemonProcessTests.command(["integration", "grant", "acme", Self.email, "--database", database])
             #expect(granted.status == 0, "\(granted.output)")
+            #expect(try await Self.audit(database, kind: "integration_granted") { !$0.isEmpty }.first?["detail"] == "integration acme")
             let (issued, enrollment) = try await DaemonProcessTests.http(.POST, "\(base)/v1/users/\(Self.email)/enrollments", headers: acme)
             #expect(issued == 201)
             let code = try #require(enrollment["enrollmentCode"] as? String)
@@ -97,6 +98,7 @@ import Glibc
             #expect(try await DaemonProcessTests.command(["integration", "revoke-grant", "acme", Self.email, "--database", database]).status == 0)
             let (gone, _) = try await DaemonProcessTests.http(.GET, "\(base)/v1/users/\(Self.email)/devices", headers: acme)
             #expect(gone == 404)
+            #expect(try await Self.audit(database, kind: "integration_grant_revoked") { !$0.isEmpty }.first?["detail"] == "integration acme")
         }
     }
 

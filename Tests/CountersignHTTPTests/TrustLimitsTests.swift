@@ -28,6 +28,22 @@ import Testing
         }
     }
 
+    /// An enrollment beyond the bound is refused the same way, and its code stays usable.
+    @Test func anEnrollmentBeyondTheBoundIsRefusedAndKeepsItsCode() async throws {
+        try await withTestDaemon(configure: { $0.maxDevicesPerUser = 1 }) { daemon in
+            let acme = try await daemon.addIntegration("Acme")
+            #expect(try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email]).status == 201)
+            let (first, _, _) = try await daemon.enroll(Fixture.email, integrationKey: acme.key, deviceName: "One")
+            let code = try #require(try await daemon.v1(.POST, "/v1/users/\(Fixture.email)/enrollments", key: acme.key)["enrollmentCode"])
+            let body: [String: any Sendable] = ["enrollmentCode": code, "deviceName": "Two", "platform": "iOS"]
+            let refused = try await daemon.call(.POST, "/api/mobile/auth/enroll", json: body)
+            #expect(refused.status == 409)
+            #expect(refused["error"] == "too_many_devices")
+            #expect(try await daemon.v1(.DELETE, "/v1/users/\(Fixture.email)/devices/\(first)", key: acme.key).status == 200)
+            #expect(try await daemon.call(.POST, "/api/mobile/auth/enroll", json: body).status == 200)
+        }
+    }
+
     @Test func enrollmentCodesAreLimitedPerIntegration() async throws {
         try await withTestDaemon(configure: { $0.rateLimits[.enrollmentsPerIntegration] = RateLimit(count: 2, window: 600) }, clock: ManualClock()) {
             daemon in

@@ -149,6 +149,34 @@ extension StoreTests {
         #expect(try await store.rotateWebhookSecret(integrationID: "int_1", secret: "whsec_x", previousUntil: now + 86400) == false)
     }
 
+    /// trust.md: a password changed any other way (`user passwd`) cancels the
+    /// user's live phone resets in the same transaction, audited; a finished one stays as it was.
+    @Test(arguments: Backend.available) func aPasswordSetByTheOperatorCancelsLivePhoneResets(backend: Backend) async throws {
+        let store = try await open(backend)
+        let now = Date()
+        let user = try await store.createUser(email: "ana@example.com", passwordHash: "old")
+        let pendingOne = pending("p1", user: user, at: now)
+        _ = try await store.insert(pendingOne)
+        var approvedOne = pending("p2", user: user, at: now)
+        approvedOne.subject = "other"
+        _ = try await store.insert(approvedOne)
+        var machine = ApprovalStateMachine(approvedOne)
+        guard case .persist(let approval) = machine.respond(.approve, numberCode: "47", deviceID: "d1", at: now) else {
+            Issue.record("approve refused")
+            return
+        }
+        #expect(try await store.apply(approval, to: machine.request, event: nil, audit: nil, writeTime: { now }))
+
+        try await store.setPassword(userID: user.id, passwordHash: "set-by-the-operator")
+
+        #expect(try await store.request(id: "p1")?.state == .cancelled)
+        #expect(try await store.request(id: "p2")?.state == .cancelled)
+        #expect(try await store.request(id: "p2")?.newPasswordHash == nil)
+        let trail = try await store.auditEvents(since: nil, email: nil, kind: .cancelled, limit: 10)
+        #expect(trail.count == 2 && trail.allSatisfy { $0.detail == "password changed by the operator (user passwd)" })
+        #expect(try await store.user(id: user.id)?.passwordHash == "set-by-the-operator")
+    }
+
     /// trust.md: a user's devices are bounded; a refused enrollment creates
     /// nothing and leaves the code usable (one transaction).
     @Test(arguments: Backend.available) func aUsersDevicesAreBoundedAndARefusedEnrollmentKeepsItsCode(backend: Backend) async throws {
