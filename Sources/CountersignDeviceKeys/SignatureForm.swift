@@ -17,11 +17,13 @@ enum SignatureForm {
     static func isCanonical(_ jws: String) -> Bool {
         let segments = jws.split(separator: ".", omittingEmptySubsequences: false)
         guard segments.count == 3 else { return false }
+        var decoded: [Data] = []
         for segment in segments {
             guard let bytes = DeviceKey.decode(String(segment)), SecureToken.base64URL(bytes) == segment else { return false }
+            decoded.append(bytes)
         }
-        guard let signature = DeviceKey.decode(String(segments[2])), signature.count == 64 else { return false }
-        return hasLowS(Array(signature.suffix(32)))
+        guard decoded[2].count == 64 else { return false }
+        return hasLowS(Array(decoded[2].suffix(32)))
     }
 
     /// `s ≤ n/2`, compared as big-endian numbers.

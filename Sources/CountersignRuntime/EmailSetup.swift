@@ -19,7 +19,7 @@ struct EmailSetup {
     static func make(
         configuration: ServeConfiguration, store: any CountersignStorage, hasher: any PasswordHasher, audit: AuditLog, bell: OutboxBell,
         mailSender: (any MailSender)?, environment: [String: String], now: @escaping @Sendable () -> Date = { Date() },
-        broker: ApprovalBroker? = nil, logger: Logger
+        broker: ApprovalBroker, logger: Logger
     ) throws -> EmailSetup {
         let settings = configuration.email
         let keyPath = settings.secretKeyPath(databasePath: configuration.databasePath, environment: environment)
@@ -56,7 +56,7 @@ struct EmailSetup {
             store: store, accounts: store, keys: keys, hasher: hasher, audit: audit, bell: bell,
             configuration: EmailResetConfiguration(codeTTL: settings.codeTTL, mailEnabled: mailer != nil), now: now,
             onCancelledResets: { userID, cancelled, at, logger in
-                await broker?.passwordChanged(userID: userID, cancelled: cancelled, at: at, logger: logger)
+                await broker.passwordChanged(userID: userID, cancelled: cancelled, at: at, logger: logger)
             })
         return EmailSetup(resets: resets, bell: bell, mailer: mailer, mailService: smtp, deliverers: deliverers, keys: keys)
     }

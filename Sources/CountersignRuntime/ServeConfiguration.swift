@@ -31,7 +31,7 @@ public struct ServeConfiguration: Sendable, Equatable {
     public var retention: TimeInterval = 90 * 86400
     /// A connection with no request in flight this long is closed.
     public var idleTimeout: Duration = .seconds(75)
-    /// A request whose head has not arrived this long after its first byte is closed.
+    /// A request (head and body) not arrived whole this long after its first byte is closed.
     public var requestTimeout: Duration = .seconds(30)
     /// Open connections per peer address (per /64 for IPv6); 0: no cap.
     public var connectionsPerAddress = 64

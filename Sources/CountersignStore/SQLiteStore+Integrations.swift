@@ -106,7 +106,7 @@ extension SQLiteStore: IntegrationStore {
     public func user(email: String, reachableBy integrationID: String) async throws -> User? {
         try readNow { db in
             try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT * FROM users WHERE email = ? AND \(Self.reachable)"),
+                db.cachedStatement(sql: "SELECT * FROM users u WHERE email = ? AND \(Self.reaches("?"))"),
                 arguments: [User.normalize(email: email), integrationID, integrationID]
             ).map(User.init(row:))
         }
@@ -121,10 +121,14 @@ extension SQLiteStore: IntegrationStore {
         }
     }
 
-    /// The condition on `users` that an integration (bound twice) reaches the user.
-    static let reachable = """
-        (owner_integration_id = ? OR EXISTS (SELECT 1 FROM integration_grants g WHERE g.user_id = users.id AND g.integration_id = ?))
+    /// The condition that the integration `integration` (an SQL expression: `?`, bound
+    /// twice, or a column) reaches the user `u`: it created the user, or was granted it.
+    static func reaches(_ integration: String) -> String {
         """
+        (u.owner_integration_id = \(integration)
+            OR EXISTS (SELECT 1 FROM integration_grants g WHERE g.user_id = u.id AND g.integration_id = \(integration)))
+        """
+    }
 
     public func grantUser(integrationID: String, userID: String, at: Date) async throws -> Bool {
         try await pool.write { db in
@@ -181,8 +185,7 @@ extension SQLiteStore: IntegrationStore {
                             SELECT e.user_id, e.integration_id FROM enrollments e
                             JOIN integrations i ON i.id = e.integration_id AND i.enabled
                             JOIN users u ON u.id = e.user_id
-                            WHERE e.code_hash = ? AND e.used_at IS NULL AND e.expires_at > ? AND (u.owner_integration_id = e.integration_id
-                                OR EXISTS (SELECT 1 FROM integration_grants g WHERE g.user_id = u.id AND g.integration_id = e.integration_id))
+                            WHERE e.code_hash = ? AND e.used_at IS NULL AND e.expires_at > ? AND \(Self.reaches("e.integration_id"))
                             """),
                     arguments: [codeHash, now.storedValue])
             else { return nil }

@@ -20,15 +20,6 @@ struct Countersign: AsyncParsableCommand {
     /// backups) is readable by its owner alone, whatever umask it was started with.
     static func main() async {
         umask(0o077)
-        do {
-            var command = try parseAsRoot()
-            if var asynchronous = command as? any AsyncParsableCommand {
-                try await asynchronous.run()
-            } else {
-                try command.run()
-            }
-        } catch {
-            exit(withError: error)
-        }
+        await main(nil)
     }
 }

@@ -162,17 +162,27 @@ struct IntegrationCommand: AsyncParsableCommand {
         func run() async throws { try await setEnabled(true, integration, database) }
     }
 
-    struct Grant: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
-            abstract: "Let an integration enroll and list devices for a user it did not create (a password user, or another's).")
+    /// An integration and a user, as the grant commands name them.
+    struct GrantArguments: ParsableArguments {
         @Argument(help: "The integration's id or name.") var integration: String
         @Argument(help: "The user's email.") var email: String
         @OptionGroup var database: DatabaseOptions
 
-        func run() async throws {
+        func resolve() async throws -> (store: any CountersignStorage, integration: Integration, user: User) {
             let store = try await database.open()
             let found = try await find(integration, in: store)
             guard let user = try await store.user(email: email) else { throw ValidationError("no user \(email)") }
+            return (store, found, user)
+        }
+    }
+
+    struct Grant: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Let an integration enroll and list devices for a user it did not create (a password user, or another's).")
+        @OptionGroup var arguments: GrantArguments
+
+        func run() async throws {
+            let (store, found, user) = try await arguments.resolve()
             let granted = try await store.grantUser(integrationID: found.id, userID: user.id, at: Date())
             if granted {
                 try await store.append([AuditEvent(kind: .integrationGranted, userID: user.id, detail: "integration \(found.name)")])
@@ -184,14 +194,10 @@ struct IntegrationCommand: AsyncParsableCommand {
     struct RevokeGrant: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "revoke-grant", abstract: "Take a grant back; the integration's unused codes for the user stop working.")
-        @Argument(help: "The integration's id or name.") var integration: String
-        @Argument(help: "The user's email.") var email: String
-        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var arguments: GrantArguments
 
         func run() async throws {
-            let store = try await database.open()
-            let found = try await find(integration, in: store)
-            guard let user = try await store.user(email: email) else { throw ValidationError("no user \(email)") }
+            let (store, found, user) = try await arguments.resolve()
             guard try await store.revokeGrant(integrationID: found.id, userID: user.id) else {
                 throw ValidationError("\(found.name) has no grant for \(user.email)")
             }

@@ -13,7 +13,7 @@ import Testing
     }
 
     /// A one-second header deadline, well inside the idle timeout.
-    static func oneSecondHeadDeadline(_ configuration: inout ServeConfiguration) {
+    static func oneSecondRequestDeadline(_ configuration: inout ServeConfiguration) {
         configuration.idleTimeout = .seconds(30)
         configuration.requestTimeout = .seconds(1)
     }
@@ -36,7 +36,7 @@ import Testing
     }
 
     @Test func aRequestWhoseHeadersTrickleIsClosedAtTheHeaderDeadline() async throws {
-        try await withTestDaemon(configure: Self.oneSecondHeadDeadline) { daemon in
+        try await withTestDaemon(configure: Self.oneSecondRequestDeadline) { daemon in
             let slow = try RawConnection(port: try Self.port(daemon))
             slow.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
             // Closed by the 1 s deadline, long before the 30 s idle timeout (the limit is a hang detector).
@@ -56,7 +56,7 @@ import Testing
     /// trust.md: the deadline covers the body too: one dribbled a byte at a
     /// time, each well inside the idle timeout, is cut at the request deadline.
     @Test func aBodyDribbledAByteAtATimeIsClosedAtTheRequestDeadline() async throws {
-        try await withTestDaemon(configure: Self.oneSecondHeadDeadline) { daemon in
+        try await withTestDaemon(configure: Self.oneSecondRequestDeadline) { daemon in
             let slow = try RawConnection(port: try Self.port(daemon))
             slow.send("POST /api/mobile/auth/login HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{")
             for _ in 0..<30 {
@@ -72,7 +72,7 @@ import Testing
     /// An answer written before its request's body ended (an early refusal)
     /// does not switch the deadline off for the requests after it.
     @Test func anEarlyAnswerLeavesTheNextRequestItsDeadline() async throws {
-        try await withTestDaemon(configure: Self.oneSecondHeadDeadline) { daemon in
+        try await withTestDaemon(configure: Self.oneSecondRequestDeadline) { daemon in
             let connection = try RawConnection(port: try Self.port(daemon))
             connection.send("POST /no-such-route HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\n")
             // The 404 comes before the body is sent (on a busy machine it may come later: then this
@@ -90,7 +90,7 @@ import Testing
     }
 
     @Test func onAKeptAliveConnectionEachHeadHasItsOwnDeadline() async throws {
-        try await withTestDaemon(configure: Self.oneSecondHeadDeadline) { daemon in
+        try await withTestDaemon(configure: Self.oneSecondRequestDeadline) { daemon in
             let connection = try RawConnection(port: try Self.port(daemon))
             // Whole requests for longer than the deadline: none is late, so none is cut.
             for _ in 0..<8 {

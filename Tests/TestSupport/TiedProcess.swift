@@ -177,9 +177,10 @@ public func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T)
     }
 }
 
-/// Foundation's `Process.run()` is not safe to call from several threads at
-/// once on Linux (a test run crashed inside it, copying while another launch
-/// ran); every launch in the tests goes through this one lock.
+/// Foundation's `Process.run()` crashed in the test process now and then
+/// (copying on a bad pointer while other threads ran), lock or not; the one
+/// program the tests still start with it (the SMTP test server) goes through
+/// this lock. Everything else is started with `posix_spawn`.
 public func launchingAlone<T>(_ launch: () throws -> T) rethrows -> T {
     try launches.withLock { _ in try launch() }
 }

@@ -132,10 +132,10 @@ extension ApprovalBroker {
         for id in Array(waiters.keys) { wake(id) }
     }
 
-    /// Another node committed a transition of request `id` (a cluster's notification).
     /// Long polls parked on this node now.
     public var waiterCount: Int { waiters.values.reduce(0) { $0 + $1.count } }
 
+    /// Another node committed a transition of request `id` (a cluster's notification).
     public func changed(_ id: String) {
         wake(id)
     }

@@ -97,12 +97,12 @@ public final class AppMetrics: Sendable {
         }
     }
 
-    /// Long polls held open now, waiting for a change (all addresses).
     /// A connection closed at once: its address held as many as allowed.
     func connectionRefused() {
         Counter(label: Name.connectionsRefused, factory: factory).increment()
     }
 
+    /// Long polls held open now, waiting for a change (all addresses).
     func longPollsWaiting(_ held: Int) {
         Gauge(label: Name.longPollsWaiting, factory: factory).record(held)
     }

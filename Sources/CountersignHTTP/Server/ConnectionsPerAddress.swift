@@ -23,7 +23,7 @@ final class ConnectionsPerAddress: Sendable {
     /// closes, or `nil` when it is refused (or not counted: no cap, a proxy).
     func admit(_ address: SocketAddress?) -> (admitted: Bool, key: String?) {
         guard cap > 0, let ip = address?.ipAddress else { return (true, nil) }
-        if let bytes = IPNetwork.address(ip), trusted.contains(where: { $0.contains(bytes) }) { return (true, nil) }
+        if ClientAddress.isTrusted(ip, trusted) { return (true, nil) }
         let key = ClientAddress.limitKey(ip)
         let admitted = open.withLock { open in
             let count = open[key, default: 0]

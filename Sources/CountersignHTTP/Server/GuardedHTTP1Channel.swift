@@ -35,10 +35,10 @@ struct GuardedHTTP1Channel: ServerChildChannel {
             let connections = connections
             channel.closeFuture.whenComplete { _ in connections.release(key) }
         }
-        let deadline = HeadDeadline()
+        let deadline = RequestDeadline()
         let http1 = HTTP1Channel(
             responder: responder,
-            configuration: .init(additionalChannelHandlers: [HeadWatcher(deadline: deadline)], idleTimeout: idleTimeout))
+            configuration: .init(additionalChannelHandlers: [RequestWatcher(deadline: deadline)], idleTimeout: idleTimeout))
         let requestTimeout = requestTimeout
         return http1.setup(channel: channel, logger: logger).flatMapThrowing { value in
             // A connection keeps its read buffer while it waits (NIO pools it); the

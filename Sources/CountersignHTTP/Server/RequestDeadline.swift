@@ -3,41 +3,40 @@ import NIOCore
 import NIOHTTPTypes
 import Synchronization
 
-/// The request deadline of one connection (named for the head it first
-/// covered; it now runs to the request's end), shared by its two watchers. Only
+/// The request deadline of one connection (head and body), shared by its two watchers. Only
 /// ever touched on the connection's event loop (both handlers run there).
 ///
 /// One timer at a time, armed when a request's first byte arrives and no
-/// timer is pending; a head that arrives in time leaves it running rather
-/// than cancelling it. When it fires it closes the connection only if a head
-/// has been awaited for `timeout` or longer; a later head still arriving gets
+/// timer is pending; a request that arrives in time leaves it running rather
+/// than cancelling it. When it fires it closes the connection only if a request
+/// has been awaited for `timeout` or longer; a later request still arriving gets
 /// the timer again for the rest of its own time. A kept-alive connection so
 /// costs a timer every `timeout`, not a scheduling and a cancellation per
 /// request (those were 7% of the daemon's time under a status-poll load).
-final class HeadDeadline: @unchecked Sendable {
+final class RequestDeadline: @unchecked Sendable {
     /// When the request now awaited began to arrive; `nil` while none is
     /// arriving (between requests, or while one is answered): the next byte
     /// then starts a request that must arrive whole in time.
-    private(set) var headStarted: NIODeadline?
+    private(set) var requestStarted: NIODeadline?
     private var timer: Scheduled<Void>?
 
     /// A request's first byte arrived.
-    func headBegins(on channel: any Channel, timeout: TimeAmount) {
+    func requestBegins(on channel: any Channel, timeout: TimeAmount) {
         let now = NIODeadline.now()
-        headStarted = now
+        requestStarted = now
         if timer == nil { arm(at: now + timeout, on: channel, timeout: timeout) }
     }
 
     /// The whole request arrived (its `.end`), whether or not it was answered
     /// already: the next byte is the next request's.
     func requestArrived() {
-        headStarted = nil
+        requestStarted = nil
     }
 
     private func arm(at deadline: NIODeadline, on channel: any Channel, timeout: TimeAmount) {
         timer = channel.eventLoop.scheduleTask(deadline: deadline) { [self] in
             timer = nil
-            guard let started = headStarted else { return }
+            guard let started = requestStarted else { return }
             if NIODeadline.now() >= started + timeout {
                 channel.close(promise: nil)
             } else {
@@ -56,17 +55,17 @@ final class HeadDeadline: @unchecked Sendable {
 final class ByteWatcher: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
-    let deadline: HeadDeadline
+    let deadline: RequestDeadline
     let timeout: TimeAmount
 
-    init(deadline: HeadDeadline, timeout: TimeAmount) {
+    init(deadline: RequestDeadline, timeout: TimeAmount) {
         self.deadline = deadline
         self.timeout = timeout
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if deadline.headStarted == nil {
-            deadline.headBegins(on: context.channel, timeout: timeout)
+        if deadline.requestStarted == nil {
+            deadline.requestBegins(on: context.channel, timeout: timeout)
         }
         context.fireChannelRead(data)
     }
@@ -80,12 +79,12 @@ final class ByteWatcher: ChannelInboundHandler, RemovableChannelHandler {
 /// Stops the deadline once the decoder has the whole request (head and
 /// body). An answer written before the body ends (an early refusal) changes
 /// nothing: the body must still arrive in time, and the next request too.
-final class HeadWatcher: ChannelInboundHandler, RemovableChannelHandler {
+final class RequestWatcher: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
-    let deadline: HeadDeadline
+    let deadline: RequestDeadline
 
-    init(deadline: HeadDeadline) {
+    init(deadline: RequestDeadline) {
         self.deadline = deadline
     }
 
