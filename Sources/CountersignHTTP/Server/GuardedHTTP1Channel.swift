@@ -38,7 +38,7 @@ struct GuardedHTTP1Channel: ServerChildChannel {
         let deadline = RequestDeadline()
         let http1 = HTTP1Channel(
             responder: responder,
-            configuration: .init(additionalChannelHandlers: [RequestWatcher(deadline: deadline)], idleTimeout: idleTimeout))
+            configuration: .init(additionalChannelHandlers: [RequestWatcher(deadline: deadline, timeout: requestTimeout)], idleTimeout: idleTimeout))
         let requestTimeout = requestTimeout
         return http1.setup(channel: channel, logger: logger).flatMapThrowing { value in
             // A connection keeps its read buffer while it waits (NIO pools it); the

@@ -83,15 +83,24 @@ final class RequestWatcher: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
     let deadline: RequestDeadline
+    let timeout: TimeAmount
 
-    init(deadline: RequestDeadline) {
+    init(deadline: RequestDeadline, timeout: TimeAmount) {
         self.deadline = deadline
+        self.timeout = timeout
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        // The deadline covers the whole request: a body dribbled a byte at a time is cut too.
-        if case .end = unwrapInboundIn(data) {
+        switch unwrapInboundIn(data) {
+        case .head where deadline.requestStarted == nil:
+            // Its first bytes came in the read that ended the request before it, while
+            // that one's deadline still ran: the byte watcher started none for it.
+            deadline.requestBegins(on: context.channel, timeout: timeout)
+        case .end:
+            // The deadline covers the whole request: a body dribbled a byte at a time is cut too.
             deadline.requestArrived()
+        default:
+            break
         }
         context.fireChannelRead(data)
     }
