@@ -84,11 +84,12 @@ extension PostgresStore: AccountStore {
             device.pushEnabled = true
             device.publicKey = registration.publicKey
             device.mayApproveResets = registration.mayApproveResets
+            device.offlineSecret = registration.offlineSecret
             try await connection.run(
                 """
                 UPDATE devices SET name = \(registration.name), platform = \(registration.platform), push_enabled = true,
                     api_key_hash = \(registration.apiKeyHash), public_key = \(registration.publicKey?.json),
-                    may_approve_resets = \(registration.mayApproveResets)
+                    may_approve_resets = \(registration.mayApproveResets), offline_secret = \(registration.offlineSecret), offline_step = NULL
                 WHERE id = \(device.id) RETURNING id
                 """, logger)
             return device
@@ -98,12 +99,14 @@ extension PostgresStore: AccountStore {
         guard count < maxDevices else { throw AccountError.tooManyDevices }
         let device = Device(
             id: SecureToken.recordID(), userID: userID, name: registration.name, platform: registration.platform, fcmToken: fcmToken,
-            pushEnabled: fcmToken != nil, createdAt: Date(), publicKey: registration.publicKey, mayApproveResets: registration.mayApproveResets)
+            pushEnabled: fcmToken != nil, createdAt: Date(), publicKey: registration.publicKey, mayApproveResets: registration.mayApproveResets,
+            offlineSecret: registration.offlineSecret)
         try await connection.run(
             """
-            INSERT INTO devices (id, user_id, name, platform, fcm_token, push_enabled, api_key_hash, created_at, public_key, may_approve_resets)
+            INSERT INTO devices (
+                id, user_id, name, platform, fcm_token, push_enabled, api_key_hash, created_at, public_key, may_approve_resets, offline_secret)
             VALUES (\(device.id), \(userID), \(device.name), \(device.platform), \(fcmToken), \(device.pushEnabled), \(registration.apiKeyHash),
-                \(device.createdAt.stored), \(registration.publicKey?.json), \(device.mayApproveResets))
+                \(device.createdAt.stored), \(registration.publicKey?.json), \(device.mayApproveResets), \(registration.offlineSecret))
             """, logger)
         return device
     }
@@ -130,8 +133,12 @@ extension PostgresStore: AccountStore {
         ).count == 1
     }
 
-    public func replaceAPIKey(deviceID: String, apiKeyHash: String) async throws {
-        try await rows("UPDATE devices SET api_key_hash = \(apiKeyHash), may_approve_resets = true WHERE id = \(deviceID) RETURNING id")
+    public func replaceAPIKey(deviceID: String, apiKeyHash: String, offlineSecret: Data?) async throws {
+        try await rows(
+            """
+            UPDATE devices SET api_key_hash = \(apiKeyHash), may_approve_resets = true, offline_secret = \(offlineSecret), offline_step = NULL
+            WHERE id = \(deviceID) RETURNING id
+            """)
     }
 
     public func useProofs(_ uses: [ProofUse], until: Date, now: Date) async throws -> Bool {
@@ -223,7 +230,8 @@ extension Device {
             createdAt: try row.date("created_at"),
             publicKey: try (try row.get("public_key", as: String?.self)).map { stored throws(DeviceKey.Invalid) in try DeviceKey(stored: stored) },
             lastSeenAt: try row.optionalDate("last_seen_at"),
-            mayApproveResets: try row.get("may_approve_resets")
+            mayApproveResets: try row.get("may_approve_resets"),
+            offlineSecret: try row.get("offline_secret", as: Data?.self)
         )
     }
 }

@@ -125,7 +125,7 @@ extension PostgresStore: ApprovalStore {
                 SET state = \(transition.to.rawValue), updated_at = \(transition.at.stored), complete_by = \(request.completeBy?.stored),
                     new_password_hash = CASE WHEN \(transition.clearsPasswordHash) THEN NULL ELSE new_password_hash END,
                     responding_device_id = \(request.respondingDeviceID),
-                    device_key_bound = \(request.deviceKeyBound), version = version + 1
+                    device_key_bound = \(request.deviceKeyBound), answered_via = \(request.via?.rawValue), version = version + 1
                 WHERE id = \(request.id) AND state = \(transition.from.rawValue)
                     AND \(unescaped: deadline.column) \(unescaped: deadline.comparison) \(writeTime().stored)
                 RETURNING id
@@ -199,6 +199,7 @@ extension ApprovalRequest {
             requester: RequesterInfo(ip: try row.get("requester_ip"), userAgent: try row.get("requester_user_agent")),
             respondingDeviceID: try row.get("responding_device_id"),
             deviceKeyBound: try row.get("device_key_bound"),
+            via: try (try row.get("answered_via", as: String?.self)).flatMap(AnswerVia.init(rawValue:)),
             prompt: try (try row.get("prompt", as: String?.self)).map(ApprovalPrompt.init(storedJSON:)),
             version: Int(try row.get("version", as: Int32.self))
         )

@@ -156,6 +156,23 @@ extension PostgresStore {
                 "ALTER TABLE integrations ADD COLUMN webhook_secret_previous_until double precision",
             ]
         ),
+        (
+            // Offline secrets and steps, how a request was answered, wrong codes, bypass codes (see the SQLite store).
+            "v9-offline-codes",
+            [
+                "ALTER TABLE devices ADD COLUMN offline_secret bytea",
+                "ALTER TABLE devices ADD COLUMN offline_step bigint",
+                "ALTER TABLE approval_requests ADD COLUMN answered_via text",
+                "ALTER TABLE approval_requests ADD COLUMN wrong_codes integer NOT NULL DEFAULT 0",
+                "UPDATE approval_requests SET answered_via = 'push' WHERE responding_device_id IS NOT NULL",
+                """
+                CREATE TABLE bypass_codes (
+                    user_id text NOT NULL REFERENCES users(id) ON DELETE CASCADE, code_hash text NOT NULL,
+                    for_password_reset boolean NOT NULL, created_at double precision NOT NULL, expires_at double precision NOT NULL,
+                    used_at double precision, PRIMARY KEY (user_id, code_hash))
+                """,
+            ]
+        ),
     ]
 
     /// Applies the missing versions in one transaction under an advisory lock:

@@ -74,6 +74,7 @@ public struct ConfigurationLoader {
     public static let mailTemplates = Setting(flag: "--mail-templates", environment: "COUNTERSIGN_MAIL_TEMPLATES", fileKey: "mailTemplates")
     public static let secretKeyFile = Setting(flag: "--secret-key-file", environment: "COUNTERSIGN_SECRET_KEY_FILE", fileKey: "secretKeyFile")
     public static let deviceKeys = Setting(flag: "--device-keys", environment: "COUNTERSIGN_DEVICE_KEYS", fileKey: "deviceKeys")
+    public static let offlineCodes = Setting(flag: "--offline-codes", environment: "COUNTERSIGN_OFFLINE_CODES", fileKey: "offlineCodes")
     static let all = [
         listen, metricsListen, database, databasePasswordFile, nodeID, databaseConnectionWait, databaseQueryLimit, requestTTL, completionWindow,
         numberMatching,
@@ -82,7 +83,7 @@ public struct ConfigurationLoader {
         rateLimits, trustedProxies, idleTimeout, requestTimeout, headTimeout, longPollsPerAddress, longPollsTotal, maxDevicesPerUser,
         connectionsPerAddress, fcmServiceAccount, fcmEndpoint,
         fcmCAFile, smtpURL, smtpUser, smtpPasswordFile, smtpFrom, smtpTLS, smtpCAFile, publicURL, resetLinkTemplate, emailCodeTTL,
-        mailTemplates, secretKeyFile, deviceKeys,
+        mailTemplates, secretKeyFile, deviceKeys, offlineCodes,
     ]
 
     let flags: [String: String]
@@ -165,6 +166,25 @@ public struct ConfigurationLoader {
             url: path, password: try secret(Self.databasePasswordFile, credential: DatabaseLocation.passwordCredential, what: "database password"),
             connectionWait: try value(Self.databaseConnectionWait, expected: seconds, parse: Self.parseSeconds).map { .seconds($0) },
             queryLimit: try value(Self.databaseQueryLimit, expected: seconds, parse: Self.parseSeconds).map { .seconds($0) })
+    }
+
+    /// The daemon's secret key, as `serve` finds it (the operator's commands
+    /// that hash codes need the same key). Never created here: a key made by
+    /// a command run as another user than the daemon's would lock it out.
+    public func secretKeys(logger: Logger) throws -> SecretKeys {
+        let file = try value(Self.secretKeyFile, expected: "a file path", parse: { $0.isEmpty ? nil : $0 })
+        let database = try databasePath()
+        if file == nil, PostgresSettings.isURL(database), environment["CREDENTIALS_DIRECTORY"] == nil {
+            throw ConfigurationError("with a PostgreSQL database, give the nodes' secret key: --secret-key-file")
+        }
+        var settings = EmailSettings()
+        settings.secretKeyFile = file
+        let path = settings.secretKeyPath(databasePath: database, environment: environment)
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw ConfigurationError(
+                "no secret key at \(path): start the daemon once (it creates it there) or give --secret-key-file")
+        }
+        return try SecretKeyFile.load(path: path, create: false, logger: logger)
     }
 
     /// The bcrypt cost alone (the user commands need nothing else).
@@ -261,6 +281,9 @@ public struct ConfigurationLoader {
         configuration.trustedProxies = try trustedProxyValues()
         if let policy = try value(Self.deviceKeys, expected: "off, optional or required", parse: { DeviceKeyPolicy(rawValue: $0.lowercased()) }) {
             configuration.deviceKeys = policy
+        }
+        if let offline = try value(Self.offlineCodes, expected: "on or off", parse: Self.parseOnOff) {
+            configuration.offlineCodes = offline
         }
         configuration.push = try pushSettings()
         configuration.email = try emailSettings()
@@ -442,6 +465,14 @@ public struct ConfigurationLoader {
     static func parseSeconds(_ text: String) -> TimeInterval? {
         guard let seconds = Int(text), (1...86400).contains(seconds) else { return nil }
         return TimeInterval(seconds)
+    }
+
+    static func parseOnOff(_ text: String) -> Bool? {
+        switch text.lowercased() {
+        case "on": true
+        case "off": false
+        default: nil
+        }
     }
 
     static func parseNumberMatching(_ text: String) -> Bool? {

@@ -79,6 +79,7 @@ public func buildServer(
         secretKeys: email.keys,
         publicURL: configuration.email.publicURL ?? configuration.listenURL,
         maxDevicesPerUser: configuration.maxDevicesPerUser,
+        offlineCodes: configuration.offlineCodes,
         deviceKeys: configuration.deviceKeys,
         longPolls: LongPollSlots(perAddress: configuration.longPollsPerAddress, total: configuration.longPollsTotal),
         idleTimeout: configuration.idleTimeout,

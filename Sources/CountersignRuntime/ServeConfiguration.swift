@@ -45,6 +45,8 @@ public struct ServeConfiguration: Sendable, Equatable {
     public var push = PushSettings()
     /// Whether answers must be signed with a device key (default `optional`).
     public var deviceKeys = DeviceKeyPolicy.optional
+    /// Whether devices get offline-code secrets and their codes are accepted (default on).
+    public var offlineCodes = true
     /// The email reset: SMTP (off unless configured), link, templates, code lifetime, secret key.
     public var email = EmailSettings()
 
@@ -74,6 +76,7 @@ public struct ServeConfiguration: Sendable, Equatable {
             "completionWindow": "\(Int(broker.completionWindow))",
             "numberMatching": "\(broker.numberMatching ? "required" : "off")",
             "deviceKeys": "\(deviceKeys.rawValue)",
+            "offlineCodes": "\(offlineCodes ? "on" : "off")",
             "push": "\(push.serviceAccountFile.map { "FCM, service account \($0)" } ?? "disabled (no service account)")",
             "trustedProxies": "\(trustedProxies.map(\.description))",
             "mail": "\(email.smtp?.summary ?? "disabled (no SMTP server)")",

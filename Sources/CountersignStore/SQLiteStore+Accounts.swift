@@ -90,14 +90,17 @@ extension SQLiteStore: AccountStore {
                 device.pushEnabled = true
                 device.publicKey = registration.publicKey
                 device.mayApproveResets = registration.mayApproveResets
+                device.offlineSecret = registration.offlineSecret
+                // A new offline secret starts with no step used.
                 try db.cachedStatement(
                     sql: """
-                        UPDATE devices SET name = ?, platform = ?, push_enabled = 1, api_key_hash = ?, public_key = ?, may_approve_resets = ?
+                        UPDATE devices SET name = ?, platform = ?, push_enabled = 1, api_key_hash = ?, public_key = ?, may_approve_resets = ?,
+                            offline_secret = ?, offline_step = NULL
                         WHERE id = ?
                         """
                 ).execute(arguments: [
                     registration.name, registration.platform, registration.apiKeyHash, registration.publicKey?.json,
-                    registration.mayApproveResets, device.id,
+                    registration.mayApproveResets, registration.offlineSecret, device.id,
                 ])
                 return device
             }
@@ -106,15 +109,17 @@ extension SQLiteStore: AccountStore {
         guard count < maxDevices else { throw AccountError.tooManyDevices }
         let device = Device(
             id: SecureToken.recordID(), userID: userID, name: registration.name, platform: registration.platform, fcmToken: fcmToken,
-            pushEnabled: fcmToken != nil, createdAt: Date(), publicKey: registration.publicKey, mayApproveResets: registration.mayApproveResets)
+            pushEnabled: fcmToken != nil, createdAt: Date(), publicKey: registration.publicKey, mayApproveResets: registration.mayApproveResets,
+            offlineSecret: registration.offlineSecret)
         try db.cachedStatement(
             sql: """
-                INSERT INTO devices (id, user_id, name, platform, fcm_token, push_enabled, api_key_hash, created_at, public_key, may_approve_resets)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO devices (
+                    id, user_id, name, platform, fcm_token, push_enabled, api_key_hash, created_at, public_key, may_approve_resets, offline_secret)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
         ).execute(arguments: [
             device.id, userID, device.name, device.platform, fcmToken, device.pushEnabled, registration.apiKeyHash,
-            device.createdAt.storedValue, registration.publicKey?.json, device.mayApproveResets,
+            device.createdAt.storedValue, registration.publicKey?.json, device.mayApproveResets, registration.offlineSecret,
         ])
         return device
     }
@@ -150,11 +155,11 @@ extension SQLiteStore: AccountStore {
         }
     }
 
-    public func replaceAPIKey(deviceID: String, apiKeyHash: String) async throws {
+    public func replaceAPIKey(deviceID: String, apiKeyHash: String, offlineSecret: Data?) async throws {
         try await pool.write { db in
-            try db.cachedStatement(sql: "UPDATE devices SET api_key_hash = ?, may_approve_resets = 1 WHERE id = ?").execute(arguments: [
-                apiKeyHash, deviceID,
-            ])
+            try db.cachedStatement(
+                sql: "UPDATE devices SET api_key_hash = ?, may_approve_resets = 1, offline_secret = ?, offline_step = NULL WHERE id = ?"
+            ).execute(arguments: [apiKeyHash, offlineSecret, deviceID])
         }
     }
 
@@ -251,7 +256,8 @@ extension Device {
             createdAt: Date(stored: row["created_at"]),
             publicKey: try (row["public_key"] as String?).map { stored throws(DeviceKey.Invalid) in try DeviceKey(stored: stored) },
             lastSeenAt: (row["last_seen_at"] as Double?).map(Date.init(stored:)),
-            mayApproveResets: row["may_approve_resets"]
+            mayApproveResets: row["may_approve_resets"],
+            offlineSecret: row["offline_secret"]
         )
     }
 }

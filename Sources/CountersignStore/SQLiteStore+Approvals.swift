@@ -155,12 +155,12 @@ extension SQLiteStore: ApprovalStore {
                     UPDATE approval_requests
                     SET state = ?, updated_at = ?, complete_by = ?,
                         new_password_hash = CASE WHEN ? THEN NULL ELSE new_password_hash END, responding_device_id = ?,
-                        device_key_bound = ?, version = version + 1
+                        device_key_bound = ?, answered_via = ?, version = version + 1
                     WHERE id = ? AND state = ? AND \(deadline.column) \(deadline.comparison) ?
                     """
             ).execute(arguments: [
                 transition.to.rawValue, transition.at.storedValue, request.completeBy?.storedValue,
-                transition.clearsPasswordHash, request.respondingDeviceID, request.deviceKeyBound,
+                transition.clearsPasswordHash, request.respondingDeviceID, request.deviceKeyBound, request.via?.rawValue,
                 request.id, transition.from.rawValue, writeTime().storedValue,
             ]
             )
@@ -207,6 +207,7 @@ extension ApprovalRequest {
             requester: RequesterInfo(ip: row["requester_ip"], userAgent: row["requester_user_agent"]),
             respondingDeviceID: row["responding_device_id"],
             deviceKeyBound: row["device_key_bound"],
+            via: (row["answered_via"] as String?).flatMap(AnswerVia.init(rawValue:)),
             prompt: try (row["prompt"] as String?).map(ApprovalPrompt.init(storedJSON:)),
             version: row["version"]
         )

@@ -206,6 +206,28 @@ extension SQLiteStore {
                     ALTER TABLE integrations ADD COLUMN webhook_secret_previous_until REAL;
                     """)
         }
+        migrator.registerMigration("v9-offline-codes") { db in
+            // A device's offline-code secret (sealed with the daemon's key) and the
+            // last step a code of it was accepted for; how a request was answered
+            // and the wrong codes it took; the bypass codes an operator issued (keyed hashes).
+            try db.execute(
+                sql: """
+                    ALTER TABLE devices ADD COLUMN offline_secret BLOB;
+                    ALTER TABLE devices ADD COLUMN offline_step INTEGER;
+                    ALTER TABLE approval_requests ADD COLUMN answered_via TEXT;
+                    ALTER TABLE approval_requests ADD COLUMN wrong_codes INTEGER NOT NULL DEFAULT 0;
+                    UPDATE approval_requests SET answered_via = 'push' WHERE responding_device_id IS NOT NULL;
+                    CREATE TABLE bypass_codes (
+                        user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                        code_hash TEXT NOT NULL,
+                        for_password_reset INTEGER NOT NULL,
+                        created_at REAL NOT NULL,
+                        expires_at REAL NOT NULL,
+                        used_at REAL,
+                        PRIMARY KEY (user_id, code_hash)
+                    );
+                    """)
+        }
         return migrator
     }
 }

@@ -86,6 +86,10 @@ struct Serve: AsyncParsableCommand {
         name: .customLong(Setting.deviceKeys.longName),
         help: "Signed answers: off, optional (a device with a key must sign; default) or required (every answer signed).")
     var deviceKeys: String?
+    @Option(
+        name: .customLong(Setting.offlineCodes.longName),
+        help: "Offline codes (TOTP on each trusted device, typed where the requester waits): on (default) or off.")
+    var offlineCodes: String?
     @OptionGroup var mail: MailOptions
     @Option(
         name: .customLong(Setting.publicURL.longName),
@@ -121,6 +125,7 @@ struct Serve: AsyncParsableCommand {
             Setting.maxDevicesPerUser.flag: maxDevicesPerUser, Setting.connectionsPerAddress.flag: connectionsPerAddress,
             Setting.publicURL.flag: publicURL, Setting.resetLinkTemplate.flag: resetLinkTemplate, Setting.emailCodeTTL.flag: emailCodeTTL,
             Setting.mailTemplates.flag: mailTemplates, Setting.secretKeyFile.flag: secretKeyFile, Setting.deviceKeys.flag: deviceKeys,
+            Setting.offlineCodes.flag: offlineCodes,
         ].merging(push.flags) { $1 }.merging(mail.flags) { $1 }
         let configuration = try await loadOrExit {
             try ConfigurationLoader(

@@ -3,12 +3,13 @@ import CountersignCore
 import CountersignRuntime
 import CountersignStore
 import Foundation
+import Logging
 
 struct UserCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "user",
         abstract: "Manage user accounts.",
-        subcommands: [Add.self, Passwd.self, List.self, Unlock.self]
+        subcommands: [Add.self, Passwd.self, List.self, Unlock.self, BypassCodes.self]
     )
 
     struct Add: AsyncParsableCommand {
@@ -58,6 +59,65 @@ struct UserCommand: AsyncParsableCommand {
             try await store.silencePrompts(userID: user.id, until: nil)
             try await store.append([AuditEvent(kind: .userUnlocked, userID: user.id, detail: "countersign user unlock")])
             print(user.isSilenced(at: Date()) ? "unlocked \(user.email): prompts resume" : "\(user.email) was not silenced; nothing to do")
+        }
+    }
+
+    struct BypassCodes: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "bypass-codes",
+            abstract: "Issue one-time bypass codes for a user without a device at hand (printed once), or void them.",
+            discussion: """
+                Each code approves one request, typed where the requester waits (verify-code), like an offline code. \
+                New codes void the user's unused ones. They answer a relying service's approvals; a password reset \
+                only with --for-password-reset. Stored as keyed hashes under the daemon's secret key.
+                """)
+        @Argument(help: "The user's email.") var email: String
+        @Option(help: "How many codes, 1…100 (default 10).") var count = 10
+        @Option(help: "Days they stay valid, 1…365 (default 30).") var valid = 30
+        @Flag(help: "Let them answer a phone-approved password reset too.") var forPasswordReset = false
+        @Flag(help: "Void the user's unused codes instead of issuing new ones.") var revoke = false
+        @OptionGroup var database: DatabaseOptions
+        @Option(help: "The daemon's secret key file (default: as `serve` finds it; also COUNTERSIGN_SECRET_KEY_FILE).") var secretKeyFile: String?
+
+        func validate() throws {
+            guard (1...100).contains(count) else { throw ValidationError("--count must be from 1 to 100") }
+            guard (1...365).contains(valid) else { throw ValidationError("--valid must be from 1 to 365 days") }
+        }
+
+        func run() async throws {
+            let store = try await database.open()
+            guard let user = try await store.user(email: email) else { throw ValidationError("no user with email \(email)") }
+            let now = Date()
+            if revoke {
+                let voided = try await store.revokeBypassCodes(userID: user.id, now: now)
+                try await store.append([
+                    AuditEvent(kind: .bypassCodesRevoked, userID: user.id, detail: "\(voided) unused; countersign user bypass-codes --revoke")
+                ])
+                print("voided \(voided) unused bypass code\(voided == 1 ? "" : "s") of \(user.email)")
+                return
+            }
+            let keys = try await loadOrExit { try secretKeyLoader().secretKeys(logger: Logger(label: "countersign")) }
+            let codes = (0..<count).map { _ in BypassCode.generate() }
+            let expiresAt = now.addingTimeInterval(TimeInterval(valid) * 86_400)
+            try await store.replaceBypassCodes(
+                userID: user.id, codeHashes: codes.map { BypassCode.hash($0, userID: user.id, keys: keys) },
+                forPasswordReset: forPasswordReset, expiresAt: expiresAt, now: now)
+            let scope = forPasswordReset ? "approvals and password resets" : "approvals (not password resets)"
+            try await store.append([
+                AuditEvent(
+                    kind: .bypassCodesIssued, userID: user.id,
+                    detail: "\(count) codes, valid \(valid) days, for \(scope); countersign user bypass-codes")
+            ])
+            print("\(count) bypass codes for \(user.email), each usable once, valid until \(expiresAt.formatted(.iso8601)) for \(scope).")
+            print("They are shown only now; earlier unused codes no longer work.")
+            for code in codes { print("  \(BypassCode.display(code))") }
+        }
+
+        func secretKeyLoader() throws -> ConfigurationLoader {
+            var flags: [String: String] = [:]
+            flags[ConfigurationLoader.database.flag] = database.database
+            flags[ConfigurationLoader.secretKeyFile.flag] = secretKeyFile
+            return try ConfigurationLoader(flags: flags, environment: ProcessInfo.processInfo.environment, configFile: nil)
         }
     }
 

@@ -18,6 +18,9 @@ public struct Device: Sendable, Equatable {
     /// Whether it may answer a password reset: the user signed in on it with
     /// the password. A device an integration enrolled may not.
     public var mayApproveResets: Bool
+    /// The secret its offline codes are made from, sealed with the daemon's
+    /// key (``SecretKeys/sealDeviceSecret(_:)``); `nil` with offline codes off.
+    public var offlineSecret: Data?
 
     public init(
         id: String,
@@ -29,7 +32,8 @@ public struct Device: Sendable, Equatable {
         createdAt: Date,
         publicKey: DeviceKey? = nil,
         lastSeenAt: Date? = nil,
-        mayApproveResets: Bool = true
+        mayApproveResets: Bool = true,
+        offlineSecret: Data? = nil
     ) {
         self.id = id
         self.userID = userID
@@ -41,6 +45,7 @@ public struct Device: Sendable, Equatable {
         self.publicKey = publicKey
         self.lastSeenAt = lastSeenAt
         self.mayApproveResets = mayApproveResets
+        self.offlineSecret = offlineSecret
     }
 
     /// The most devices a user may have unless configured otherwise.
@@ -73,9 +78,12 @@ public struct DeviceRegistration: Sendable {
     public var publicKey: DeviceKey?
     /// A login (with the password) may approve resets; an enrollment may not.
     public var mayApproveResets: Bool
+    /// Its sealed offline-code secret (``OfflineSecrets``); `nil` with offline codes off.
+    public var offlineSecret: Data?
 
     public init(
-        userID: String, name: String, platform: String, fcmToken: String?, apiKeyHash: String, publicKey: DeviceKey?, mayApproveResets: Bool
+        userID: String, name: String, platform: String, fcmToken: String?, apiKeyHash: String, publicKey: DeviceKey?, mayApproveResets: Bool,
+        offlineSecret: Data? = nil
     ) {
         self.userID = userID
         self.name = name
@@ -84,5 +92,6 @@ public struct DeviceRegistration: Sendable {
         self.apiKeyHash = apiKeyHash
         self.publicKey = publicKey
         self.mayApproveResets = mayApproveResets
+        self.offlineSecret = offlineSecret
     }
 }

@@ -30,6 +30,8 @@ public struct ApprovalRequest: Sendable, Equatable {
     public var respondingDeviceID: String?
     /// Whether that device's answer was signed with its device key.
     public var deviceKeyBound: Bool?
+    /// How it was answered (approved or denied by someone); `nil` until then.
+    public var via: AnswerVia?
     /// What an integration asked to show; `nil` for the phone reset.
     public var prompt: ApprovalPrompt? {
         get { promptBox?.prompt }
@@ -58,6 +60,7 @@ public struct ApprovalRequest: Sendable, Equatable {
         requester: RequesterInfo,
         respondingDeviceID: String? = nil,
         deviceKeyBound: Bool? = nil,
+        via: AnswerVia? = nil,
         prompt: ApprovalPrompt? = nil,
         version: Int = 0
     ) {
@@ -76,6 +79,7 @@ public struct ApprovalRequest: Sendable, Equatable {
         self.requester = requester
         self.respondingDeviceID = respondingDeviceID
         self.deviceKeyBound = deviceKeyBound
+        self.via = via
         self.promptBox = prompt.map(PromptBox.init)
         self.version = version
     }

@@ -7,7 +7,8 @@ import Foundation
 /// | from     | to        | when |
 /// |----------|-----------|------|
 /// | pending  | approved  | a device approves before `expiresAt` (with the right code when matching is on) |
-/// | pending  | denied    | a device denies, or sends a wrong code (no second try) |
+/// | pending  | approved  | the requester types a right offline or bypass code before `expiresAt` |
+/// | pending  | denied    | a device denies, or sends a wrong number code (no second try), or the 5th wrong offline code |
 /// | pending  | expired   | `expiresAt` passes |
 /// | pending  | cancelled | the requester cancels, or a newer request for the same subject starts |
 /// | approved | completed | the requester completes before `completeBy`; exactly once |
@@ -60,7 +61,25 @@ public struct ApprovalStateMachine: Sendable {
         }
         request.respondingDeviceID = deviceID
         request.deviceKeyBound = keyBound
+        request.via = .push
         return .persist(apply(transition))
+    }
+
+    /// The requester typed a right code: a device's offline code (`deviceID`
+    /// is that device) or a bypass code (no device). Such an answer carries no signature.
+    public mutating func approveByCode(via: AnswerVia, deviceID: String?, at now: Date) -> MachineAction {
+        if let refusal = refusal(unless: .pending, at: now) { return refusal }
+        request.respondingDeviceID = deviceID
+        request.deviceKeyBound = deviceID == nil ? nil : false
+        request.via = via
+        let cause: TransitionCause = via == .bypassCode ? .approvedByBypassCode : .approvedByOfflineCode
+        return .persist(apply(Transition(from: .pending, to: .approved, cause: cause, at: now)))
+    }
+
+    /// The request took as many wrong codes as it may: denied.
+    public mutating func denyAfterWrongCodes(at now: Date) -> MachineAction {
+        if let refusal = refusal(unless: .pending, at: now) { return refusal }
+        return .persist(apply(Transition(from: .pending, to: .denied, cause: .codesExhausted, at: now)))
     }
 
     /// The requester carries out the approved action.

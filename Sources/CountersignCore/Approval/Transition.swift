@@ -3,6 +3,12 @@ import Foundation
 /// Why a request changed state. Kept with each transition for logs and the audit trail.
 public enum TransitionCause: String, Sendable, Equatable {
     case approvedByDevice = "approved"
+    /// The requester typed a trusted device's offline code.
+    case approvedByOfflineCode = "offline_code"
+    /// The requester typed a bypass code the operator issued.
+    case approvedByBypassCode = "bypass_code"
+    /// The last wrong code a request takes (``CodeAnswers/wrongCodesAllowed``).
+    case codesExhausted = "offline_code_exhausted"
     case deniedByDevice = "denied"
     case numberMismatch = "number_mismatch"
     case completedByRequester = "completed"

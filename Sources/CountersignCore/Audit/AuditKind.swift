@@ -50,4 +50,9 @@ public enum AuditKind: String, Sendable, CaseIterable, Codable {
     case deviceRefused = "device_refused"
     case integrationGranted = "integration_granted"
     case integrationGrantRevoked = "integration_grant_revoked"
+    case codeRefused = "code_refused"
+    case offlineCodeExhausted = "offline_code_exhausted"
+    case bypassCodesIssued = "bypass_codes_issued"
+    case bypassCodeUsed = "bypass_code_used"
+    case bypassCodesRevoked = "bypass_codes_revoked"
 }

@@ -7,7 +7,7 @@ public enum ApprovalAnswer: Sendable, Equatable {
 
     init(_ cause: TransitionCause) {
         switch cause {
-        case .approvedByDevice: self = .approved
+        case .approvedByDevice, .approvedByOfflineCode, .approvedByBypassCode: self = .approved
         case .numberMismatch: self = .numberMismatch
         default: self = .denied
         }

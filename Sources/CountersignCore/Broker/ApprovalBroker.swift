@@ -336,6 +336,24 @@ public actor ApprovalBroker {
         return (request, ApprovalAnswer(transition.cause))
     }
 
+    /// The requester typed a right code (checked by ``CodeAnswers``): approves
+    /// request `id` of `integrationID` (`nil`: a phone reset) as a device's answer would.
+    public func approve(
+        byCode id: String, integrationID: String?, via: AnswerVia, deviceID: String?, context: AuditContext, logger: Logger
+    ) async throws -> ApprovalRequest {
+        try await perform(on: id, requester: integrationID, context: context, logger: logger) { machine, now in
+            machine.approveByCode(via: via, deviceID: deviceID, at: now)
+        }
+        .request
+    }
+
+    /// Request `id` took its last wrong code: denied.
+    public func denyAfterWrongCodes(_ id: String, integrationID: String?, context: AuditContext, logger: Logger) async throws {
+        _ = try await perform(on: id, requester: integrationID, context: context, logger: logger) { machine, now in
+            machine.denyAfterWrongCodes(at: now)
+        }
+    }
+
     // MARK: Applying decisions
 
     /// Applies `event` to the request, if it is the approver's (a device's
@@ -407,6 +425,12 @@ public actor ApprovalBroker {
         var details: [String] = []
         if let prompt = request.prompt { details.append("integration \(prompt.integrationName)") }
         if transition.cause == .supersededByNewerRequest { details.append("superseded by a newer request") }
+        switch transition.cause {
+        case .approvedByOfflineCode: details.append("offline code; the answer carries no signature")
+        case .approvedByBypassCode: details.append("bypass code")
+        case .codesExhausted: details.append("\(CodeAnswers.wrongCodesAllowed) wrong codes")
+        default: break
+        }
         return AuditEvent(
             at: transition.at, kind: transition.cause.auditKind, userID: request.recipient.accountID,
             requestRef: request.logReference, context: context, detail: details.isEmpty ? nil : details.joined(separator: "; "))

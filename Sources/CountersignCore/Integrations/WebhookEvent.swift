@@ -10,6 +10,8 @@ public struct WebhookEvent: Codable, Sendable, Equatable {
         public var status: String
         public var deviceId: String?
         public var deviceKeyBound: Bool?
+        /// `push`, `offline_code` or `bypass_code` once answered; null before, or when no one answered.
+        public var via: String?
 
         public func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
@@ -20,9 +22,10 @@ public struct WebhookEvent: Codable, Sendable, Equatable {
             // Always present: null when no device answered.
             try container.encode(deviceId, forKey: .deviceId)
             try container.encode(deviceKeyBound, forKey: .deviceKeyBound)
+            try container.encode(via, forKey: .via)
         }
 
-        enum CodingKeys: String, CodingKey { case approvalId, action, user, status, deviceId, deviceKeyBound }
+        enum CodingKeys: String, CodingKey { case approvalId, action, user, status, deviceId, deviceKeyBound, via }
     }
 
     /// `evt_…`: receivers deduplicate by it.
@@ -45,7 +48,8 @@ public struct WebhookEvent: Codable, Sendable, Equatable {
             createdAt: Timestamp.string(transition.at),
             data: Payload(
                 approvalId: request.id, action: request.action.rawValue, user: prompt.userEmail, status: transition.to.rawValue,
-                deviceId: request.respondingDeviceID, deviceKeyBound: request.respondingDeviceID == nil ? nil : (request.deviceKeyBound ?? false)))
+                deviceId: request.respondingDeviceID, deviceKeyBound: request.respondingDeviceID == nil ? nil : (request.deviceKeyBound ?? false),
+                via: request.via?.rawValue))
         guard let body = try? encoder.encode(event) else { return nil }
         return OutboxItem(
             id: event.id, kind: .webhook, reference: request.id, userID: request.userID, payload: body, createdAt: transition.at,

@@ -29,6 +29,7 @@ public enum RateLimitName: String, Sendable, CaseIterable {
     case enrollmentsPerIntegration
     case approvalsPerUserAllIntegrations
     case deviceKeyChangesPerDevice
+    case verifyCodePerIP
 
     public var defaultLimit: RateLimit {
         switch self {
@@ -48,6 +49,7 @@ public enum RateLimitName: String, Sendable, CaseIterable {
         case .enrollmentsPerIntegration: RateLimit(count: 30, window: 600)
         case .approvalsPerUserAllIntegrations: RateLimit(count: 30, window: 60)
         case .deviceKeyChangesPerDevice: RateLimit(count: 5, window: 3600)
+        case .verifyCodePerIP: RateLimit(count: 10, window: 900)
         }
     }
 }

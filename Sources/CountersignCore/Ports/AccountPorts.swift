@@ -32,8 +32,9 @@ public protocol DeviceAccountStore: DeviceDirectory {
     /// Replaces a password hash with one of the same password at the configured
     /// cost, unless the password changed meanwhile (`from` is no longer stored).
     func rehashPassword(userID: String, from old: String, to new: String) async throws
-    /// A new API key, given for the password: the device may approve resets from now on.
-    func replaceAPIKey(deviceID: String, apiKeyHash: String) async throws
+    /// A new API key, given for the password: the device may approve resets from
+    /// now on. Its offline secret is replaced too (`nil`: none), voiding the old one's codes.
+    func replaceAPIKey(deviceID: String, apiKeyHash: String, offlineSecret: Data?) async throws
     /// Records proofs of possession as used until `until`, all or none: `false`
     /// when any was used before (on any node, before any restart).
     func useProofs(_ uses: [ProofUse], until: Date, now: Date) async throws -> Bool

@@ -5,10 +5,12 @@ import Foundation
 /// systemd credential), and the keys derived from it: one keys the hashes of
 /// reset codes and link tokens, so a copy of the database alone cannot test
 /// the million possible codes; the other seals what the outbox must keep until
-/// it is sent (a mail carries a code), so the database never holds it in clear.
+/// it is sent (a mail carries a code), so the database never holds it in clear;
+/// a third seals the devices' offline-code secrets.
 public struct SecretKeys: Sendable, CustomStringConvertible {
     private let hashKey: SymmetricKey
     private let sealKey: SymmetricKey
+    private let deviceSecretKey: SymmetricKey
 
     public var description: String { "SecretKeys(redacted)" }
 
@@ -18,6 +20,8 @@ public struct SecretKeys: Sendable, CustomStringConvertible {
     public init(master: SymmetricKey) {
         hashKey = HKDF<SHA256>.deriveKey(inputKeyMaterial: master, info: Data("countersign secret hash v1".utf8), outputByteCount: 32)
         sealKey = HKDF<SHA256>.deriveKey(inputKeyMaterial: master, info: Data("countersign outbox seal v1".utf8), outputByteCount: 32)
+        deviceSecretKey = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: master, info: Data("countersign device secret seal v1".utf8), outputByteCount: 32)
     }
 
     /// A fresh random secret (tests, and a first start without a key file).
@@ -44,6 +48,18 @@ public struct SecretKeys: Sendable, CustomStringConvertible {
     /// Opens what ``seal(_:)`` sealed with the same secret; throws for anything else.
     public func open(_ sealed: Data) throws -> Data {
         try AES.GCM.open(AES.GCM.SealedBox(combined: sealed), using: sealKey)
+    }
+
+    /// Seals a device's offline-code secret (AES-GCM under a key of its own).
+    public func sealDeviceSecret(_ secret: some ContiguousBytes) throws -> Data {
+        let plaintext = secret.withUnsafeBytes { Data($0) }
+        guard let combined = try AES.GCM.seal(plaintext, using: deviceSecretKey).combined else { throw SealError() }
+        return combined
+    }
+
+    /// Opens what ``sealDeviceSecret(_:)`` sealed with the same secret; throws for anything else.
+    public func openDeviceSecret(_ sealed: Data) throws -> Data {
+        try AES.GCM.open(AES.GCM.SealedBox(combined: sealed), using: deviceSecretKey)
     }
 
     public struct SealError: Error {}

@@ -12,6 +12,7 @@ struct EnrollmentController: Sendable {
     let audit: AuditLog
     let deviceKeys: DeviceKeyPolicy
     let arrivals: DeviceArrivals
+    let offline: OfflineSecrets
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.post("auth/enroll", use: enroll)
@@ -36,6 +37,8 @@ struct EnrollmentController: Sendable {
         let apiKey = SecureToken.apiKey()
         let apiKeyHash = SecureToken.sha256Hex(apiKey)
         let pushToken = Device.pushToken(from: token)
+        let secret = try offline.issue()
+        let sealedSecret = secret?.sealed
         let maxDevices = arrivals.maxPerUser
         // Counted before the code is looked at, so that parallel guesses cannot pass the limit; given back on success.
         var enrolled: (device: Device, integrationID: String)?
@@ -51,7 +54,7 @@ struct EnrollmentController: Sendable {
                 enrolled = try await store.enroll(codeHash: EnrollmentCode.hash(code, keys: keys), now: Date(), maxDevices: maxDevices) { userID in
                     DeviceRegistration(
                         userID: userID, name: deviceName, platform: platform, fcmToken: pushToken, apiKeyHash: apiKeyHash, publicKey: key,
-                        mayApproveResets: false)
+                        mayApproveResets: false, offlineSecret: sealedSecret)
                 }
             } catch AccountError.tooManyDevices {
                 refusal = APIError.tooManyDevices(maxDevices)
@@ -83,6 +86,7 @@ struct EnrollmentController: Sendable {
             user: .init(id: user.id, email: user.email),
             device: .init(
                 id: device.id, name: device.name, platform: device.platform, pushEnabled: device.pushEnabled, keyBound: device.publicKey != nil),
-            apiKey: apiKey)
+            apiKey: apiKey,
+            offline: MobileAuthController.OfflineOut(secret, email: user.email))
     }
 }

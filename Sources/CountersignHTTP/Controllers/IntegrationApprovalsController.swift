@@ -14,12 +14,14 @@ struct IntegrationApprovalsController: Sendable {
     let abuse: AbuseGuard
     let longPolls: LongPollSlots
     let keys: SecretKeys
+    let codes: CodeAnswers
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.post("approvals", use: create)
         group.get("approvals/{approvalId}", use: status)
         group.post("approvals/{approvalId}/complete", use: complete)
         group.post("approvals/{approvalId}/cancel", use: cancel)
+        group.post("approvals/{approvalId}/verify-code", use: verifyCode)
     }
 
     struct CreateBody: Decodable {
@@ -184,6 +186,8 @@ struct IntegrationApprovalsController: Sendable {
         @NullWhenAbsent var decidedAt: String?
         @NullWhenAbsent var device: DeviceOut?
         @NullWhenAbsent var deviceKeyBound: Bool?
+        /// `push`, `offline_code` or `bypass_code` once answered.
+        @NullWhenAbsent var via: String?
     }
 
     @Sendable func status(_ request: Request, context: AppRequestContext) async throws -> StatusAnswer {
@@ -219,7 +223,7 @@ struct IntegrationApprovalsController: Sendable {
         return StatusAnswer(
             approvalId: approval.id, action: approval.action.rawValue, status: approval.state, createdAt: Timestamp.string(approval.createdAt),
             expiresAt: Timestamp.string(approval.expiresAt), decidedAt: Self.decidedAt(approval).map(Timestamp.string), device: device,
-            deviceKeyBound: approval.respondingDeviceID == nil ? nil : (approval.deviceKeyBound ?? false))
+            deviceKeyBound: approval.respondingDeviceID == nil ? nil : (approval.deviceKeyBound ?? false), via: approval.via?.rawValue)
     }
 
     /// When a device answered (approved or denied), if one did.
@@ -249,6 +253,22 @@ struct IntegrationApprovalsController: Sendable {
             try await broker.cancel(id, integrationID: integration.id, context: request.auditContext(context), logger: context.logger)
         }
         return Done(status: approval.state)
+    }
+
+    struct CodeAnswer: ResponseEncodable {
+        var approvalId: String
+        var status: ApprovalState
+    }
+
+    /// The relying service's user typed the code their trusted device shows offline (or a bypass code).
+    @Sendable func verifyCode(_ request: Request, context: AppRequestContext) async throws -> CodeAnswer {
+        let integration = try await authenticator.integration(for: request)
+        let id = try context.parameters.require("approvalId")
+        let code = try Field.answerCode(try await request.decodeJSON(as: PhoneResetController.CodeBody.self, context: context).code)
+        let approved = try await translating {
+            try await codes.answer(code, to: id, integrationID: integration.id, abuse: abuse, context: context, request: request)
+        }
+        return CodeAnswer(approvalId: approved.id, status: approved.state)
     }
 
     /// The broker's "not found" is this API's "no such approval".

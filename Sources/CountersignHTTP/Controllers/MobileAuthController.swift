@@ -15,6 +15,7 @@ struct MobileAuthController: Sendable {
     let decoyHash: String
     let deviceKeys: DeviceKeyPolicy
     let arrivals: DeviceArrivals
+    let offline: OfflineSecrets
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.post("auth/login", use: login)
@@ -50,6 +51,20 @@ struct MobileAuthController: Sendable {
         var user: UserOut
         var device: DeviceOut
         var apiKey: String
+        /// The device's offline-code secret, given once; absent with offline codes off.
+        var offline: OfflineOut?
+    }
+
+    /// An offline-code secret as the app keeps it, and its `otpauth://` URI.
+    struct OfflineOut: Encodable {
+        var secret: String
+        var uri: String
+
+        init?(_ issued: OfflineSecrets.Issued?, email: String) {
+            guard let issued else { return nil }
+            secret = issued.secret
+            uri = issued.uri(email: email)
+        }
     }
 
     @Sendable func login(_ request: Request, context: AppRequestContext) async throws -> LoginAnswer {
@@ -93,12 +108,13 @@ struct MobileAuthController: Sendable {
             }
         }
         let apiKey = SecureToken.apiKey()
+        let secret = try offline.issue()
         let device: Device
         do {
             device = try await accounts.registerDevice(
                 DeviceRegistration(
                     userID: user.id, name: deviceName, platform: platform, fcmToken: Device.pushToken(from: token),
-                    apiKeyHash: SecureToken.sha256Hex(apiKey), publicKey: key, mayApproveResets: true),
+                    apiKeyHash: SecureToken.sha256Hex(apiKey), publicKey: key, mayApproveResets: true, offlineSecret: secret?.sealed),
                 maxDevices: arrivals.maxPerUser)
         } catch AccountError.tooManyDevices {
             audit.record(
@@ -120,12 +136,17 @@ struct MobileAuthController: Sendable {
             device: .init(
                 id: device.id, name: device.name, platform: device.platform, pushEnabled: device.pushEnabled,
                 keyBound: device.publicKey != nil),
-            apiKey: apiKey
+            apiKey: apiKey,
+            offline: OfflineOut(secret, email: user.email)
         )
     }
 
     struct RefreshBody: Decodable { var password: String }
-    struct RefreshAnswer: ResponseEncodable { var apiKey: String }
+    struct RefreshAnswer: ResponseEncodable {
+        var apiKey: String
+        /// A new offline-code secret; the old one's codes stop working.
+        var offline: OfflineOut?
+    }
 
     @Sendable func refreshKey(_ request: Request, context: AppRequestContext) async throws -> RefreshAnswer {
         let device = try await authenticator.device(for: request)
@@ -148,10 +169,11 @@ struct MobileAuthController: Sendable {
             throw APIError.wrongPassword
         }
         let apiKey = SecureToken.apiKey()
-        try await accounts.replaceAPIKey(deviceID: device.id, apiKeyHash: SecureToken.sha256Hex(apiKey))
+        let secret = try offline.issue()
+        try await accounts.replaceAPIKey(deviceID: device.id, apiKeyHash: SecureToken.sha256Hex(apiKey), offlineSecret: secret?.sealed)
         context.logger.info("API key refreshed", metadata: ["device": "\(device.id)"])
         audit.record(AuditEvent(kind: .keyRefreshed, userID: user.id, context: request.auditContext(context, deviceID: device.id)))
-        return RefreshAnswer(apiKey: apiKey)
+        return RefreshAnswer(apiKey: apiKey, offline: OfflineOut(secret, email: user.email))
     }
 
     struct TokenBody: Decodable { var fcmToken: String }

@@ -11,12 +11,14 @@ struct PhoneResetController: Sendable {
     let hasher: any PasswordHasher
     let abuse: AbuseGuard
     let longPolls: LongPollSlots
+    let codes: CodeAnswers
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.post("auth/reset/phone/initiate", use: initiate)
         group.get("auth/reset/phone/status/{requestId}", use: status)
         group.post("auth/reset/phone/complete/{requestId}", use: complete)
         group.post("auth/reset/phone/cancel/{requestId}", use: cancel)
+        group.post("auth/reset/phone/verify-code/{requestId}", use: verifyCode)
     }
 
     struct InitiateBody: Decodable {
@@ -55,11 +57,14 @@ struct PhoneResetController: Sendable {
         var status: ApprovalState
         var expiresAt: String
         var errorMessage: String?
+        /// How it was answered (`push`, `offline_code`, `bypass_code`); absent until answered.
+        var via: AnswerVia?
 
         init(_ request: ApprovalRequest) {
             requestId = request.id
             status = request.state
             expiresAt = Timestamp.string(request.expiresAt)
+            via = request.via
             errorMessage =
                 switch request.state {
                 case .denied: "The reset request was denied on your trusted device."
@@ -83,6 +88,7 @@ struct PhoneResetController: Sendable {
             try container.encode(expiresAt, forKey: .expiresAt)
             // Always present: null or a sentence.
             try container.encode(errorMessage, forKey: .errorMessage)
+            try container.encodeIfPresent(via, forKey: .via)
         }
 
         /// The most frequent answer of the daemon, written straight into a
@@ -102,10 +108,11 @@ struct PhoneResetController: Sendable {
             let message = errorMessage.map { "\"\($0)\"" } ?? "null"
             let values = [requestId, status.rawValue, expiresAt, errorMessage ?? ""]
             guard values.allSatisfy(JSONText.needsNoEscaping) else { return nil }
-            return #"{"errorMessage":\#(message),"expiresAt":"\#(expiresAt)","requestId":"\#(requestId)","status":"\#(status.rawValue)"}"#
+            let answered = via.map { #","via":"\#($0.rawValue)""# } ?? ""
+            return #"{"errorMessage":\#(message),"expiresAt":"\#(expiresAt)","requestId":"\#(requestId)","status":"\#(status.rawValue)"\#(answered)}"#
         }
 
-        enum CodingKeys: String, CodingKey { case requestId, status, expiresAt, errorMessage }
+        enum CodingKeys: String, CodingKey { case requestId, status, expiresAt, errorMessage, via }
     }
 
     @Sendable func status(_ request: Request, context: AppRequestContext) async throws -> StatusAnswer {
@@ -142,6 +149,21 @@ struct PhoneResetController: Sendable {
         _ = try await request.readBody(context: context)
         let cancelled = try await broker.cancel(id, context: request.auditContext(context), logger: context.logger)
         return Success(status: cancelled.state)
+    }
+
+    struct CodeBody: Decodable { var code: String }
+
+    struct CodeAnswer: ResponseEncodable {
+        var requestId: String
+        var status: ApprovalState
+    }
+
+    /// The requester types the code the user's trusted device shows offline (or a bypass code).
+    @Sendable func verifyCode(_ request: Request, context: AppRequestContext) async throws -> CodeAnswer {
+        let id = try context.parameters.require("requestId")
+        let code = try Field.answerCode(try await request.decodeJSON(as: CodeBody.self, context: context).code)
+        let approved = try await codes.answer(code, to: id, integrationID: nil, abuse: abuse, context: context, request: request)
+        return CodeAnswer(requestId: approved.id, status: approved.state)
     }
 
     /// `?wait=S`: whole seconds 0…30.

@@ -48,6 +48,8 @@ extension APIError {
     }
     /// Every refusal of an email reset code or link alike, so the endpoint does not tell which.
     static let invalidCode = APIError(.badRequest, "invalid_code", "That code is not valid. Request a new one.")
+    /// Every wrong offline or bypass code alike, so the answer does not tell which was near.
+    static let invalidAnswerCode = APIError(.badRequest, "invalid_code", "That code is not valid.")
     static let invalidSignature = APIError(
         .unauthorized, "invalid_signature", "The answer must be signed with this device's key, and this signature is not valid.")
     static let keyRequired = APIError(

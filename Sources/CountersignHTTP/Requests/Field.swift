@@ -26,6 +26,16 @@ enum Field {
         return email
     }
 
+    /// A code typed in the phone's stead: 6 digits (an offline code) or 10
+    /// (a bypass code, `48213-90577` or without the dash).
+    static func answerCode(_ value: String) throws -> AnswerCode {
+        guard value.utf8.count <= 16, let code = AnswerCode(value.trimmingWhitespace()) else {
+            throw APIError.invalidRequest(
+                "The field `code` must be the 6 digits of an offline code, or the 10 digits of a bypass code (12345-67890).")
+        }
+        return code
+    }
+
     /// A password as typed: not trimmed, bounded so hashing stays cheap to refuse.
     static func password(_ value: String, _ name: String = "password") throws -> String {
         if value.isEmpty { throw APIError.invalidRequest("The field `\(name)` must not be empty.") }

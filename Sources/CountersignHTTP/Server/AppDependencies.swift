@@ -45,6 +45,8 @@ public struct AppDependencies: Sendable {
     public var publicURL: String
     /// The most devices one user may have.
     public var maxDevicesPerUser: Int
+    /// Whether devices get offline-code secrets and their codes are accepted (`--offline-codes`).
+    public var offlineCodes: Bool
 
     public init(
         store: any CountersignStorage,
@@ -65,6 +67,7 @@ public struct AppDependencies: Sendable {
         secretKeys: SecretKeys,
         publicURL: String = "http://127.0.0.1:8080",
         maxDevicesPerUser: Int = Device.defaultMaxPerUser,
+        offlineCodes: Bool = true,
         deviceKeys: DeviceKeyPolicy = .optional,
         longPolls: LongPollSlots = LongPollSlots(),
         idleTimeout: Duration = .seconds(75),
@@ -94,5 +97,6 @@ public struct AppDependencies: Sendable {
         self.secretKeys = secretKeys
         self.publicURL = publicURL
         self.maxDevicesPerUser = maxDevicesPerUser
+        self.offlineCodes = offlineCodes
     }
 }

@@ -90,13 +90,17 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
     let authenticator = DeviceAuthenticator(accounts: dependencies.store)
     let arrivals = DeviceArrivals(
         accounts: dependencies.store, pushQueue: dependencies.pushQueue, audit: dependencies.audit, maxPerUser: dependencies.maxDevicesPerUser)
+    let offline = OfflineSecrets(keys: dependencies.secretKeys, enabled: dependencies.offlineCodes)
+    let codes = CodeAnswers(
+        broker: dependencies.broker, store: dependencies.store, secrets: offline, deviceKeys: dependencies.deviceKeys, audit: dependencies.audit)
     let mobile = router.group("api/mobile")
     MobileAuthController(
         accounts: dependencies.store, hasher: dependencies.hasher, authenticator: authenticator, abuse: abuse, audit: dependencies.audit,
-        decoyHash: dependencies.decoyHash, deviceKeys: dependencies.deviceKeys, arrivals: arrivals
+        decoyHash: dependencies.decoyHash, deviceKeys: dependencies.deviceKeys, arrivals: arrivals, offline: offline
     ).addRoutes(to: mobile)
-    PhoneResetController(broker: dependencies.broker, hasher: dependencies.hasher, abuse: abuse, longPolls: dependencies.longPolls).addRoutes(
-        to: mobile)
+    PhoneResetController(
+        broker: dependencies.broker, hasher: dependencies.hasher, abuse: abuse, longPolls: dependencies.longPolls, codes: codes
+    ).addRoutes(to: mobile)
     ApprovalsController(
         broker: dependencies.broker, authenticator: authenticator, abuse: abuse, audit: dependencies.audit, deviceKeys: dependencies.deviceKeys
     ).addRoutes(to: mobile)
@@ -106,7 +110,7 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
     EmailResetController(resets: dependencies.emailResets, abuse: abuse).addRoutes(to: mobile)
     EnrollmentController(
         store: dependencies.store, keys: dependencies.secretKeys, abuse: abuse, audit: dependencies.audit, deviceKeys: dependencies.deviceKeys,
-        arrivals: arrivals
+        arrivals: arrivals, offline: offline
     ).addRoutes(to: mobile)
     // The approvals API of relying services, behind their own API keys.
     let integrations = IntegrationAuthenticator(integrations: dependencies.store)
@@ -117,7 +121,7 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
     ).addRoutes(to: v1)
     IntegrationApprovalsController(
         broker: dependencies.broker, store: dependencies.store, authenticator: integrations, abuse: abuse, longPolls: dependencies.longPolls,
-        keys: dependencies.secretKeys
+        keys: dependencies.secretKeys, codes: codes
     ).addRoutes(to: v1)
     ResetPageController(resets: dependencies.emailResets, abuse: abuse).addRoutes(to: router)
     HealthController(store: dependencies.store, push: dependencies.pushSender, mail: dependencies.mail).addRoutes(to: router)
