@@ -302,6 +302,7 @@ let package = Package(
                 "PostgresTestSupport",
                 "CountersignWebhooks",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]

@@ -97,7 +97,7 @@ extension StoreTests {
         #expect(try await store.device(id: phone.id)?.mayApproveResets == true)
         #expect(try await store.device(apiKeyHash: "phone-key")?.id == phone.id)
         // The password given on the device (refresh-key) lets it answer resets.
-        try await store.replaceAPIKey(deviceID: enrolled.id, apiKeyHash: "fresh")
+        try await store.replaceAPIKey(deviceID: enrolled.id, apiKeyHash: "fresh", offlineSecret: nil)
         #expect(try await store.device(id: enrolled.id)?.mayApproveResets == true)
         // Revoking the grant voids the unused codes issued under it.
         try await store.createEnrollment(codeHash: "ana-3", userID: ana.id, integrationID: "int_1", createdAt: now, expiresAt: now + 600)
@@ -666,5 +666,58 @@ extension Range where Bound == Int {
         #expect(try await store.device(id: "d_own")?.mayApproveResets == true)
         // v8: the base64url secret is now the same bytes in base64.
         #expect(try await store.integration(id: "int_1")?.webhookSecret == "whsec_+/8AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")
+    }
+}
+
+extension StoreTests {
+    /// offline-codes.md as each backend keeps it: the sealed secret with its
+    /// device (replaced by a key refresh), each step used once and never an
+    /// older one, wrong codes counted only while pending, how a request was
+    /// answered, and bypass codes used once within their validity and scope.
+    @Test(arguments: Backend.available) func offlineSecretsStepsWrongCodesAndBypassCodesAreKept(backend: Backend) async throws {
+        let store = try await open(backend)
+        let now = Date()
+        let user = try await store.createUser(email: "ana@example.com", passwordHash: "h")
+        let device = try await store.registerDevice(
+            DeviceRegistration(
+                userID: user.id, name: "phone", platform: "ios", fcmToken: nil, apiKeyHash: "k1", publicKey: nil, mayApproveResets: true,
+                offlineSecret: Data([1, 2, 3])),
+            maxDevices: 20)
+        #expect(try await store.devices(userID: user.id).first?.offlineSecret == Data([1, 2, 3]))
+        #expect(try await store.useOfflineStep(deviceID: device.id, step: 100))
+        #expect(try await store.useOfflineStep(deviceID: device.id, step: 100) == false)
+        #expect(try await store.useOfflineStep(deviceID: device.id, step: 99) == false)
+        #expect(try await store.useOfflineStep(deviceID: device.id, step: 101))
+        // A new secret starts afresh; none (offline codes off) accepts no step.
+        try await store.replaceAPIKey(deviceID: device.id, apiKeyHash: "k2", offlineSecret: Data([4, 5]))
+        #expect(try await store.device(id: device.id)?.offlineSecret == Data([4, 5]))
+        #expect(try await store.useOfflineStep(deviceID: device.id, step: 50))
+        try await store.replaceAPIKey(deviceID: device.id, apiKeyHash: "k3", offlineSecret: nil)
+        #expect(try await store.useOfflineStep(deviceID: device.id, step: 500) == false)
+
+        let request = pending("p1", user: user, at: now)
+        _ = try await store.insert(request)
+        #expect(try await store.countWrongCode(requestID: "p1") == 1)
+        #expect(try await store.countWrongCode(requestID: "p1") == 2)
+        var machine = ApprovalStateMachine(request)
+        guard case .persist(let approval) = machine.approveByCode(via: .offlineCode, deviceID: device.id, at: now) else {
+            Issue.record("approve refused")
+            return
+        }
+        #expect(try await store.apply(approval, to: machine.request, event: nil, audit: nil, writeTime: { now }))
+        let stored = try await store.request(id: "p1")
+        #expect(stored?.via == .offlineCode && stored?.respondingDeviceID == device.id && stored?.deviceKeyBound == false)
+        #expect(try await store.countWrongCode(requestID: "p1") == 0, "no longer pending: nothing counted")
+
+        try await store.replaceBypassCodes(userID: user.id, codeHashes: ["a", "b", "c"], forPasswordReset: false, expiresAt: now + 60, now: now)
+        #expect(try await store.useBypassCode(userID: user.id, codeHash: "a", passwordReset: true, now: now) == false)
+        #expect(try await store.useBypassCode(userID: user.id, codeHash: "a", passwordReset: false, now: now))
+        #expect(try await store.useBypassCode(userID: user.id, codeHash: "a", passwordReset: false, now: now) == false)
+        #expect(try await store.useBypassCode(userID: user.id, codeHash: "b", passwordReset: false, now: now + 60) == false)
+        #expect(try await store.useBypassCode(userID: "someone else", codeHash: "b", passwordReset: false, now: now) == false)
+        #expect(try await store.revokeBypassCodes(userID: user.id, now: now) == 2)
+        #expect(try await store.useBypassCode(userID: user.id, codeHash: "b", passwordReset: false, now: now) == false)
+        try await store.replaceBypassCodes(userID: user.id, codeHashes: ["d"], forPasswordReset: true, expiresAt: now + 60, now: now)
+        #expect(try await store.useBypassCode(userID: user.id, codeHash: "d", passwordReset: true, now: now))
     }
 }

@@ -1,0 +1,399 @@
+import Crypto
+import Foundation
+import NIOHTTP1
+import TestSupport
+import Testing
+
+/// offline-codes.md against the real binary: the codes are computed here the
+/// way an authenticator app computes them (HMAC-SHA1 with swift-crypto, from
+/// the secret in the login answer; pyotp from the `otpauth://` URI).
+@Suite struct OfflineCodeProcessTests {
+    static let email = "ana@example.com"
+    static let password = "correct horse"
+
+    /// A signed-in phone: its API key, device id and offline secret.
+    struct Phone {
+        var apiKey: String
+        var deviceID: String
+        var secret: String
+        var uri: String
+
+        /// The code of `step` (30 s since the epoch), as an authenticator computes it.
+        func code(step: Int64) throws -> String {
+            try OfflineCodeProcessTests.code(secret: secret, step: step)
+        }
+
+        /// The code an authenticator shows now.
+        func codeNow() throws -> String { try code(step: OfflineCodeProcessTests.stepNow()) }
+    }
+
+    static func stepNow() -> Int64 { Int64(Date().timeIntervalSince1970 / 30) }
+
+    static func code(secret: String, step: Int64) throws -> String {
+        let key = try #require(base32(secret), "secret \(secret) is not base32")
+        let mac = Array(HMAC<Insecure.SHA1>.authenticationCode(for: withUnsafeBytes(of: step.bigEndian) { Data($0) }, using: SymmetricKey(data: key)))
+        let offset = Int(mac[19] & 0x0F)
+        let number = (UInt32(mac[offset] & 0x7F) << 24 | UInt32(mac[offset + 1]) << 16 | UInt32(mac[offset + 2]) << 8 | UInt32(mac[offset + 3]))
+        return String(format: "%06u", number % 1_000_000)
+    }
+
+    /// RFC 4648 base32, as authenticator apps read secrets.
+    static func base32(_ text: String) -> Data? {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
+        var bits = 0
+        var buffer = 0
+        var bytes = Data()
+        for character in text where character != "=" {
+            guard let value = alphabet.firstIndex(of: character) else { return nil }
+            buffer = (buffer << 5 | value) & 0xFFFF
+            bits += 5
+            if bits >= 8 {
+                bytes.append(UInt8((buffer >> (bits - 8)) & 0xFF))
+                bits -= 8
+            }
+        }
+        return bytes
+    }
+
+    static func json(_ object: [String: any Sendable]) -> String {
+        String(decoding: try! JSONSerialization.data(withJSONObject: object), as: UTF8.self)
+    }
+
+    /// Ana (with a password) and a daemon on a fresh database in `folder`.
+    static func start(_ folder: URL, extra: [String] = []) async throws -> (daemon: RunningDaemon, database: String) {
+        let database = folder.appendingPathComponent("countersign.sqlite").path
+        let added = try await DeviceSimulateTests.run(
+            ["user", "add", email, "--database", database, "--bcrypt-cost", "4"], input: "\(password)\n")
+        #expect(added.status == 0, "\(added.output)")
+        let daemon = try await RunningDaemon.start(["--database", database] + extra, log: folder.appendingPathComponent("daemon.log"))
+        return (daemon, database)
+    }
+
+    static func login(_ base: String, name: String = "Ana's phone") async throws -> (body: [String: any Sendable], phone: Phone?) {
+        let (status, body) = try await DaemonProcessTests.http(
+            .POST, "\(base)/api/mobile/auth/login",
+            json: json(["email": email, "password": password, "deviceName": name, "platform": "android"]))
+        #expect(status == 200, "\(body)")
+        let offline = body["offline"] as? [String: any Sendable]
+        let phone = try (offline?["secret"] as? String).map { secret in
+            Phone(
+                apiKey: try #require(body["apiKey"] as? String),
+                deviceID: try #require((body["device"] as? [String: any Sendable])?["id"] as? String), secret: secret,
+                uri: try #require(offline?["uri"] as? String))
+        }
+        return (body, phone)
+    }
+
+    static func initiate(_ base: String) async throws -> (id: String, numberCode: String?) {
+        let (status, body) = try await DaemonProcessTests.http(
+            .POST, "\(base)/api/mobile/auth/reset/phone/initiate", json: json(["email": email, "newPassword": "staple orbit lantern"]))
+        #expect(status == 200, "\(body)")
+        return (try #require(body["requestId"] as? String), body["numberCode"] as? String)
+    }
+
+    static func verify(_ base: String, _ id: String, _ code: String) async throws -> (Int, [String: any Sendable]) {
+        try await DaemonProcessTests.http(.POST, "\(base)/api/mobile/auth/reset/phone/verify-code/\(id)", json: json(["code": code]))
+    }
+
+    static func status(_ base: String, _ id: String) async throws -> [String: any Sendable] {
+        try await DaemonProcessTests.http(.GET, "\(base)/api/mobile/auth/reset/phone/status/\(id)").1
+    }
+
+    /// What pyotp (an authenticator's library) computes from the URI at `time`.
+    static func pyotp(uri: String, time: Int64) async throws -> String {
+        let (status, output) = try await onOwnThread {
+            try runToEnd(
+                "/usr/bin/env",
+                ["python3", "-c", "import pyotp, sys; print(pyotp.parse_uri(sys.argv[1]).at(int(sys.argv[2])))", uri, String(time)],
+                environment: ProcessInfo.processInfo.environment)
+        }
+        #expect(status == 0, "\(output)")
+        return output.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test func aPhoneResetIsApprovedWithTheCodeThePhoneShowsOffline() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            let (daemon, database) = try await Self.start(folder)
+            defer { daemon.stop() }
+            let base = daemon.base
+
+            // The login answer carries the secret once, and a URI an authenticator reads to the same codes.
+            let (_, signedIn) = try await Self.login(base)
+            let phone = try #require(signedIn, "no offline secret in the login answer")
+            #expect(phone.secret.count == 32, "160 bits are 32 base32 characters")
+            #expect(
+                phone.uri == "otpauth://totp/Countersign:ana@example.com?secret=\(phone.secret)&issuer=Countersign&algorithm=SHA1&digits=6&period=30")
+            #expect(try await Self.pyotp(uri: phone.uri, time: 1_800_000_000) == (try phone.code(step: 1_800_000_000 / 30)))
+
+            // Input that is not a code: 400 naming the field, and the request is untouched (no wrong code counted).
+            let (id, _) = try await Self.initiate(base)
+            for bad in ["12a456", "12345", "1234567", "", String(repeating: "9", count: 10_000), "１２３４５６"] {
+                let (status, body) = try await Self.verify(base, id, bad)
+                #expect(status == 400, "\(bad.prefix(12))")
+                #expect(body["error"] as? String == "invalid_request")
+                #expect((body["message"] as? String)?.contains("`code`") == true, "\(body)")
+            }
+            let (notString, _) = try await DaemonProcessTests.http(
+                .POST, "\(base)/api/mobile/auth/reset/phone/verify-code/\(id)", json: #"{"code": 123456}"#)
+            #expect(notString == 400)
+            #expect(try await Self.status(base, id)["status"] as? String == "pending")
+
+            // A wrong code: one message, still pending. A code two steps old: the same.
+            let right = try phone.codeNow()
+            let wrong = right == "000000" ? "000001" : "000000"
+            let (refused, refusal) = try await Self.verify(base, id, wrong)
+            #expect(refused == 400)
+            #expect(refusal["error"] as? String == "invalid_code")
+            #expect(refusal["message"] as? String == "That code is not valid.")
+            let (old, _) = try await Self.verify(base, id, try phone.code(step: Self.stepNow() - 2))
+            #expect(old == 400)
+            #expect(try await Self.status(base, id)["status"] as? String == "pending")
+
+            // The right code approves, as the phone would have; the requester completes as usual.
+            let (approved, answer) = try await Self.verify(base, id, right)
+            #expect(approved == 200, "\(answer)")
+            #expect(answer["requestId"] as? String == id)
+            #expect(answer["status"] as? String == "approved")
+            let status = try await Self.status(base, id)
+            #expect(status["status"] as? String == "approved")
+            #expect(status["via"] as? String == "offline_code")
+            let (completed, _) = try await DaemonProcessTests.http(.POST, "\(base)/api/mobile/auth/reset/phone/complete/\(id)")
+            #expect(completed == 200)
+            let (newPassword, _) = try await DaemonProcessTests.http(
+                .POST, "\(base)/api/mobile/auth/login",
+                json: Self.json(["email": Self.email, "password": "staple orbit lantern", "deviceName": "Laptop", "platform": "web"]))
+            #expect(newPassword == 200)
+
+            // The same code again, on a new request: used once only.
+            let (next, _) = try await Self.initiate(base)
+            let (replayed, _) = try await Self.verify(base, next, right)
+            #expect(replayed == 400)
+            #expect(try await Self.status(base, next)["status"] as? String == "pending")
+
+            // The trail names the path, and the device; the answer carried no signature.
+            let approvals = try await TrustProcessTests.audit(database, kind: "approved") { !$0.isEmpty }
+            #expect(approvals.first?["device"] == phone.deviceID, "\(approvals)")
+            #expect(approvals.first?["detail"]?.contains("offline code; the answer carries no signature") == true, "\(approvals)")
+
+            // The secret is nowhere at rest or in the log: not in base32, not as its bytes.
+            daemon.stop()
+            let raw = try #require(Self.base32(phone.secret))
+            for name in ["countersign.sqlite", "countersign.sqlite-wal", "daemon.log"] {
+                let path = folder.appendingPathComponent(name).path
+                guard let bytes = FileManager.default.contents(atPath: path) else { continue }
+                #expect(bytes.range(of: Data(phone.secret.utf8)) == nil, "\(name) holds the secret in base32")
+                #expect(bytes.range(of: raw) == nil, "\(name) holds the secret's bytes")
+            }
+        }
+    }
+
+    @Test func aKeyRefreshReplacesTheSecretAndVoidsTheOldOnesCodes() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            let (daemon, _) = try await Self.start(folder)
+            defer { daemon.stop() }
+            let base = daemon.base
+            let phone = try #require(try await Self.login(base).phone)
+            let (refreshed, body) = try await DaemonProcessTests.http(
+                .POST, "\(base)/api/mobile/auth/refresh-key", json: Self.json(["password": Self.password]),
+                headers: [("X-API-Key", phone.apiKey)])
+            #expect(refreshed == 200, "\(body)")
+            let secret = try #require((body["offline"] as? [String: any Sendable])?["secret"] as? String)
+            #expect(secret != phone.secret)
+
+            let (id, _) = try await Self.initiate(base)
+            let (old, _) = try await Self.verify(base, id, try phone.codeNow())
+            #expect(old == 400)
+            let (renewed, _) = try await Self.verify(base, id, try Self.code(secret: secret, step: Self.stepNow()))
+            #expect(renewed == 200)
+        }
+    }
+
+    @Test func theFifthWrongCodeDeniesAndWrongCodesPerAddressAreLimited() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            let (daemon, database) = try await Self.start(folder, extra: ["--rate-limit", "verifyCodePerIP=7/900"])
+            defer { daemon.stop() }
+            let base = daemon.base
+            let phone = try #require(try await Self.login(base).phone)
+            let right = try phone.codeNow()
+            let wrong = right == "000000" ? "000001" : "000000"
+
+            let (id, _) = try await Self.initiate(base)
+            for attempt in 1...5 {
+                let (status, body) = try await Self.verify(base, id, wrong)
+                #expect(status == 400, "attempt \(attempt)")
+                #expect(body["error"] as? String == "invalid_code")
+            }
+            #expect(try await Self.status(base, id)["status"] as? String == "denied")
+            // Denied is final: the right code no longer approves.
+            let (after, body) = try await Self.verify(base, id, right)
+            #expect(after == 409, "\(body)")
+            let exhausted = try await TrustProcessTests.audit(database, kind: "offline_code_exhausted") { !$0.isEmpty }
+            #expect(exhausted.count == 1)
+
+            // Seven wrong codes per address in the window: the 8th is refused before it is checked.
+            let (next, _) = try await Self.initiate(base)
+            for _ in 1...2 {
+                let (status, _) = try await Self.verify(base, next, wrong)
+                #expect(status == 400)
+            }
+            let (limited, refusal) = try await Self.verify(base, next, wrong)
+            #expect(limited == 429, "\(refusal)")
+            #expect(try await Self.status(base, next)["status"] as? String == "pending")
+        }
+    }
+
+    /// An offline code typed while the phone answers: one of them wins, and
+    /// the request ends as the winner said.
+    @Test func anOfflineCodeAndTheDevicesAnswerRaceToOneWinner() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            let (daemon, _) = try await Self.start(
+                folder, extra: ["--rate-limit", "resetInitiatePerEmail=100/900", "--rate-limit", "resetInitiatePerIP=100/900"])
+            defer { daemon.stop() }
+            let base = daemon.base
+            let phone = try #require(try await Self.login(base).phone)
+            // Each round on a fresh step would need 30 s: other devices' codes are as good, one per round.
+            var phones = [phone]
+            for round in 1..<4 { phones.append(try #require(try await Self.login(base, name: "phone \(round)").phone)) }
+            for round in phones.indices {
+                let (id, _) = try await Self.initiate(base)
+                let code = try phones[round].codeNow()
+                async let typed = Self.verify(base, id, code)
+                async let denied = DaemonProcessTests.http(
+                    .POST, "\(base)/api/mobile/approvals/\(id)/respond", json: Self.json(["decision": "deny"]),
+                    headers: [("X-API-Key", phone.apiKey)])
+                let (byCode, byDevice) = try await (typed, denied)
+                let final = try await Self.status(base, id)["status"] as? String
+                #expect([byCode.0, byDevice.0].filter { $0 == 200 }.count == 1, "round \(round): \(byCode) \(byDevice)")
+                #expect([byCode.0, byDevice.0].contains(409), "round \(round): the loser hears the winner's state")
+                #expect(final == (byCode.0 == 200 ? "approved" : "denied"), "round \(round)")
+            }
+        }
+    }
+
+    @Test func bypassCodesAnswerOnceAndOnlyWhatTheyWereIssuedFor() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            let (daemon, database) = try await Self.start(
+                folder, extra: ["--rate-limit", "resetInitiatePerEmail=100/900", "--rate-limit", "resetInitiatePerIP=100/900"])
+            defer { daemon.stop() }
+            let base = daemon.base
+            func issue(_ extra: [String] = []) async throws -> [String] {
+                let (status, output) = try await DaemonProcessTests.command(
+                    ["user", "bypass-codes", Self.email, "--database", database, "--count", "3"] + extra)
+                #expect(status == 0, "\(output)")
+                return output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter {
+                    $0.wholeMatch(of: /[0-9]{5}-[0-9]{5}/) != nil
+                }
+            }
+
+            // Codes issued for relying services' approvals do not answer a password reset.
+            let forApprovals = try await issue()
+            #expect(forApprovals.count == 3)
+            let (id, _) = try await Self.initiate(base)
+            let (notForResets, _) = try await Self.verify(base, id, forApprovals[0])
+            #expect(notForResets == 400)
+
+            // New codes (for resets too) void the old ones; each new one works once, typed with or without its dash.
+            let forResets = try await issue(["--for-password-reset"])
+            #expect(Set(forResets).isDisjoint(with: forApprovals))
+            let (voided, _) = try await Self.verify(base, id, forApprovals[1])
+            #expect(voided == 400)
+            let (used, body) = try await Self.verify(base, id, forResets[0].replacingOccurrences(of: "-", with: ""))
+            #expect(used == 200, "\(body)")
+            let status = try await Self.status(base, id)
+            #expect(status["via"] as? String == "bypass_code")
+            let (next, _) = try await Self.initiate(base)
+            let (again, _) = try await Self.verify(base, next, forResets[0])
+            #expect(again == 400)
+
+            // Revoked: the unused ones stop working.
+            let (revoked, output) = try await DaemonProcessTests.command(["user", "bypass-codes", Self.email, "--database", database, "--revoke"])
+            #expect(revoked == 0)
+            #expect(output.contains("voided 2 unused"), "\(output)")
+            let (afterRevoke, _) = try await Self.verify(base, next, forResets[1])
+            #expect(afterRevoke == 400)
+
+            for kind in ["bypass_codes_issued", "bypass_code_used", "bypass_codes_revoked"] {
+                let events = try await TrustProcessTests.audit(database, kind: kind) { !$0.isEmpty }
+                #expect(!events.isEmpty, "\(kind)")
+            }
+        }
+    }
+
+    /// A relying service's user types the code of a device the service
+    /// enrolled; the status says how, and which device.
+    @Test func aRelyingServicesApprovalIsAnsweredByCode() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            let (daemon, database) = try await Self.start(folder)
+            defer { daemon.stop() }
+            let base = daemon.base
+            let integration = try await DaemonProcessTests.command(["integration", "add", "acme", "--database", database])
+            let key = try #require(
+                integration.output.split(separator: "\n").first { $0.hasPrefix("API key:") }.map {
+                    $0.dropFirst("API key:".count).trimmingCharacters(in: .whitespaces)
+                }, "\(integration.output)")
+            let acme = [("Authorization", "Bearer \(key)")]
+            let user = "bo@example.com"
+            let (created, _) = try await DaemonProcessTests.http(.POST, "\(base)/v1/users", json: Self.json(["email": user]), headers: acme)
+            #expect(created == 201)
+            let (_, enrollment) = try await DaemonProcessTests.http(.POST, "\(base)/v1/users/\(user)/enrollments", headers: acme)
+            let enrollmentCode = try #require(enrollment["enrollmentCode"] as? String, "\(enrollment)")
+            let (enrolled, device) = try await DaemonProcessTests.http(
+                .POST, "\(base)/api/mobile/auth/enroll",
+                json: Self.json(["enrollmentCode": enrollmentCode, "deviceName": "Bo's phone", "platform": "ios"]))
+            #expect(enrolled == 200, "\(device)")
+            let offline = try #require(device["offline"] as? [String: any Sendable], "no offline secret in the enrollment answer")
+            let secret = try #require(offline["secret"] as? String)
+            #expect((offline["uri"] as? String)?.hasPrefix("otpauth://totp/Countersign:bo@example.com?secret=\(secret)&") == true)
+            let deviceID = try #require((device["device"] as? [String: any Sendable])?["id"] as? String)
+
+            let (made, approval) = try await DaemonProcessTests.http(
+                .POST, "\(base)/v1/approvals", json: Self.json(["user": user, "action": "wire.send", "title": "Send 500 EUR?"]), headers: acme)
+            #expect(made == 201, "\(approval)")
+            let approvalID = try #require(approval["approvalId"] as? String)
+            let (bad, badBody) = try await DaemonProcessTests.http(
+                .POST, "\(base)/v1/approvals/\(approvalID)/verify-code", json: #"{"code":"abc"}"#, headers: acme)
+            #expect(bad == 400)
+            #expect((badBody["message"] as? String)?.contains("`code`") == true)
+            let (answered, answer) = try await DaemonProcessTests.http(
+                .POST, "\(base)/v1/approvals/\(approvalID)/verify-code",
+                json: Self.json(["code": try Self.code(secret: secret, step: Self.stepNow())]), headers: acme)
+            #expect(answered == 200, "\(answer)")
+            #expect(answer["approvalId"] as? String == approvalID)
+            #expect(answer["status"] as? String == "approved")
+            let (_, status) = try await DaemonProcessTests.http(.GET, "\(base)/v1/approvals/\(approvalID)", headers: acme)
+            #expect(status["status"] as? String == "approved")
+            #expect(status["via"] as? String == "offline_code")
+            #expect((status["device"] as? [String: any Sendable])?["id"] as? String == deviceID)
+            #expect(status["deviceKeyBound"] as? Bool == false)
+
+            // Another integration cannot answer acme's approval, whatever the code.
+            let other = try await DaemonProcessTests.command(["integration", "add", "globex", "--database", database])
+            let otherKey = try #require(
+                other.output.split(separator: "\n").first { $0.hasPrefix("API key:") }.map {
+                    $0.dropFirst("API key:".count).trimmingCharacters(in: .whitespaces)
+                })
+            let (foreign, _) = try await DaemonProcessTests.http(
+                .POST, "\(base)/v1/approvals/\(approvalID)/verify-code", json: #"{"code":"123456"}"#,
+                headers: [("Authorization", "Bearer \(otherKey)")])
+            #expect(foreign == 404)
+        }
+    }
+
+    @Test func withOfflineCodesOffNoSecretIsIssuedAndNoCodeAccepted() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            // Ana signed in while offline codes were on; the operator then turned them off.
+            let (first, database) = try await Self.start(folder)
+            let phone = try #require(try await Self.login(first.base).phone)
+            first.stop()
+            let daemon = try await RunningDaemon.start(
+                ["--database", database, "--offline-codes", "off"], log: folder.appendingPathComponent("daemon.log"))
+            defer { daemon.stop() }
+            let (body, none) = try await Self.login(daemon.base, name: "second phone")
+            #expect(none == nil)
+            #expect(body["offline"] == nil)
+            let (id, _) = try await Self.initiate(daemon.base)
+            let (refused, _) = try await Self.verify(daemon.base, id, try phone.codeNow())
+            #expect(refused == 400)
+        }
+    }
+}
