@@ -105,6 +105,17 @@ struct Walkthrough {
         _ = try await call(
             "POST", "/api/mobile/auth/login",
             ["email": email, "password": newPassword, "deviceName": "Laptop", "platform": "web"])
+
+        step("Weeks later Ana's phone has no network (abroad, data off): she asks for another reset")
+        let again = try await call(
+            "POST", "/api/mobile/auth/reset/phone/initiate", ["email": email, "newPassword": "lantern staple orbit"])
+        guard let secondID = again["requestId"] as? String else { throw ValidationError("initiate gave no request id") }
+        guard let offlineCode = phone.offlineCode() else { throw ValidationError("the phone got no offline secret at login") }
+
+        step("Her phone shows its offline code (\(offlineCode), a new one every 30 s, no network needed); she types it on the laptop")
+        _ = try await call("POST", "/api/mobile/auth/reset/phone/verify-code/\(secondID)", ["code": offlineCode])
+        _ = try await call("GET", "/api/mobile/auth/reset/phone/status/\(secondID)")
+        _ = try await call("POST", "/api/mobile/auth/reset/phone/complete/\(secondID)")
         print("Done: that is the whole flow. Run `countersign serve` for a real daemon.")
     }
 
@@ -181,6 +192,7 @@ struct Walkthrough {
             switch pair.key {
             case "password", "newPassword": result[pair.key] = "••••••"
             case "apiKey", "signature": result[pair.key] = ((pair.value as? String)?.prefix(12)).map { "\($0)…" } ?? pair.value
+            case "offline": result[pair.key] = ["secret": "•••• (kept by the phone)", "uri": "otpauth://totp/…"]
             default: result[pair.key] = pair.value
             }
         }

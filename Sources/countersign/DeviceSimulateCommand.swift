@@ -13,7 +13,9 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
             The password is read from standard input. Without --approve-all or --deny-all, each request is shown \
             and the number code asked for (end of input stops the simulator, answering nothing). With number \
             matching on, --approve-all answers one request with --number-code (a code belongs to one request) \
-            and leaves alone every request it has no code for.
+            and leaves alone every request it has no code for. With --offline-code the device shows its offline \
+            code as each one starts, as a phone without network would, for typing where the requester waits \
+            (verify-code); alone, it answers nothing.
             """
     )
 
@@ -24,6 +26,7 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
     @Flag(help: "Deny every pending request as it appears.") var denyAll = false
     @Flag(help: "With --deny-all: report each as fraud (the report is signed with the answer).") var reportFraud = false
     @Option(help: "With --approve-all: the number code to approve with.") var numberCode: String?
+    @Flag(help: "Show the device's offline code (TOTP) as it changes; alone, answer nothing.") var offlineCode = false
     @Option(help: "Stop after this many answers (default: run until interrupted).") var count: Int?
     @Option(help: "Stop after this many seconds (default: run until interrupted).") var seconds: Int?
 
@@ -45,11 +48,25 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
             try await jsonCall(base: address, method, path, body, apiKey: apiKey)
         }
         print("signed in as device \(device.deviceID) with a P-256 key (key-bound: \(device.keyBound))")
+        if offlineCode && device.offlineSecret == nil {
+            throw ValidationError("the daemon gave this device no offline secret (it runs with --offline-codes off)")
+        }
         let deadline = seconds.map { ContinuousClock.now + .seconds($0) }
         var seen: Set<String> = []
         var answered = 0
         var code = numberCode
+        var shown: String?
         while count.map({ answered < $0 }) ?? true, deadline.map({ ContinuousClock.now < $0 }) ?? true {
+            if offlineCode, let current = device.offlineCode(), current != shown {
+                let left = Int(TOTP.period - Date().timeIntervalSince1970.truncatingRemainder(dividingBy: TOTP.period))
+                // Written at once, also into a pipe: a code is of use only while it lasts.
+                FileHandle.standardOutput.write(Data("offline code: \(current) (for \(left) s more)\n".utf8))
+                shown = current
+            }
+            if offlineCode && !approveAll && !denyAll {
+                try await Task.sleep(for: .milliseconds(500))
+                continue
+            }
             for item in try await device.pending() {
                 guard let id = item["requestId"] as? String, !seen.contains(id) else { continue }
                 seen.insert(id)

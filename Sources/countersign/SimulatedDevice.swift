@@ -15,6 +15,8 @@ struct SimulatedDevice {
     let apiKey: String
     let deviceID: String
     let keyBound: Bool
+    /// The offline-code secret the login answer gave (base32); `nil` with offline codes off.
+    let offlineSecret: String?
 
     /// Logs in as a new trusted device with a key of its own.
     static func signIn(email: String, password: String, name: String, transport: @escaping Transport) async throws -> SimulatedDevice {
@@ -30,7 +32,14 @@ struct SimulatedDevice {
             throw SimulatorError("sign-in refused (\(status)): \(body["message"] as? String ?? "no message")")
         }
         return SimulatedDevice(
-            transport: transport, key: key, apiKey: apiKey, deviceID: deviceID, keyBound: device["keyBound"] as? Bool ?? false)
+            transport: transport, key: key, apiKey: apiKey, deviceID: deviceID, keyBound: device["keyBound"] as? Bool ?? false,
+            offlineSecret: (body["offline"] as? [String: any Sendable])?["secret"] as? String)
+    }
+
+    /// The offline code this device shows at `date` (RFC 6238, as an authenticator app shows it).
+    func offlineCode(at date: Date = Date()) -> String? {
+        guard let secret = offlineSecret.flatMap(Base32.decode) else { return nil }
+        return TOTP.code(secret: secret, step: TOTP.step(at: date))
     }
 
     /// The user's pending requests, newest first.

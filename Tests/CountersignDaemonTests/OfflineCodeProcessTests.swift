@@ -396,4 +396,31 @@ import Testing
             #expect(refused == 400)
         }
     }
+
+    /// `countersign device simulate --offline-code` shows what an offline phone would, and that code approves.
+    @Test func theSimulatedDevicesOfflineCodeApproves() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            let (daemon, _) = try await Self.start(folder)
+            defer { daemon.stop() }
+            let (id, _) = try await Self.initiate(daemon.base)
+            let (status, output) = try await DeviceSimulateTests.run(
+                ["device", "simulate", "--url", daemon.base, "--email", Self.email, "--offline-code", "--seconds", "1"], input: "\(Self.password)\n")
+            #expect(status == 0, "\(output)")
+            let shown = try #require(output.firstMatch(of: /offline code: ([0-9]{6})/)?.1, "\(output)")
+            let (approved, body) = try await Self.verify(daemon.base, id, String(shown))
+            #expect(approved == 200, "\(body)")
+            #expect(try await Self.status(daemon.base, id)["via"] as? String == "offline_code")
+        }
+    }
+
+    /// The demo walks through a reset answered on the phone, then one answered by its offline code.
+    @Test func theDemoShowsAnApprovalByOfflineCode() async throws {
+        let (status, output) = try await DaemonProcessTests.command(["demo", "--bcrypt-cost", "4"])
+        #expect(status == 0, "\(output)")
+        #expect(output.contains(#""status":"approved","via":"push""#), "\(output)")
+        #expect(output.contains(#""status":"approved","via":"offline_code""#), "\(output)")
+        #expect(output.hasSuffix("Run `countersign serve` for a real daemon.\n"))
+        #expect(output.firstMatch(of: /[A-Z2-7]{32}/) == nil, "the demo prints no offline secret")
+        #expect(!output.contains("otpauth://totp/Countersign:"))
+    }
 }
