@@ -46,7 +46,8 @@ extension PostgresStore: OfflineCodeStore {
     public func revokeBypassCodes(userID: String, now: Date) async throws -> Int {
         try await transaction { connection in
             let voided = try await connection.run(
-                "DELETE FROM bypass_codes WHERE user_id = \(userID) AND used_at IS NULL AND expires_at > \(now.stored) RETURNING user_id", self.logger)
+                "DELETE FROM bypass_codes WHERE user_id = \(userID) AND used_at IS NULL AND expires_at > \(now.stored) RETURNING user_id", self.logger
+            )
             // The used and expired ones have nothing left to void.
             try await connection.run("DELETE FROM bypass_codes WHERE user_id = \(userID)", self.logger)
             return voided

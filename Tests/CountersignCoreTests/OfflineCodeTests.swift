@@ -11,10 +11,11 @@ import Testing
     typealias Harness = ApprovalBrokerTests.Harness
 
     /// RFC 6238 Appendix B, the SHA-1 rows: the secret is the ASCII of "12345678901234567890", codes of 8 digits.
-    @Test(arguments: [
-        (59, "94287082"), (1_111_111_109, "07081804"), (1_111_111_111, "14050471"), (1_234_567_890, "89005924"),
-        (2_000_000_000, "69279037"), (20_000_000_000, "65353130"),
-    ] as [(Int64, String)])
+    @Test(
+        arguments: [
+            (59, "94287082"), (1_111_111_109, "07081804"), (1_111_111_111, "14050471"), (1_234_567_890, "89005924"),
+            (2_000_000_000, "69279037"), (20_000_000_000, "65353130"),
+        ] as [(Int64, String)])
     func theRFC6238TestVectorsHold(time: Int64, expected: String) {
         let secret = Array("12345678901234567890".utf8)
         let step = TOTP.step(at: Date(timeIntervalSince1970: TimeInterval(time)))
@@ -109,7 +110,8 @@ import Testing
                 audit: harness.audit, now: { clock.now })
             try await body(
                 Setup(
-                    harness: harness, broker: broker, codes: codes, userID: user.id, device: device, secret: try #require(Base32.decode(issued.secret))))
+                    harness: harness, broker: broker, codes: codes, userID: user.id, device: device,
+                    secret: try #require(Base32.decode(issued.secret))))
         }
     }
 
