@@ -5,7 +5,9 @@ let package = Package(
     name: "countersign",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "countersign", targets: ["countersign"])
+        .executable(name: "countersign", targets: ["countersign"]),
+        // The phone's side, for app developers: sign in or enroll, answer signed, offline codes, push notices.
+        .library(name: "CountersignDevice", targets: ["CountersignDevice"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
@@ -119,6 +121,18 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // The device library: what a phone app (or `device simulate`) does, over HTTP.
+        .target(
+            name: "CountersignDevice",
+            dependencies: [
+                "CountersignCore",
+                "CountersignDeviceKeys",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
         // Hummingbird routes, middleware, the background services and buildApplication.
         .target(
             name: "CountersignHTTP",
@@ -175,6 +189,7 @@ let package = Package(
                 "CountersignRuntime",
                 "CountersignMail",
                 "CountersignDeviceKeys",
+                "CountersignDevice",
                 "CountersignWebhooks",
                 "ServiceRunner",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

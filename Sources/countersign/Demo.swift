@@ -1,6 +1,7 @@
 import ArgumentParser
 import AsyncHTTPClient
 import CountersignCore
+import CountersignDevice
 import CountersignRuntime
 import Foundation
 import Logging
@@ -73,8 +74,9 @@ struct Walkthrough {
         print("    created \(email)\n")
 
         step("Ana's phone signs in with a device key of its own (P-256; countersign device simulate does the same)")
-        let phone = try await SimulatedDevice.signIn(email: email, password: oldPassword, name: "Ana's iPhone", transport: transport)
-        print("    trusted device \(phone.deviceID), key-bound: \(phone.keyBound)\n")
+        let phone = CountersignDevice(baseURL: base, store: MemoryKeyStore(), transport: deviceTransport)
+        let signedIn = try await phone.signIn(email: email, password: oldPassword, name: "Ana's iPhone", platform: "ios")
+        print("    trusted device \(signedIn.deviceID), key-bound: \(signedIn.keyBound)\n")
 
         step("On her laptop, Ana forgot her password and asks for a phone-approved reset")
         let initiate = try await call("POST", "/api/mobile/auth/reset/phone/initiate", ["email": email, "newPassword": newPassword])
@@ -88,7 +90,7 @@ struct Walkthrough {
         let started = ContinuousClock.now
         async let poll = call("GET", "/api/mobile/auth/reset/phone/status/\(requestID)?wait=10", quiet: true)
         try await Task.sleep(for: .milliseconds(300))
-        _ = try await phone.answer(requestID, decision: .approve, numberCode: code)
+        _ = try await phone.answer(requestID, .approve, numberCode: code)
         let status = try await poll
         print(
             "    long poll answered after \((ContinuousClock.now - started).formatted(.units(allowed: [.milliseconds]))): \(Walkthrough.json(status))\n"
@@ -110,7 +112,7 @@ struct Walkthrough {
         let again = try await call(
             "POST", "/api/mobile/auth/reset/phone/initiate", ["email": email, "newPassword": "lantern staple orbit"])
         guard let secondID = again["requestId"] as? String else { throw ValidationError("initiate gave no request id") }
-        guard let offlineCode = phone.offlineCode() else { throw ValidationError("the phone got no offline secret at login") }
+        guard let offlineCode = try await phone.offlineCode() else { throw ValidationError("the phone got no offline secret at login") }
 
         step("Her phone shows its offline code (\(offlineCode), a new one every 30 s, no network needed); she types it on the laptop")
         _ = try await call("POST", "/api/mobile/auth/reset/phone/verify-code/\(secondID)", ["code": offlineCode])
@@ -159,8 +161,24 @@ struct Walkthrough {
         print("Done. The link in the mail opens the same reset as a web page (GET /reset-password?token=…).")
     }
 
-    /// The simulated phone's calls, printed like the demo's own.
-    var transport: SimulatedDevice.Transport {
+    /// The phone's calls (the `CountersignDevice` library), printed like the demo's own.
+    var deviceTransport: CountersignDevice.Transport {
+        let base = base
+        let http = CountersignDevice.httpTransport()
+        return { method, url, body, apiKey in
+            let sent = body.flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: any Sendable] }
+            print(
+                "    \(method) \(url.dropFirst(base.count))\(sent.map { " " + Walkthrough.json(Walkthrough.redacted($0)) } ?? "")"
+                    + (apiKey == nil ? "" : "  [X-API-Key]"))
+            let answer = try await http(method, url, body, apiKey)
+            let received = (try? JSONSerialization.jsonObject(with: answer.body) as? [String: any Sendable]) ?? [:]
+            print("    <- \(answer.status) \(Walkthrough.json(Walkthrough.redacted(received)))\n")
+            return answer
+        }
+    }
+
+    /// The requester's calls, printed.
+    var transport: @Sendable (String, String, [String: any Sendable]?, String?) async throws -> (Int, [String: any Sendable]) {
         let base = base
         return { method, path, body, apiKey in
             print(

@@ -1,63 +1,70 @@
 import ArgumentParser
 import CountersignCore
+import CountersignDevice
 import Foundation
 
-/// `countersign device simulate`: the reference device. Signs in with a fresh
-/// P-256 key and answers pending requests, from the terminal or, for scripts,
-/// all alike.
+/// `countersign device simulate`: the reference device, on the
+/// `CountersignDevice` library. Signs in (or enrolls) once with a P-256 key
+/// kept in its key file, then answers pending requests, signed: from the
+/// terminal, or, for scripts, all alike.
 struct DeviceSimulateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simulate",
         abstract: "Act as a trusted phone with its own P-256 key: answer pending requests, signed.",
         discussion: """
-            The password is read from standard input. Without --approve-all or --deny-all, each request is shown \
-            and the number code asked for (end of input stops the simulator, answering nothing). With number \
-            matching on, --approve-all answers one request with --number-code (a code belongs to one request) \
-            and leaves alone every request it has no code for. With --offline-code the device shows its offline \
-            code as each one starts, as a phone without network would, for typing where the requester waits \
-            (verify-code); alone, it answers nothing.
+            The device's key and credentials are kept in --key-file: the first run signs in (--email, the password \
+            read from standard input) or enrolls (--enrollment-code from a relying service); later runs are the same \
+            device. Without --approve-all or --deny-all, each request is shown and the number code asked for (end of \
+            input stops the simulator, answering nothing). With number matching on, --approve-all takes each \
+            request's number code from --number-codes (the requester's JSON answers: an initiate's or a \
+            /v1/approvals create's) or --number-code (one request), and leaves alone every request it has no code \
+            for. With --offline-code the device shows its offline code as each one starts, as a phone without \
+            network would, for typing where the requester waits (verify-code); alone, it answers nothing.
             """
     )
 
     @Option(help: "The daemon's address, e.g. http://127.0.0.1:8080.") var url: String
-    @Option(help: "The account to sign in as.") var email: String
+    @Option(help: "Sign in as this account (the password is read from standard input).") var email: String?
+    @Option(help: "Enroll with this one-time code from a relying service (POST /v1/users/{email}/enrollments) instead.")
+    var enrollmentCode: String?
+    @Option(help: "Where the device's key and credentials are kept, mode 0600 (default countersign-device.json).")
+    var keyFile = "countersign-device.json"
     @Option(help: "The device name shown in `device list`.") var name = "countersign device simulate"
     @Flag(help: "Approve every pending request as it appears.") var approveAll = false
     @Flag(help: "Deny every pending request as it appears.") var denyAll = false
     @Flag(help: "With --deny-all: report each as fraud (the report is signed with the answer).") var reportFraud = false
-    @Option(help: "With --approve-all: the number code to approve with.") var numberCode: String?
+    @Option(help: "With --approve-all: the number code to approve one request with.") var numberCode: String?
+    @Option(help: "With --approve-all: a file of the requesters' JSON answers, whose number codes to approve with.")
+    var numberCodes: String?
     @Flag(help: "Show the device's offline code (TOTP) as it changes; alone, answer nothing.") var offlineCode = false
     @Option(help: "Stop after this many answers (default: run until interrupted).") var count: Int?
     @Option(help: "Stop after this many seconds (default: run until interrupted).") var seconds: Int?
 
     func validate() throws {
         if approveAll && denyAll { throw ValidationError("--approve-all and --deny-all exclude each other") }
-        if numberCode != nil && !approveAll { throw ValidationError("--number-code goes with --approve-all") }
+        if (numberCode != nil || numberCodes != nil) && !approveAll {
+            throw ValidationError("--number-code and --number-codes go with --approve-all")
+        }
+        if email != nil && enrollmentCode != nil { throw ValidationError("--email and --enrollment-code exclude each other") }
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
         if let seconds, seconds < 1 { throw ValidationError("--seconds must be at least 1") }
     }
 
     func run() async throws {
-        guard let password = readSecretLine(prompt: "Password for \(email): "), !password.isEmpty else {
-            throw ValidationError("no password on standard input (give it as one line)")
-        }
-        var base = url
-        while base.hasSuffix("/") { base.removeLast() }
-        let address = base
-        let device = try await SimulatedDevice.signIn(email: email, password: password, name: name) { method, path, body, apiKey in
-            try await jsonCall(base: address, method, path, body, apiKey: apiKey)
-        }
-        print("signed in as device \(device.deviceID) with a P-256 key (key-bound: \(device.keyBound))")
-        if offlineCode && device.offlineSecret == nil {
+        let device = CountersignDevice(baseURL: url, store: FileKeyStore(path: keyFile))
+        let credentials = try await signedIn(device)
+        print("device \(credentials.deviceID) of \(credentials.email), key-bound: \(credentials.keyBound) (kept in \(keyFile))")
+        if offlineCode && credentials.offlineSecret == nil {
             throw ValidationError("the daemon gave this device no offline secret (it runs with --offline-codes off)")
         }
+        var codes = try numberCodes.map(Self.numberCodes(in:)) ?? [:]
         let deadline = seconds.map { ContinuousClock.now + .seconds($0) }
         var seen: Set<String> = []
         var answered = 0
         var code = numberCode
         var shown: String?
         while count.map({ answered < $0 }) ?? true, deadline.map({ ContinuousClock.now < $0 }) ?? true {
-            if offlineCode, let current = device.offlineCode(), current != shown {
+            if offlineCode, let current = try await device.offlineCode(), current != shown {
                 let left = Int(TOTP.period - Date().timeIntervalSince1970.truncatingRemainder(dividingBy: TOTP.period))
                 // Written at once, also into a pipe: a code is of use only while it lasts.
                 FileHandle.standardOutput.write(Data("offline code: \(current) (for \(left) s more)\n".utf8))
@@ -67,12 +74,11 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
                 try await Task.sleep(for: .milliseconds(500))
                 continue
             }
-            for item in try await device.pending() {
-                guard let id = item["requestId"] as? String, !seen.contains(id) else { continue }
-                seen.insert(id)
-                let decision: ApprovalDecision
+            for item in try await device.pending() where !seen.contains(item.requestId) {
+                seen.insert(item.requestId)
+                let decision: Decision
                 let answerCode: String?
-                switch decide(item, code: code) {
+                switch decide(item, code: codes[item.requestId] ?? code) {
                 case .answer(let chosen, let chosenCode):
                     (decision, answerCode) = (chosen, chosenCode)
                 case .leave:
@@ -80,11 +86,16 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
                 case .stop:
                     return
                 }
-                if answerCode != nil && answerCode == code { code = nil }
-                let (status, body) = try await device.answer(
-                    id, decision: decision, numberCode: answerCode, reportFraud: reportFraud && decision == .deny)
-                let outcome = status == 200 ? (body["status"] as? String ?? "?") : "\(status) \(body["error"] as? String ?? "")"
-                print("answered \(Self.reference(id)): \(decision.rawValue) → \(outcome)")
+                if answerCode != nil && codes[item.requestId] == nil && answerCode == code { code = nil }
+                codes[item.requestId] = nil
+                let outcome: String
+                do {
+                    outcome = try await device.answer(
+                        item.requestId, decision, numberCode: answerCode, reportFraud: reportFraud && decision == .deny)
+                } catch let error as DeviceError {
+                    outcome = error.description
+                }
+                print("answered \(Self.reference(item.requestId)): \(decision.rawValue) → \(outcome)")
                 answered += 1
                 if let count, answered >= count { break }
             }
@@ -92,39 +103,71 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
         }
     }
 
+    /// The device's credentials: kept from an earlier run, or made now by signing in or enrolling.
+    func signedIn(_ device: CountersignDevice) async throws -> DeviceCredentials {
+        if let kept = try await device.credentials(), email.map({ User.normalize(email: $0) == kept.email }) ?? true, enrollmentCode == nil {
+            return kept
+        }
+        do {
+            if let enrollmentCode {
+                return try await device.enroll(code: enrollmentCode, name: name, platform: "countersign-simulator")
+            }
+            guard let email else {
+                throw ValidationError("no device in \(keyFile) for \(url): give --email (and the password) or --enrollment-code")
+            }
+            guard let password = readSecretLine(prompt: "Password for \(email): "), !password.isEmpty else {
+                throw ValidationError("no password on standard input (give it as one line)")
+            }
+            return try await device.signIn(email: email, password: password, name: name, platform: "countersign-simulator")
+        } catch let error as DeviceError {
+            throw ValidationError("sign-in refused: \(error)")
+        }
+    }
+
+    /// Request id → number code, from the JSON objects a requester got back
+    /// (`{"requestId", "numberCode"}` from an initiate, `{"approvalId", "numberCode"}`
+    /// from a create), one per line or one alone.
+    static func numberCodes(in path: String) throws -> [String: String] {
+        guard let text = FileManager.default.contents(atPath: path).map({ String(decoding: $0, as: UTF8.self) }) else {
+            throw ValidationError("cannot read \(path)")
+        }
+        var codes: [String: String] = [:]
+        for line in text.split(whereSeparator: \.isNewline) {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                let id = (object["requestId"] ?? object["approvalId"]) as? String, let code = object["numberCode"] as? String
+            else { continue }
+            codes[id] = code
+        }
+        return codes
+    }
+
     enum Choice {
-        case answer(ApprovalDecision, String?)
+        case answer(Decision, String?)
         /// Not this one.
         case leave
         /// Standard input ended: answer nothing more.
         case stop
     }
 
-    /// What to do with a pending request; `code` is the number code still unused.
-    func decide(_ item: [String: any Sendable], code: String?) -> Choice {
-        let matching = item["numberMatching"] as? Bool ?? false
-        let id = item["requestId"] as? String ?? "?"
+    /// What to do with a pending request; `code` is its number code, if known.
+    func decide(_ item: PendingApproval, code: String?) -> Choice {
         if denyAll { return .answer(.deny, nil) }
         if approveAll {
-            guard !matching || code != nil else {
-                print("left alone \(Self.reference(id)): number matching is on and there is no (unused) --number-code for it")
+            guard !item.numberMatching || code != nil else {
+                print("left alone \(Self.reference(item.requestId)): number matching is on and there is no number code for it")
                 return .leave
             }
-            return .answer(.approve, matching ? code : nil)
+            return .answer(.approve, item.numberMatching ? code : nil)
         }
         print("")
-        print("request \(Self.reference(id))")
-        if let integration = (item["integration"] as? [String: any Sendable])?["name"] as? String { print("  from integration: \(integration)") }
-        for field in ["title", "body", "action"] {
-            if let value = item[field] as? String { print("  \(field): \(value)") }
+        print("request \(Self.reference(item.requestId))")
+        if let integration = item.integration?.name { print("  from integration: \(integration)") }
+        for (field, value) in [("title", item.title), ("body", item.body), ("action", item.action)] {
+            if let value { print("  \(field): \(value)") }
         }
-        if let context = item["context"] as? [String: any Sendable] {
-            for (key, value) in context.sorted(by: { $0.key < $1.key }) { print("  \(key): \(value)") }
-        }
-        if let requester = item["requester"] as? [String: any Sendable] {
-            print("  from: \(requester["ip"] as? String ?? "?") \(requester["userAgent"] as? String ?? "")")
-        }
-        if matching {
+        for (key, value) in (item.context ?? [:]).sorted(by: { $0.key < $1.key }) { print("  \(key): \(value)") }
+        print("  from: \(item.requester.ip) \(item.requester.userAgent ?? "")")
+        if item.numberMatching {
             print("Type the number shown on the requesting screen to approve, or press Enter to deny: ", terminator: "")
             guard let line = readLine(strippingNewline: true) else { return .stop }
             let typed = line.trimmingCharacters(in: .whitespaces)

@@ -1,0 +1,211 @@
+import AsyncHTTPClient
+import CountersignCore
+import CountersignDeviceKeys
+import Foundation
+import JWTKit
+import NIOCore
+import NIOHTTP1
+
+/// The phone's side of Countersign, for app developers: sign in (or enroll
+/// with an integration's code), list what waits for an answer, answer it
+/// signed with the device's P-256 key (a fraud report included), show the
+/// offline code when there is no network, and read the daemon's push notices.
+///
+/// The identity lives in a ``DeviceKeyStore``: a device made once keeps its key,
+/// API key and offline secret across runs.
+///
+/// ```swift
+/// let device = CountersignDevice(baseURL: "https://auth.example.com", store: FileKeyStore(path: "device.json"))
+/// if try await device.credentials() == nil {
+///     try await device.signIn(email: "ana@example.com", password: password, name: "Ana's phone", platform: "ios")
+/// }
+/// for approval in try await device.waitForPending(timeout: .seconds(30)) {
+///     try await device.answer(approval.requestId, .approve, numberCode: typedNumber)
+/// }
+/// ```
+public actor CountersignDevice {
+    /// One HTTP exchange: method, URL, JSON body, API key → status and body.
+    public typealias Transport =
+        @Sendable (_ method: String, _ url: String, _ body: Data?, _ apiKey: String?) async throws -> (status: Int, body: Data)
+
+    /// The daemon's address, without a trailing `/`.
+    public nonisolated let baseURL: String
+    private let store: any DeviceKeyStore
+    private let transport: Transport
+
+    /// - Parameters:
+    ///   - baseURL: where the daemon answers, e.g. `https://auth.example.com`.
+    ///   - store: where the key and credentials are kept.
+    ///   - transport: how calls go out; by default AsyncHTTPClient's shared client.
+    public init(baseURL: String, store: any DeviceKeyStore, transport: Transport? = nil) {
+        var base = baseURL
+        while base.hasSuffix("/") { base.removeLast() }
+        self.baseURL = base
+        self.store = store
+        self.transport = transport ?? Self.httpTransport()
+    }
+
+    /// Calls with `client` (AsyncHTTPClient), each bounded by `timeout`.
+    public static func httpTransport(client: HTTPClient = .shared, timeout: TimeAmount = .seconds(40)) -> Transport {
+        { method, url, body, apiKey in
+            var request = HTTPClientRequest(url: url)
+            request.method = HTTPMethod(rawValue: method)
+            if let apiKey { request.headers.add(name: "X-API-Key", value: apiKey) }
+            if let body {
+                request.headers.add(name: "Content-Type", value: "application/json")
+                request.body = .bytes(ByteBuffer(bytes: body))
+            }
+            let response = try await client.execute(request, timeout: timeout)
+            let bytes = try await response.body.collect(upTo: 1 << 20)
+            return (Int(response.status.code), Data(bytes.readableBytesView))
+        }
+    }
+
+    // MARK: Identity
+
+    /// The credentials kept for this daemon; `nil` when the device has not signed in to it.
+    public func credentials() async throws -> DeviceCredentials? {
+        guard let credentials = try await store.credentials(), credentials.baseURL == baseURL else { return nil }
+        return credentials
+    }
+
+    /// Signs in with the user's password: the device becomes a trusted device
+    /// of the user, bound to its key, and may answer password resets.
+    @discardableResult
+    public func signIn(
+        email: String, password: String, name: String, platform: String, pushToken: String? = nil
+    ) async throws
+        -> DeviceCredentials
+    {
+        var body: [String: any Sendable] = [
+            "email": email, "password": password, "deviceName": name, "platform": platform, "publicKey": try await publicKey(),
+        ]
+        if let pushToken { body["fcmToken"] = pushToken }
+        return try await register("/api/mobile/auth/login", body)
+    }
+
+    /// Enrolls with the one-time code a relying service issued (no password):
+    /// the device answers that user's approvals, not a password reset.
+    @discardableResult
+    public func enroll(code: String, name: String, platform: String, pushToken: String? = nil) async throws -> DeviceCredentials {
+        var body: [String: any Sendable] = [
+            "enrollmentCode": code, "deviceName": name, "platform": platform, "publicKey": try await publicKey(),
+        ]
+        if let pushToken { body["fcmToken"] = pushToken }
+        return try await register("/api/mobile/auth/enroll", body)
+    }
+
+    /// Signs out: the daemon forgets the device and the store its credentials (the key stays).
+    public func signOut() async throws {
+        _ = try await call("DELETE", "/api/mobile/device", nil, as: Empty.self)
+        try await store.save(nil)
+    }
+
+    // MARK: Answering
+
+    /// What waits for this device's answer, newest first.
+    public func pending() async throws -> [PendingApproval] {
+        try await call("GET", "/api/mobile/approvals/pending", nil, as: PendingList.self).approvals
+    }
+
+    /// Waits until something waits for an answer (pull mode: asks every
+    /// `interval`), at most `timeout`; an empty list when nothing came.
+    public func waitForPending(timeout: Duration, interval: Duration = .seconds(1)) async throws -> [PendingApproval] {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let found = try await pending()
+            if !found.isEmpty || ContinuousClock.now >= deadline { return found }
+            try await Task.sleep(for: min(interval, deadline - ContinuousClock.now))
+        }
+    }
+
+    /// Answers request `requestID`, signed with the device's key: `numberCode`
+    /// when number matching is on and the answer approves; `reportFraud` with a
+    /// denial says "this was not me" (the report is part of what is signed).
+    /// Returns the request's state after the answer (`approved` or `denied`).
+    @discardableResult
+    public func answer(
+        _ requestID: String, _ decision: Decision, numberCode: String? = nil, reportFraud: Bool = false
+    ) async throws
+        -> String
+    {
+        guard let credentials = try await credentials() else { throw DeviceError.notSignedIn }
+        var body: [String: any Sendable] = ["decision": decision.rawValue]
+        if let numberCode { body["numberCode"] = numberCode }
+        if reportFraud { body["reportFraud"] = true }
+        if credentials.keyBound {
+            let payload = AnswerSignature.Payload(
+                requestId: requestID, decision: decision.rawValue, numberCode: numberCode, iat: Int(Date().timeIntervalSince1970),
+                deviceId: credentials.deviceID, fraud: reportFraud ? true : nil)
+            body["signature"] = try await AnswerSignature.sign(payload, with: try await store.signingKey())
+        }
+        return try await call("POST", "/api/mobile/approvals/\(requestID)/respond", body, as: Answered.self).status
+    }
+
+    /// The offline code the device shows at `date` (RFC 6238: 6 digits, a new
+    /// one every 30 s), for the user to type where the requester waits;
+    /// `nil` when the daemon gave no offline secret (offline codes off).
+    public func offlineCode(at date: Date = Date()) async throws -> String? {
+        guard let secret = try await credentials()?.offlineSecret.flatMap(Base32.decode) else { return nil }
+        return TOTP.code(secret: secret, step: TOTP.step(at: date))
+    }
+
+    // MARK: Calls
+
+    private struct Empty: Decodable {}
+    private struct PendingList: Decodable { var approvals: [PendingApproval] }
+    private struct Answered: Decodable { var status: String }
+    private struct ErrorBody: Decodable {
+        var error: String
+        var message: String
+    }
+    private struct Registered: Decodable {
+        struct User: Decodable {
+            var id: String
+            var email: String
+        }
+        struct Device: Decodable {
+            var id: String
+            var keyBound: Bool
+        }
+        struct Offline: Decodable { var secret: String }
+        var user: User
+        var device: Device
+        var apiKey: String
+        var offline: Offline?
+    }
+
+    private func publicKey() async throws -> [String: String] {
+        try DeviceKey(signingKey: try await store.signingKey()).jwk
+    }
+
+    private func register(_ path: String, _ body: [String: any Sendable]) async throws -> DeviceCredentials {
+        let answer = try await call("POST", path, body, as: Registered.self, signedIn: false)
+        let credentials = DeviceCredentials(
+            baseURL: baseURL, deviceID: answer.device.id, userID: answer.user.id, email: answer.user.email, apiKey: answer.apiKey,
+            keyBound: answer.device.keyBound, offlineSecret: answer.offline?.secret)
+        try await store.save(credentials)
+        return credentials
+    }
+
+    private func call<Answer: Decodable>(
+        _ method: String, _ path: String, _ body: [String: any Sendable]?, as: Answer.Type, signedIn: Bool = true
+    ) async throws -> Answer {
+        var apiKey: String?
+        if signedIn {
+            guard let credentials = try await credentials() else { throw DeviceError.notSignedIn }
+            apiKey = credentials.apiKey
+        }
+        let data = try body.map { try JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys]) }
+        let (status, answer) = try await transport(method, baseURL + path, data, apiKey)
+        guard (200..<300).contains(status) else {
+            let error = try? JSONDecoder().decode(ErrorBody.self, from: answer)
+            throw DeviceError.refused(status: status, error: error?.error ?? "http_\(status)", message: error?.message ?? "")
+        }
+        do {
+            return try JSONDecoder().decode(Answer.self, from: answer)
+        } catch {
+            throw DeviceError.unexpectedAnswer("\(method) \(path): \(error)")
+        }
+    }
+}

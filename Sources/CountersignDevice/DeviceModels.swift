@@ -1,0 +1,83 @@
+import Foundation
+
+/// A request waiting for this device's answer, as `GET /api/mobile/approvals/pending` lists it.
+public struct PendingApproval: Decodable, Sendable, Equatable {
+    public struct Requester: Decodable, Sendable, Equatable {
+        /// Where the request came from, as the daemon (or the relying service) saw it.
+        public var ip: String
+        public var userAgent: String?
+    }
+
+    public struct Integration: Decodable, Sendable, Equatable {
+        public var name: String
+    }
+
+    /// The request's id: the requester's credential too, so show it to no one and log only a hash of it.
+    public var requestId: String
+    /// `password_reset`, or the action a relying service named.
+    public var action: String
+    public var createdAt: String
+    public var expiresAt: String
+    /// Whether approving needs the number shown on the requesting screen.
+    public var numberMatching: Bool
+    public var requester: Requester
+    /// A relying service's words (absent for a password reset).
+    public var title: String?
+    public var body: String?
+    public var context: [String: String]?
+    public var integration: Integration?
+}
+
+/// A device's answer.
+public enum Decision: String, Sendable, Codable {
+    case approve
+    case deny
+}
+
+/// What a push to the device says (the `data` of an FCM message), as the app gets it.
+public enum DeviceNotice: Sendable, Equatable {
+    /// Show a prompt: a request waits for this device.
+    case approvalRequest(requestID: String, action: String, expiresAt: String, title: String?)
+    /// Take down the prompt of this request: it was answered (here or elsewhere), cancelled or expired.
+    case approvalResolved(requestID: String, status: String)
+    /// A new device joined the account: tell the user, who can remove it if it is not theirs.
+    case deviceAdded(name: String, platform: String, at: String)
+
+    /// The notice in a push's data; `nil` for anything else.
+    public init?(pushData data: [String: String]) {
+        switch data["type"] {
+        case "approval_request":
+            guard let id = data["requestId"], let action = data["action"], let expiresAt = data["expiresAt"] else { return nil }
+            self = .approvalRequest(requestID: id, action: action, expiresAt: expiresAt, title: data["title"])
+        case "approval_resolved":
+            guard let id = data["requestId"], let status = data["status"] else { return nil }
+            self = .approvalResolved(requestID: id, status: status)
+        case "device_added":
+            guard let name = data["deviceName"], let platform = data["platform"], let at = data["at"] else { return nil }
+            self = .deviceAdded(name: name, platform: platform, at: at)
+        default:
+            return nil
+        }
+    }
+}
+
+/// Why a call failed.
+public enum DeviceError: Error, Equatable, CustomStringConvertible {
+    /// The daemon answered with an error body: its status, `error` code and sentence.
+    case refused(status: Int, error: String, message: String)
+    /// No credentials in the key store for this daemon: sign in or enroll first.
+    case notSignedIn
+    /// The key store could not be read or written.
+    case keyStore(String)
+    /// The daemon's answer was not what the contract says.
+    case unexpectedAnswer(String)
+
+    public var description: String {
+        switch self {
+        case .refused(let status, let error, let message): "\(status) \(error): \(message)"
+        case .notSignedIn: "not signed in: sign in or enroll first"
+        case .keyStore(let reason): reason
+        case .unexpectedAnswer(let what): "unexpected answer: \(what)"
+        }
+    }
+}
