@@ -3,20 +3,33 @@ import Foundation
 import PostgresNIO
 
 extension PostgresStore: OfflineCodeStore {
-    public func useOfflineStep(deviceID: String, step: Int64) async throws -> Bool {
+    public func useOfflineStep(deviceID: String, step: Int64, sealed: Data, resetRight: Bool) async throws -> Bool {
         try await rows(
             """
             UPDATE devices SET offline_step = \(step)
-            WHERE id = \(deviceID) AND offline_secret IS NOT NULL AND (offline_step IS NULL OR offline_step < \(step)) RETURNING id
+            WHERE id = \(deviceID) AND offline_secret = \(sealed) AND (offline_step IS NULL OR offline_step < \(step))
+                AND (may_approve_resets OR NOT \(resetRight))
+            RETURNING id
             """
         ).count == 1
     }
 
-    public func countWrongCode(requestID: String) async throws -> Int {
+    public func takeCodeTry(requestID: String, limit: Int) async throws -> Int? {
         try await value(
             Int32.self,
-            "UPDATE approval_requests SET wrong_codes = wrong_codes + 1 WHERE id = \(requestID) AND state = 'pending' RETURNING wrong_codes"
-        ).map(Int.init) ?? 0
+            """
+            UPDATE approval_requests SET wrong_codes = wrong_codes + 1
+            WHERE id = \(requestID) AND state = 'pending' AND wrong_codes < \(limit) RETURNING wrong_codes
+            """
+        ).map(Int.init)
+    }
+
+    public func restoreBypassCode(userID: String, codeHash: String, usedAt: Date) async throws {
+        try await rows(
+            """
+            UPDATE bypass_codes SET used_at = NULL WHERE user_id = \(userID) AND code_hash = \(codeHash) AND used_at = \(usedAt.stored)
+            RETURNING user_id
+            """)
     }
 
     public func useBypassCode(userID: String, codeHash: String, passwordReset: Bool, now: Date) async throws -> Bool {

@@ -3,21 +3,34 @@ import Foundation
 import GRDB
 
 extension SQLiteStore: OfflineCodeStore {
-    public func useOfflineStep(deviceID: String, step: Int64) async throws -> Bool {
+    public func useOfflineStep(deviceID: String, step: Int64, sealed: Data, resetRight: Bool) async throws -> Bool {
         try await group.write { db in
             try db.cachedStatement(
-                sql: "UPDATE devices SET offline_step = ? WHERE id = ? AND offline_secret IS NOT NULL AND (offline_step IS NULL OR offline_step < ?)"
-            ).execute(arguments: [step, deviceID, step])
+                sql: """
+                    UPDATE devices SET offline_step = ?
+                    WHERE id = ? AND offline_secret = ? AND (offline_step IS NULL OR offline_step < ?) AND (may_approve_resets OR NOT ?)
+                    """
+            ).execute(arguments: [step, deviceID, sealed, step, resetRight])
             return db.changesCount == 1
         }
     }
 
-    public func countWrongCode(requestID: String) async throws -> Int {
+    public func takeCodeTry(requestID: String, limit: Int) async throws -> Int? {
         try await group.write { db in
             try Int.fetchOne(
                 db.cachedStatement(
-                    sql: "UPDATE approval_requests SET wrong_codes = wrong_codes + 1 WHERE id = ? AND state = 'pending' RETURNING wrong_codes"),
-                arguments: [requestID]) ?? 0
+                    sql: """
+                        UPDATE approval_requests SET wrong_codes = wrong_codes + 1
+                        WHERE id = ? AND state = 'pending' AND wrong_codes < ? RETURNING wrong_codes
+                        """),
+                arguments: [requestID, limit])
+        }
+    }
+
+    public func restoreBypassCode(userID: String, codeHash: String, usedAt: Date) async throws {
+        try await group.write { db in
+            try db.cachedStatement(sql: "UPDATE bypass_codes SET used_at = NULL WHERE user_id = ? AND code_hash = ? AND used_at = ?")
+                .execute(arguments: [userID, codeHash, usedAt.storedValue])
         }
     }
 

@@ -78,6 +78,7 @@ struct UserCommand: AsyncParsableCommand {
         @Flag(help: "Void the user's unused codes instead of issuing new ones.") var revoke = false
         @OptionGroup var database: DatabaseOptions
         @Option(help: "The daemon's secret key file (default: as `serve` finds it; also COUNTERSIGN_SECRET_KEY_FILE).") var secretKeyFile: String?
+        @Option(help: "The daemon's JSON config file, for its secretKeyFile (also COUNTERSIGN_CONFIG).") var config: String?
 
         func validate() throws {
             guard (1...100).contains(count) else { throw ValidationError("--count must be from 1 to 100") }
@@ -117,7 +118,7 @@ struct UserCommand: AsyncParsableCommand {
             var flags: [String: String] = [:]
             flags[ConfigurationLoader.database.flag] = database.database
             flags[ConfigurationLoader.secretKeyFile.flag] = secretKeyFile
-            return try ConfigurationLoader(flags: flags, environment: ProcessInfo.processInfo.environment, configFile: nil)
+            return try ConfigurationLoader(flags: flags, environment: ProcessInfo.processInfo.environment, configFile: config)
         }
     }
 

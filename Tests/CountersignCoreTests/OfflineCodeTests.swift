@@ -261,6 +261,75 @@ import Testing
         }
     }
 
+    /// However many guesses arrive at once, no more than the request's tries
+    /// are ever checked: a right code among twenty parallel wrong ones gets in
+    /// only if it drew one of the five tries.
+    @Test func parallelGuessesAreCheckedAtMostFiveTimes() async throws {
+        try await Self.withSetup { setup in
+            let request = try await setup.reset()
+            let right = setup.code(0)
+            let wrong = right == "000000" ? "000001" : "000000"
+            let outcomes = try await withThrowingTaskGroup(of: CodeAnswers.Outcome?.self) { group in
+                for index in 0..<20 { group.addTask { try? await setup.answer(index == 13 ? right : wrong, request) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            let audit = setup.harness.audit.take().events
+            let checkedWrong = audit.filter { $0.kind == .codeRefused }.count
+            let approved = outcomes.contains { if case .approved = $0 { true } else { false } }
+            #expect(checkedWrong + (approved ? 1 : 0) <= CodeAnswers.wrongCodesAllowed)
+            let stored = try #require(try await setup.harness.store.request(id: request.id))
+            #expect(stored.state == (approved ? .approved : .denied))
+        }
+    }
+
+    /// A request no one may answer (made while a fraud report silences the
+    /// user) is not approved by the user's device code, nor by a bypass code.
+    @Test func aSilencedUsersRequestTakesNoCode() async throws {
+        try await Self.withSetup { setup in
+            try await setup.harness.store.silencePrompts(userID: setup.userID, until: setup.harness.clock.now.addingTimeInterval(3600))
+            let request = try await setup.reset()
+            #expect(request.userID == nil)
+            #expect(try await setup.answer(setup.code(0), request) == .wrong)
+            let code = BypassCode.generate()
+            let now = setup.harness.clock.now
+            try await setup.harness.store.replaceBypassCodes(
+                userID: setup.userID, codeHashes: [BypassCode.hash(code, userID: setup.userID, keys: setup.codes.secrets.keys)],
+                forPasswordReset: true, expiresAt: now.addingTimeInterval(60), now: now)
+            #expect(try await setup.answer(code, request) == .wrong)
+        }
+    }
+
+    /// A bypass code typed while the device answers: if the device wins, the code is still unused.
+    @Test func aBypassCodeThatLosesTheRaceStaysUsable() async throws {
+        try await Self.withSetup { setup in
+            let code = BypassCode.generate()
+            let now = setup.harness.clock.now
+            try await setup.harness.store.replaceBypassCodes(
+                userID: setup.userID, codeHashes: [BypassCode.hash(code, userID: setup.userID, keys: setup.codes.secrets.keys)],
+                forPasswordReset: true, expiresAt: now.addingTimeInterval(86_400), now: now)
+            // Each race the device wins must leave the code usable for the next.
+            var won = false
+            for _ in 0..<8 where !won {
+                let request = try await setup.reset()
+                async let typed = Self.result { try await setup.answer(code, request) }
+                async let answered = Self.result {
+                    try await setup.broker.respond(to: request.id, userID: setup.userID, deviceID: setup.device.id, decision: .deny, numberCode: nil)
+                }
+                let (byCode, _) = await (typed, answered)
+                if case .success(.approved) = byCode { won = true }
+            }
+            let last = try await setup.answer(code, try await setup.reset())
+            if won {
+                #expect(last == .wrong, "used once")
+            } else {
+                guard case .approved = last else {
+                    Issue.record("the bypass code was spent by races it lost")
+                    return
+                }
+            }
+        }
+    }
+
     @Test func aWebhookEventSaysHowTheApprovalWasAnswered() throws {
         let prompt = ApprovalPrompt(integrationID: "acme", integrationName: "Acme", userEmail: Self.email, title: "t", body: "", context: [:])
         let now = Date()

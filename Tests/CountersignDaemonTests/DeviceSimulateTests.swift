@@ -37,11 +37,20 @@ import Glibc
             let code = try #require(initiated["numberCode"] as? String)
 
             // act: without a code it leaves the request alone; with the code it approves.
+            // The second run is the same device: its key file keeps the identity (no password asked again).
+            let keyFile = folder.appendingPathComponent("device.json").path
             let (skipped, skippedOutput) = try await Self.run(
-                ["device", "simulate", "--url", base, "--email", email, "--approve-all", "--seconds", "2"], input: "correct horse\n")
-            let (status, output) = try await Self.run(
-                ["device", "simulate", "--url", base, "--email", email, "--approve-all", "--number-code", code, "--count", "1", "--seconds", "20"],
+                ["device", "simulate", "--url", base, "--email", email, "--key-file", keyFile, "--approve-all", "--seconds", "2"],
                 input: "correct horse\n")
+            let (status, output) = try await Self.run(
+                [
+                    "device", "simulate", "--url", base, "--key-file", keyFile, "--approve-all", "--number-code", code, "--count", "1",
+                    "--seconds", "20",
+                ],
+                input: "")
+            let firstDevice = skippedOutput.firstMatch(of: /device (\S+) of/)?.1
+            #expect(firstDevice != nil && firstDevice == output.firstMatch(of: /device (\S+) of/)?.1, "\(skippedOutput)\n\(output)")
+            #expect(try TrustProcessTests.mode(keyFile) == 0o600)
 
             // check
             #expect(skipped == 0, "\(skippedOutput)")

@@ -404,7 +404,10 @@ import Testing
             defer { daemon.stop() }
             let (id, _) = try await Self.initiate(daemon.base)
             let (status, output) = try await DeviceSimulateTests.run(
-                ["device", "simulate", "--url", daemon.base, "--email", Self.email, "--offline-code", "--seconds", "1"], input: "\(Self.password)\n")
+                [
+                    "device", "simulate", "--url", daemon.base, "--email", Self.email, "--offline-code", "--seconds", "1", "--key-file",
+                    folder.appendingPathComponent("device.json").path,
+                ], input: "\(Self.password)\n")
             #expect(status == 0, "\(output)")
             let shown = try #require(output.firstMatch(of: /offline code: ([0-9]{6})/)?.1, "\(output)")
             let (approved, body) = try await Self.verify(daemon.base, id, String(shown))

@@ -684,21 +684,38 @@ extension StoreTests {
                 offlineSecret: Data([1, 2, 3])),
             maxDevices: 20)
         #expect(try await store.devices(userID: user.id).first?.offlineSecret == Data([1, 2, 3]))
-        #expect(try await store.useOfflineStep(deviceID: device.id, step: 100))
-        #expect(try await store.useOfflineStep(deviceID: device.id, step: 100) == false)
-        #expect(try await store.useOfflineStep(deviceID: device.id, step: 99) == false)
-        #expect(try await store.useOfflineStep(deviceID: device.id, step: 101))
-        // A new secret starts afresh; none (offline codes off) accepts no step.
+        let sealed = Data([1, 2, 3])
+        #expect(try await store.useOfflineStep(deviceID: device.id, step: 100, sealed: sealed, resetRight: true))
+        #expect(try await store.useOfflineStep(deviceID: device.id, step: 100, sealed: sealed, resetRight: true) == false)
+        #expect(try await store.useOfflineStep(deviceID: device.id, step: 99, sealed: sealed, resetRight: true) == false)
+        #expect(try await store.useOfflineStep(deviceID: device.id, step: 101, sealed: sealed, resetRight: true))
+        // A new secret starts afresh, and a code checked against the old one no longer counts.
         try await store.replaceAPIKey(deviceID: device.id, apiKeyHash: "k2", offlineSecret: Data([4, 5]))
         #expect(try await store.device(id: device.id)?.offlineSecret == Data([4, 5]))
-        #expect(try await store.useOfflineStep(deviceID: device.id, step: 50))
+        #expect(try await store.useOfflineStep(deviceID: device.id, step: 200, sealed: sealed, resetRight: false) == false)
+        #expect(try await store.useOfflineStep(deviceID: device.id, step: 50, sealed: Data([4, 5]), resetRight: true))
         try await store.replaceAPIKey(deviceID: device.id, apiKeyHash: "k3", offlineSecret: nil)
-        #expect(try await store.useOfflineStep(deviceID: device.id, step: 500) == false)
+        #expect(try await store.useOfflineStep(deviceID: device.id, step: 500, sealed: Data([4, 5]), resetRight: false) == false)
+        // A device an integration enrolled has no reset right: its step counts for an approval only.
+        try await store.createIntegration(
+            Integration(id: "int_1", name: "Acme", webhookURL: nil, webhookSecret: nil, enabled: true, createdAt: now), apiKeyHash: "kh")
+        _ = try await store.grantUser(integrationID: "int_1", userID: user.id, at: now)
+        try await store.createEnrollment(codeHash: "code", userID: user.id, integrationID: "int_1", createdAt: now, expiresAt: now + 600)
+        let enrolled = try #require(
+            try await store.enroll(codeHash: "code", now: now, maxDevices: 20) { userID in
+                DeviceRegistration(
+                    userID: userID, name: "tablet", platform: "android", fcmToken: nil, apiKeyHash: "k4", publicKey: nil, mayApproveResets: false,
+                    offlineSecret: Data([6]))
+            }?.device)
+        #expect(try await store.useOfflineStep(deviceID: enrolled.id, step: 10, sealed: Data([6]), resetRight: true) == false)
+        #expect(try await store.useOfflineStep(deviceID: enrolled.id, step: 10, sealed: Data([6]), resetRight: false))
 
         let request = pending("p1", user: user, at: now)
         _ = try await store.insert(request)
-        #expect(try await store.countWrongCode(requestID: "p1") == 1)
-        #expect(try await store.countWrongCode(requestID: "p1") == 2)
+        #expect(try await store.takeCodeTry(requestID: "p1", limit: 3) == 1)
+        #expect(try await store.takeCodeTry(requestID: "p1", limit: 3) == 2)
+        #expect(try await store.takeCodeTry(requestID: "p1", limit: 3) == 3)
+        #expect(try await store.takeCodeTry(requestID: "p1", limit: 3) == nil, "no try left")
         var machine = ApprovalStateMachine(request)
         guard case .persist(let approval) = machine.approveByCode(via: .offlineCode, deviceID: device.id, at: now) else {
             Issue.record("approve refused")
@@ -707,12 +724,17 @@ extension StoreTests {
         #expect(try await store.apply(approval, to: machine.request, event: nil, audit: nil, writeTime: { now }))
         let stored = try await store.request(id: "p1")
         #expect(stored?.via == .offlineCode && stored?.respondingDeviceID == device.id && stored?.deviceKeyBound == false)
-        #expect(try await store.countWrongCode(requestID: "p1") == 0, "no longer pending: nothing counted")
+        #expect(try await store.takeCodeTry(requestID: "p1", limit: 10) == nil, "no longer pending: no try")
 
         try await store.replaceBypassCodes(userID: user.id, codeHashes: ["a", "b", "c"], forPasswordReset: false, expiresAt: now + 60, now: now)
         #expect(try await store.useBypassCode(userID: user.id, codeHash: "a", passwordReset: true, now: now) == false)
         #expect(try await store.useBypassCode(userID: user.id, codeHash: "a", passwordReset: false, now: now))
         #expect(try await store.useBypassCode(userID: user.id, codeHash: "a", passwordReset: false, now: now) == false)
+        // Given back when the approval it was for lost: usable once more, once.
+        try await store.restoreBypassCode(userID: user.id, codeHash: "a", usedAt: now + 1)
+        #expect(try await store.useBypassCode(userID: user.id, codeHash: "a", passwordReset: false, now: now) == false, "not the use it gives back")
+        try await store.restoreBypassCode(userID: user.id, codeHash: "a", usedAt: now)
+        #expect(try await store.useBypassCode(userID: user.id, codeHash: "a", passwordReset: false, now: now))
         #expect(try await store.useBypassCode(userID: user.id, codeHash: "b", passwordReset: false, now: now + 60) == false)
         #expect(try await store.useBypassCode(userID: "someone else", codeHash: "b", passwordReset: false, now: now) == false)
         #expect(try await store.revokeBypassCodes(userID: user.id, now: now) == 2)

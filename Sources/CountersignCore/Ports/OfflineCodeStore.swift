@@ -6,16 +6,23 @@ import Foundation
 public protocol OfflineCodeStore: Sendable {
     func devices(userID: String) async throws -> [Device]
     /// Records `step` as the device's last accepted offline code, only if it is
-    /// later than the one recorded: `false` for a code (device, step) used
-    /// before, or older than the last one used.
-    func useOfflineStep(deviceID: String, step: Int64) async throws -> Bool
-    /// Counts one wrong code against a pending request; returns the count so
-    /// far (0 when the request is not pending).
-    func countWrongCode(requestID: String) async throws -> Int
+    /// later than the one recorded and the device still holds the secret
+    /// `sealed` (the one the code was checked against) and, with
+    /// `resetRight`, may still answer a password reset: `false` for a code
+    /// (device, step) used before, older than the last one used, or of a
+    /// secret replaced meanwhile.
+    func useOfflineStep(deviceID: String, step: Int64, sealed: Data, resetRight: Bool) async throws -> Bool
+    /// Takes one of the tries a pending request has for typed codes, before
+    /// the code is checked: the number of this try (1 for the first), or `nil`
+    /// when the request is not pending or has no try left (`limit` taken).
+    func takeCodeTry(requestID: String, limit: Int) async throws -> Int?
     /// Uses the user's bypass code stored under `codeHash`, if it is unused and
     /// valid at `now` (and issued for password resets, when `passwordReset`):
     /// `true` for the one caller that used it.
     func useBypassCode(userID: String, codeHash: String, passwordReset: Bool, now: Date) async throws -> Bool
+    /// Makes a code ``useBypassCode(userID:codeHash:passwordReset:now:)`` used at `usedAt` unused again
+    /// (the approval it was for lost to another answer).
+    func restoreBypassCode(userID: String, codeHash: String, usedAt: Date) async throws
     /// Replaces every bypass code of the user with these, in one transaction.
     func replaceBypassCodes(userID: String, codeHashes: [String], forPasswordReset: Bool, expiresAt: Date, now: Date) async throws
     /// Voids the user's unused bypass codes; returns how many there were.

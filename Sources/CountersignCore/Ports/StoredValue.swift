@@ -18,6 +18,7 @@ public enum MigratedTable: String, Sendable, CaseIterable {
     case devices
     case integrations
     case integrationGrants = "integration_grants"
+    case bypassCodes = "bypass_codes"
     case usedProofs = "used_proofs"
     case approvalRequests = "approval_requests"
     case emailResets = "email_resets"
@@ -31,7 +32,7 @@ public enum MigratedTable: String, Sendable, CaseIterable {
         switch self {
         case .approvalRequests: "state IN ('pending', 'approved')"
         case .emailResets: "state = 'active'"
-        case .enrollments: "used_at IS NULL"
+        case .enrollments, .bypassCodes: "used_at IS NULL"
         case .outbox: "state = 'pending'"
         default: "1 = 1"
         }
@@ -42,6 +43,7 @@ public enum MigratedTable: String, Sendable, CaseIterable {
         switch self {
         case .devices: ["push_enabled", "may_approve_resets"]
         case .integrations: ["enabled"]
+        case .bypassCodes: ["for_password_reset"]
         case .approvalRequests: ["device_key_bound"]
         default: []
         }
