@@ -316,6 +316,7 @@ let package = Package(
                 "MailTestSupport",
                 "PostgresTestSupport",
                 "CountersignWebhooks",
+                "CountersignDevice",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
