@@ -133,12 +133,25 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
-        // Hummingbird routes, middleware, the background services and buildApplication.
+        // The background services that keep the broker's world moving (expiry,
+        // audit writer, upkeep, push dispatch, outbox, rate-limit reports) and the metrics.
+        .target(
+            name: "CountersignServices",
+            dependencies: [
+                "CountersignCore",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ]
+        ),
+        // Hummingbird: routes, answer types, middleware and buildApplication.
         .target(
             name: "CountersignHTTP",
             dependencies: [
                 "CountersignCore",
                 "CountersignDeviceKeys",
+                "CountersignServices",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -160,6 +173,7 @@ let package = Package(
                 "CountersignPostgres",
                 "CountersignPush",
                 "CountersignHTTP",
+                "CountersignServices",
                 "CountersignMail",
                 "CountersignWebhooks",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -280,6 +294,14 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(
+            name: "CountersignServicesTests",
+            dependencies: [
+                "CountersignCore",
+                "CountersignServices",
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(

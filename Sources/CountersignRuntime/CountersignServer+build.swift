@@ -3,6 +3,7 @@ import CountersignHTTP
 import CountersignMail
 import CountersignPostgres
 import CountersignPush
+import CountersignServices
 import CountersignStore
 import CountersignWebhooks
 import Foundation
@@ -70,12 +71,9 @@ public func buildServer(
         // A cluster counts in the database, so that two nodes do not double a limit.
         rateLimits: RateLimits(configuration.rateLimits, shared: cluster, now: now),
         trustedProxies: configuration.trustedProxies,
-        retention: configuration.retention,
         decoyHash: try await hasher.decoyHash(),
         emailResets: email.resets,
         mail: email.mailer,
-        outboxDeliverers: deliverers,
-        outboxBell: bell,
         secretKeys: email.keys,
         publicURL: configuration.email.publicURL ?? configuration.listenURL,
         maxDevicesPerUser: configuration.maxDevicesPerUser,
@@ -106,10 +104,19 @@ public func buildServer(
         address: .hostname(configuration.host, port: configuration.port),
         metricsAddress: configuration.metricsListen.map { .hostname($0.host, port: $0.port) },
         onMetricsRunning: { metricsPort.set($0) },
-        // Started before the application's services, stopped after them: the
-        // push client outlives the dispatcher, the mail threads the outbox sender.
-        services: (push.map { [$0.clientService] } ?? []) + (email.mailService.map { [$0] } ?? [])
-            + [webhookClient],
+        // In start order; they stop in reverse. The push client outlives the
+        // dispatcher, the mail threads and the webhook client the outbox sender,
+        // and the audit writer the rate-limit reporter, whose last reports it stores.
+        services: (push.map { [$0.clientService] } ?? []) + (email.mailService.map { [$0] } ?? []) + [
+            webhookClient,
+            ExpiryService(broker: broker, interval: .milliseconds(250), logger: logger),
+            AuditWriter(log: audit, store: store, logger: logger),
+            MaintenanceService(store: store, retention: configuration.retention, logger: logger),
+            PushDispatcher(queue: pushQueue, accounts: store, sender: sender, audit: audit, metrics: metrics, logger: logger),
+            RateLimitReporter(limits: dependencies.rateLimits, audit: audit, logger: logger),
+        ]
+            + (deliverers.isEmpty
+                ? [] : [OutboxService(store: store, deliverers: deliverers, bell: bell, audit: audit, metrics: metrics, logger: logger)]),
         logger: logger,
         onServerRunning: { port in
             readyContinuation.yield(port)

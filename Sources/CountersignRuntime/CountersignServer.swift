@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignHTTP
+import CountersignServices
 import Hummingbird
 import Logging
 import ServiceLifecycle

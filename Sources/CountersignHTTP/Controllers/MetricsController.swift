@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignServices
 import Hummingbird
 import NIOCore
 import Prometheus

@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignServices
 import Foundation
 import Hummingbird
 import Logging

@@ -1,3 +1,4 @@
+import CountersignServices
 import HTTPTypes
 import Hummingbird
 import Logging

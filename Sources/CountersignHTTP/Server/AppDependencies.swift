@@ -1,7 +1,8 @@
 import CountersignCore
+import CountersignServices
 import Foundation
 
-/// What the HTTP application works with: built once by the runtime from its
+/// What the routes work with: built once by the runtime from its
 /// configuration, then handed to ``buildApplication(_:address:services:logger:onServerRunning:)``.
 /// Each part reaches the controllers and services only through the port it needs.
 public struct AppDependencies: Sendable {
@@ -15,8 +16,6 @@ public struct AppDependencies: Sendable {
     public var rateLimits: RateLimits
     /// Peers whose `X-Forwarded-For` is believed.
     public var trustedProxies: [IPNetwork]
-    /// How long audit events and finished requests are kept.
-    public var retention: TimeInterval
     /// A hash of nothing anyone knows, verified for unknown emails so that they
     /// cost the same bcrypt time as a wrong password.
     public var decoyHash: String
@@ -32,10 +31,6 @@ public struct AppDependencies: Sendable {
     public var emailResets: EmailResets
     /// Where mail goes; `nil` when no SMTP server is configured (nothing is queued then).
     public var mail: (any MailSender)?
-    /// Who delivers each kind of outbox item; the outbox service runs only when there is one.
-    public var outboxDeliverers: [OutboxKind: any OutboxDeliverer]
-    /// Rung when something was queued in the outbox.
-    public var outboxBell: OutboxBell
     /// Whether answers must be signed with a device key.
     public var deviceKeys: DeviceKeyPolicy
     /// The daemon's secret keys: hashes of codes, sealed outbox and idempotency answers.
@@ -58,12 +53,9 @@ public struct AppDependencies: Sendable {
         metrics: AppMetrics,
         rateLimits: RateLimits,
         trustedProxies: [IPNetwork],
-        retention: TimeInterval,
         decoyHash: String,
         emailResets: EmailResets,
         mail: (any MailSender)?,
-        outboxDeliverers: [OutboxKind: any OutboxDeliverer],
-        outboxBell: OutboxBell,
         secretKeys: SecretKeys,
         publicURL: String = "http://127.0.0.1:8080",
         maxDevicesPerUser: Int = Device.defaultMaxPerUser,
@@ -84,15 +76,12 @@ public struct AppDependencies: Sendable {
         self.metrics = metrics
         self.rateLimits = rateLimits
         self.trustedProxies = trustedProxies
-        self.retention = retention
         self.decoyHash = decoyHash
         self.longPolls = longPolls
         self.idleTimeout = idleTimeout
         self.requestTimeout = requestTimeout
         self.emailResets = emailResets
         self.mail = mail
-        self.outboxDeliverers = outboxDeliverers
-        self.outboxBell = outboxBell
         self.deviceKeys = deviceKeys
         self.secretKeys = secretKeys
         self.publicURL = publicURL

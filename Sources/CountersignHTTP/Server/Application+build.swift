@@ -1,15 +1,16 @@
 import CountersignCore
+import CountersignServices
 import Hummingbird
 import Logging
 import NIOCore
 import ServiceLifecycle
 
-/// The HTTP application: the router, and the background services that keep
-/// the broker's world moving (expiry, audit, upkeep, push), run with the server.
+/// The HTTP application: the router on its listener (and `/metrics` on its
+/// own), run with the background services the runtime made.
 ///
 /// - Parameters:
-///   - services: more services to run with the server, started before these
-///     (the push client: it must outlive the dispatcher).
+///   - services: the services to run with the server, in start order (they
+///     stop in reverse): the expiry sweep, audit writer, push dispatch, outbox…
 ///   - onServerRunning: called with the bound port once the listener is up.
 /// - Returns: the application, and every route as `METHOD /path/{parameter}`.
 public func buildApplication(
@@ -44,15 +45,7 @@ public func buildApplication(
         // 256 a burst overflows it, and the kernel drops connections that then
         // retry a second later. The kernel caps it at net.core.somaxconn.
         configuration: .init(address: address, serverName: "countersign", backlog: 4096),
-        services: services + (metricsServer.map { [$0] } ?? []) + [
-            ExpiryService(broker: dependencies.broker, interval: .milliseconds(250), logger: logger),
-            AuditWriter(log: dependencies.audit, store: dependencies.store, logger: logger),
-            MaintenanceService(store: dependencies.store, retention: dependencies.retention, logger: logger),
-            PushDispatcher(
-                queue: dependencies.pushQueue, accounts: dependencies.store, sender: dependencies.pushSender, audit: dependencies.audit,
-                metrics: dependencies.metrics, logger: logger),
-            RateLimitReporter(limits: dependencies.rateLimits, audit: dependencies.audit, logger: logger),
-        ] + outboxServices(dependencies, logger: logger),
+        services: services + (metricsServer.map { [$0] } ?? []),
         onServerRunning: { channel in
             logger.info("listening", metadata: ["address": "\(channel.localAddress?.description ?? "?")"])
             await onServerRunning(channel.localAddress?.port ?? 0)
@@ -60,16 +53,6 @@ public func buildApplication(
         logger: logger
     )
     return (application, router.routes.map { "\($0.method.rawValue) \($0.path)" })
-}
-
-/// The outbox sender, when something can deliver (mail is configured).
-func outboxServices(_ dependencies: AppDependencies, logger: Logger) -> [any Service] {
-    guard !dependencies.outboxDeliverers.isEmpty else { return [] }
-    return [
-        OutboxService(
-            store: dependencies.store, deliverers: dependencies.outboxDeliverers, bell: dependencies.outboxBell, audit: dependencies.audit,
-            metrics: dependencies.metrics, logger: logger)
-    ]
 }
 
 /// Every route of the API, behind the middleware chain.

@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignServices
 import NIOCore
 import Synchronization
 

@@ -4,13 +4,19 @@ import Logging
 import ServiceLifecycle
 
 /// Hourly upkeep: prunes audit events and finished requests past the retention.
-struct MaintenanceService: Service {
+public struct MaintenanceService: Service {
     let store: any StoreMaintenance
     let retention: TimeInterval
     let logger: Logger
     var interval: Duration = .seconds(3600)
 
-    func run() async throws {
+    public init(store: any StoreMaintenance, retention: TimeInterval, logger: Logger) {
+        self.store = store
+        self.retention = retention
+        self.logger = logger
+    }
+
+    public func run() async throws {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             let cutoff = Date().addingTimeInterval(-retention)
             do {

@@ -5,7 +5,7 @@ import ServiceLifecycle
 /// Takes push jobs from the broker's queue, finds the user's push-enabled
 /// devices and hands each message to the ``PushSender``, with at most
 /// `maxConcurrent` sends in flight.
-struct PushDispatcher: Service {
+public struct PushDispatcher: Service {
     let queue: PushQueue
     let accounts: any PushTargetStore
     let sender: any PushSender
@@ -14,7 +14,16 @@ struct PushDispatcher: Service {
     let logger: Logger
     var maxConcurrent = 64
 
-    func run() async throws {
+    public init(queue: PushQueue, accounts: any PushTargetStore, sender: any PushSender, audit: AuditLog, metrics: AppMetrics, logger: Logger) {
+        self.queue = queue
+        self.accounts = accounts
+        self.sender = sender
+        self.audit = audit
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    public func run() async throws {
         await withTaskGroup(of: Void.self) { group in
             var inFlight = 0
             for await job in queue.cancelOnGracefulShutdown() {

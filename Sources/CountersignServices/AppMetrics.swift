@@ -1,6 +1,5 @@
 import CountersignCore
 import Foundation
-import Hummingbird
 import Metrics
 import Prometheus
 import Synchronization
@@ -45,7 +44,7 @@ public final class AppMetrics: Sendable {
     }
     private let httpHandles = Mutex<[HTTPSeries: (counter: Metrics.Counter, timer: Metrics.Timer)]>([:])
 
-    func httpRequest(method: String, route: String, status: Int, duration: Duration) {
+    public func httpRequest(method: String, route: String, status: Int, duration: Duration) {
         let series = HTTPSeries(method: method, route: route, status: status)
         // Made once per series: the registry's lookup takes its global lock and hashes every label.
         let handles =
@@ -71,43 +70,43 @@ public final class AppMetrics: Sendable {
         ).increment()
     }
 
-    func push(type: String, outcome: PushOutcome) {
+    public func push(type: String, outcome: PushOutcome) {
         Counter(label: Name.pushes, dimensions: [("type", type), ("outcome", outcome.rawValue)], factory: factory).increment()
     }
 
-    func rateLimited(_ name: RateLimitName) {
+    public func rateLimited(_ name: RateLimitName) {
         Counter(label: Name.rateLimited, dimensions: [("limit", name.rawValue)], factory: factory).increment()
     }
 
     /// Jobs waiting for the dispatcher, and jobs dropped so far because the queue was full.
-    func pushQueue(waiting: Int, dropped: Int) {
+    public func pushQueue(waiting: Int, dropped: Int) {
         Gauge(label: Name.pushQueueWaiting, factory: factory).record(waiting)
         Gauge(label: Name.pushQueueDropped, factory: factory).record(dropped)
     }
 
     /// One outbox item's attempt ended: `delivered`, `retried`, `failed` or `dropped`.
-    func outbox(kind: OutboxKind, outcome: String) {
+    public func outbox(kind: OutboxKind, outcome: String) {
         Counter(label: Name.outbox, dimensions: [("kind", kind.rawValue), ("outcome", outcome)], factory: factory).increment()
     }
 
     /// Outbox items still waiting to go, by kind.
-    func outboxWaiting(_ depth: [OutboxKind: Int]) {
+    public func outboxWaiting(_ depth: [OutboxKind: Int]) {
         for kind in OutboxKind.allCases {
             Gauge(label: Name.outboxWaiting, dimensions: [("kind", kind.rawValue)], factory: factory).record(depth[kind] ?? 0)
         }
     }
 
     /// A connection closed at once: its address held as many as allowed.
-    func connectionRefused() {
+    public func connectionRefused() {
         Counter(label: Name.connectionsRefused, factory: factory).increment()
     }
 
     /// Long polls held open now, waiting for a change (all addresses).
-    func longPollsWaiting(_ held: Int) {
+    public func longPollsWaiting(_ held: Int) {
         Gauge(label: Name.longPollsWaiting, factory: factory).record(held)
     }
 
-    func live(_ counts: [ApprovalState: Int]) {
+    public func live(_ counts: [ApprovalState: Int]) {
         for state in [ApprovalState.pending, .approved] {
             Gauge(label: Name.liveRequests, dimensions: [("state", state.rawValue)], factory: factory).record(counts[state] ?? 0)
         }

@@ -7,13 +7,19 @@ import ServiceLifecycle
 /// and one log line carrying the count, when the window ends (every second it
 /// looks), and for the windows still open when the daemon shuts down. Listed
 /// after the audit writer, so it shuts down first and the writer stores its last reports.
-struct RateLimitReporter: Service {
+public struct RateLimitReporter: Service {
     let limits: RateLimits
     let audit: AuditLog
     let logger: Logger
     var interval: Duration = .seconds(1)
 
-    func run() async throws {
+    public init(limits: RateLimits, audit: AuditLog, logger: Logger) {
+        self.limits = limits
+        self.audit = audit
+        self.logger = logger
+    }
+
+    public func run() async throws {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             report(limits.takeReports())
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }

@@ -5,15 +5,22 @@ import Logging
 /// A device joined a user (login, enrollment): each of the user's other
 /// push-enabled devices is told, and the audit trail records it, so that a
 /// device nobody expected is noticed on the phone the user holds.
-struct DeviceArrivals: Sendable {
+public struct DeviceArrivals: Sendable {
     let accounts: any PushTargetStore
     let pushQueue: PushQueue
     let audit: AuditLog
     /// The most devices a user may have.
-    let maxPerUser: Int
+    public let maxPerUser: Int
+
+    public init(accounts: any PushTargetStore, pushQueue: PushQueue, audit: AuditLog, maxPerUser: Int) {
+        self.accounts = accounts
+        self.pushQueue = pushQueue
+        self.audit = audit
+        self.maxPerUser = maxPerUser
+    }
 
     /// Announces `device` if the user has another device; `route` is `login` or `enroll`.
-    func announce(_ device: Device, route: String, integrationName: String? = nil, context: AuditContext, logger: Logger) async {
+    public func announce(_ device: Device, route: String, integrationName: String? = nil, context: AuditContext, logger: Logger) async {
         let others: [Device]
         do {
             others = try await accounts.devices(userID: device.userID).filter { $0.id != device.id }

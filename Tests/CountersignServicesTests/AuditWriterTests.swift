@@ -4,7 +4,7 @@ import Logging
 import Synchronization
 import Testing
 
-@testable import CountersignHTTP
+@testable import CountersignServices
 
 /// http-api.md: every security event is appended to the audit log. A
 /// database that does not answer for a while delays events; it loses none.

@@ -11,7 +11,7 @@ import ServiceLifecycle
 ///
 /// Wakes when the bell rings (something was queued) and once per
 /// `pollInterval` for rows whose next attempt has come.
-struct OutboxService: Service, CustomStringConvertible {
+public struct OutboxService: Service, CustomStringConvertible {
     let store: any OutboxStore
     let deliverers: [OutboxKind: any OutboxDeliverer]
     let bell: OutboxBell
@@ -24,6 +24,18 @@ struct OutboxService: Service, CustomStringConvertible {
     /// Rows claimed and sent at once.
     var batch = 8
     var retry = RetryPolicy()
+
+    public init(
+        store: any OutboxStore, deliverers: [OutboxKind: any OutboxDeliverer], bell: OutboxBell, audit: AuditLog, metrics: AppMetrics,
+        logger: Logger
+    ) {
+        self.store = store
+        self.deliverers = deliverers
+        self.bell = bell
+        self.audit = audit
+        self.metrics = metrics
+        self.logger = logger
+    }
 
     /// Exponential back-off with jitter: attempt n waits `base · 2^(n-1)`
     /// seconds, at most `cap`, times a random factor from 0.5 to 1.
@@ -47,9 +59,9 @@ struct OutboxService: Service, CustomStringConvertible {
     }
 
     /// What service-lifecycle logs at start: the kinds, not the deliverers' innards (keys, templates).
-    var description: String { "OutboxService(\(deliverers.keys.map(\.rawValue).sorted().joined(separator: ", ")))" }
+    public var description: String { "OutboxService(\(deliverers.keys.map(\.rawValue).sorted().joined(separator: ", ")))" }
 
-    func run() async throws {
+    public func run() async throws {
         // One node owns every lease at start: whatever a killed process held is due again.
         do {
             try await store.releaseOutboxLeases()

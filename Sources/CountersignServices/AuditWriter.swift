@@ -7,14 +7,26 @@ import ServiceLifecycle
 /// per wake-up; on shutdown it writes what is left. While the database does
 /// not answer (``StoreUnavailable``), the events wait in the log (bounded by
 /// its capacity) and are tried again after a pause.
-struct AuditWriter: Service {
+public struct AuditWriter: Service {
     let log: AuditLog
     let store: any AuditStore
     let logger: Logger
     var firstPause = Duration.milliseconds(500)
     var longestPause = Duration.seconds(5)
 
-    func run() async throws {
+    /// - Parameters:
+    ///   - firstPause: after a failed write, the wait before the next; doubled each time up to `longestPause`.
+    public init(
+        log: AuditLog, store: any AuditStore, logger: Logger, firstPause: Duration = .milliseconds(500), longestPause: Duration = .seconds(5)
+    ) {
+        self.log = log
+        self.store = store
+        self.logger = logger
+        self.firstPause = firstPause
+        self.longestPause = longestPause
+    }
+
+    public func run() async throws {
         var pause = firstPause
         for await _ in log.wakeups.cancelOnGracefulShutdown() {
             if await flush() {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import CountersignHTTP
+@testable import CountersignServices
 
 /// email-reset.md: a mail failing for now is retried until its code expires, then dropped.
 @Suite struct OutboxRetryTests {
