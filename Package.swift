@@ -3,7 +3,7 @@ import PackageDescription
 
 let package = Package(
     name: "countersign",
-    platforms: [.macOS(.v15)],
+    platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .executable(name: "countersign", targets: ["countersign"]),
         // The phone's side, for app developers: sign in or enroll, answer signed, offline codes, push notices.

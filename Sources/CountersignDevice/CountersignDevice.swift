@@ -96,8 +96,13 @@ public actor CountersignDevice {
     }
 
     /// Signs out: the daemon forgets the device and the store its credentials (the key stays).
+    /// A device the daemon no longer knows (revoked, or its key refreshed elsewhere) is forgotten all the same.
     public func signOut() async throws {
-        _ = try await call("DELETE", "/api/mobile/device", nil, as: Empty.self)
+        do {
+            _ = try await call("DELETE", "/api/mobile/device", nil, as: Empty.self)
+        } catch DeviceError.refused(let status, _, _) where status == 401 {
+            // Already gone on the daemon's side.
+        }
         try await store.save(nil)
     }
 

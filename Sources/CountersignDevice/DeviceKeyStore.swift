@@ -4,11 +4,14 @@ import JWTKit
 /// What the daemon gave a device when it signed in or enrolled: kept by a
 /// ``DeviceKeyStore`` beside the device's key, so that the device keeps its
 /// identity across runs (one trusted device, not one per start).
-public struct DeviceCredentials: Codable, Sendable, Equatable {
+public struct DeviceCredentials: Codable, Sendable, Equatable, CustomStringConvertible {
     /// The daemon's address, e.g. `https://auth.example.com`.
     public var baseURL: String
+    /// The device's id, as `device list` and the `/v1` device routes name it.
     public var deviceID: String
+    /// The user's id.
     public var userID: String
+    /// The user's email, as the daemon stores it (lower case).
     public var email: String
     /// The device's API key (`X-API-Key`): a credential, keep it like a password.
     public var apiKey: String
@@ -17,6 +20,7 @@ public struct DeviceCredentials: Codable, Sendable, Equatable {
     /// The offline-code secret (base32), when the daemon runs with offline codes on: a credential too.
     public var offlineSecret: String?
 
+    /// Credentials as a sign-in or enrollment answer gave them.
     public init(
         baseURL: String, deviceID: String, userID: String, email: String, apiKey: String, keyBound: Bool, offlineSecret: String?
     ) {
@@ -28,6 +32,11 @@ public struct DeviceCredentials: Codable, Sendable, Equatable {
         self.keyBound = keyBound
         self.offlineSecret = offlineSecret
     }
+
+    /// Names the device; never shows the API key or the offline secret.
+    public var description: String {
+        "DeviceCredentials(device \(deviceID) of \(email) at \(baseURL), key-bound: \(keyBound), offline codes: \(offlineSecret != nil))"
+    }
 }
 
 /// Where a device keeps its P-256 signing key and its ``DeviceCredentials``.
@@ -35,7 +44,7 @@ public struct DeviceCredentials: Codable, Sendable, Equatable {
 /// ``FileKeyStore`` keeps both in one file (mode 0600): right for a test
 /// device, a command-line tool or a server-side agent. A phone app keeps the
 /// credentials in the Keychain / Keystore, and its key where the platform
-/// protects it best; see the README's note on the Secure Enclave.
+/// protects it best; see `docs/phone-app.md` on the Secure Enclave.
 public protocol DeviceKeyStore: Sendable {
     /// The key the device signs its answers with: made on the first call, the same on every later one.
     func signingKey() async throws -> ES256PrivateKey
@@ -49,6 +58,7 @@ public protocol DeviceKeyStore: Sendable {
 /// PEM, the credentials beside it). Not for a phone: there the key belongs in
 /// the platform's key store.
 public actor FileKeyStore: DeviceKeyStore {
+    /// The file's path.
     public nonisolated let path: String
     private var cached: Contents?
 
@@ -57,6 +67,7 @@ public actor FileKeyStore: DeviceKeyStore {
         var credentials: DeviceCredentials?
     }
 
+    /// The store in the file at `path`, made (with a new key) on first use.
     public init(path: String) {
         self.path = path
     }
@@ -75,43 +86,74 @@ public actor FileKeyStore: DeviceKeyStore {
         try write(contents)
     }
 
-    /// The file's contents; a new key (written at once) when there is no file yet.
+    /// The file's contents; a new key (written at once) when there is no file
+    /// yet. Only a file that does not exist is made anew: one that cannot be
+    /// read is an error, never replaced.
     private func load() throws -> Contents {
         if let cached { return cached }
-        let contents: Contents
-        if let data = FileManager.default.contents(atPath: path) {
-            do {
-                contents = try JSONDecoder().decode(Contents.self, from: data)
-            } catch {
-                throw DeviceError.keyStore("\(path) is not a device key file: \(error)")
+        guard let data = try Self.read(path) else {
+            let made = Contents(privateKeyPEM: ES256PrivateKey().pemRepresentation, credentials: nil)
+            // Another process may make the file at the same moment: the first one made is the device's.
+            if try write(made, replacing: false) {
+                return made
             }
-        } else {
-            contents = Contents(privateKeyPEM: ES256PrivateKey().pemRepresentation, credentials: nil)
-            try write(contents)
+            return try load()
         }
-        cached = contents
-        return contents
+        do {
+            let contents = try JSONDecoder().decode(Contents.self, from: data)
+            _ = try ES256PrivateKey(pem: contents.privateKeyPEM)
+            cached = contents
+            return contents
+        } catch {
+            throw DeviceError.keyStore("\(path) is not a device key file: \(error)")
+        }
+    }
+
+    /// The bytes at `path`; `nil` only when there is no such file.
+    private static func read(_ path: String) throws -> Data? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            if errno == ENOENT { return nil }
+            throw DeviceError.keyStore("cannot read \(path): \(String(cString: strerror(errno)))")
+        }
+        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+        do {
+            return try handle.readToEnd() ?? Data()
+        } catch {
+            throw DeviceError.keyStore("cannot read \(path): \(error)")
+        }
     }
 
     /// Replaces the file whole: a temporary file, created readable by its owner
     /// only (never wider, not even for a moment), synced, then renamed over it.
     private func write(_ contents: Contents) throws {
+        _ = try write(contents, replacing: true)
+    }
+
+    /// Writes `contents` to the file, whole; without `replacing`, only if there
+    /// is no file yet (`false` then, writing nothing).
+    private func write(_ contents: Contents, replacing: Bool) throws -> Bool {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let data = try encoder.encode(contents)
-        let temporary = path + ".tmp-\(getpid())"
-        unlink(temporary)
+        let temporary = path + ".tmp-" + UUID().uuidString
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw DeviceError.keyStore("cannot create \(temporary): \(String(cString: strerror(errno)))") }
+        defer { unlink(temporary) }
         let written = data.withUnsafeBytes { Foundation.write(descriptor, $0.baseAddress, $0.count) }
         let synced = fsync(descriptor) == 0
         close(descriptor)
-        guard written == data.count, synced, rename(temporary, path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            unlink(temporary)
-            throw DeviceError.keyStore("cannot write \(path): \(reason)")
+        guard written == data.count, synced else {
+            throw DeviceError.keyStore("cannot write \(temporary): \(String(cString: strerror(errno)))")
+        }
+        if replacing {
+            guard rename(temporary, path) == 0 else { throw DeviceError.keyStore("cannot replace \(path): \(String(cString: strerror(errno)))") }
+        } else if link(temporary, path) != 0 {
+            if errno == EEXIST { return false }
+            throw DeviceError.keyStore("cannot create \(path): \(String(cString: strerror(errno)))")
         }
         cached = contents
+        return true
     }
 }
 
@@ -120,6 +162,7 @@ public actor MemoryKeyStore: DeviceKeyStore {
     private let key = ES256PrivateKey()
     private var kept: DeviceCredentials?
 
+    /// A new device: a fresh key, no credentials.
     public init() {}
 
     public func signingKey() async throws -> ES256PrivateKey { key }

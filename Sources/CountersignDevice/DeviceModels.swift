@@ -5,10 +5,13 @@ public struct PendingApproval: Decodable, Sendable, Equatable {
     public struct Requester: Decodable, Sendable, Equatable {
         /// Where the request came from, as the daemon (or the relying service) saw it.
         public var ip: String
+        /// The requesting program, when it said.
         public var userAgent: String?
     }
 
+    /// The relying service that asked.
     public struct Integration: Decodable, Sendable, Equatable {
+        /// Its name, as the operator gave it.
         public var name: String
     }
 
@@ -16,21 +19,29 @@ public struct PendingApproval: Decodable, Sendable, Equatable {
     public var requestId: String
     /// `password_reset`, or the action a relying service named.
     public var action: String
+    /// When it was made (ISO 8601).
     public var createdAt: String
+    /// When it stops waiting (ISO 8601): answer before.
     public var expiresAt: String
     /// Whether approving needs the number shown on the requesting screen.
     public var numberMatching: Bool
+    /// Who asked, as far as the daemon knows.
     public var requester: Requester
-    /// A relying service's words (absent for a password reset).
+    /// A relying service's words (absent for a password reset): the prompt's title,
     public var title: String?
+    /// its text,
     public var body: String?
+    /// and the details it asked to show (say, the amount and the payee).
     public var context: [String: String]?
+    /// The relying service that asked; absent for a password reset.
     public var integration: Integration?
 }
 
 /// A device's answer.
 public enum Decision: String, Sendable, Codable {
+    /// Yes, this was me.
     case approve
+    /// No; with `reportFraud`, "this was not me".
     case deny
 }
 
@@ -72,6 +83,7 @@ public enum DeviceError: Error, Equatable, CustomStringConvertible {
     /// The daemon's answer was not what the contract says.
     case unexpectedAnswer(String)
 
+    /// One line for a person.
     public var description: String {
         switch self {
         case .refused(let status, let error, let message): "\(status) \(error): \(message)"

@@ -51,6 +51,21 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        do {
+            try await simulate()
+        } catch let failure as Failure {
+            // A failure of the run, not of its usage: one line, exit 1.
+            FileHandle.standardError.write(Data("countersign device simulate: \(failure.message)\n".utf8))
+            throw ExitCode.failure
+        }
+    }
+
+    /// Why a run failed.
+    struct Failure: Error {
+        let message: String
+    }
+
+    func simulate() async throws {
         let device = CountersignDevice(baseURL: url, store: FileKeyStore(path: keyFile))
         let credentials = try await signedIn(device)
         print("device \(credentials.deviceID) of \(credentials.email), key-bound: \(credentials.keyBound) (kept in \(keyFile))")
@@ -58,6 +73,10 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
             throw ValidationError("the daemon gave this device no offline secret (it runs with --offline-codes off)")
         }
         var codes = try numberCodes.map(Self.numberCodes(in:)) ?? [:]
+        if let numberCodes, codes.isEmpty {
+            print("warning: \(numberCodes) holds no requester's answer with a number code (one JSON object a line)")
+        }
+        var refused = 0
         let deadline = seconds.map { ContinuousClock.now + .seconds($0) }
         var seen: Set<String> = []
         var answered = 0
@@ -74,7 +93,15 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
                 try await Task.sleep(for: .milliseconds(500))
                 continue
             }
-            for item in try await device.pending() where !seen.contains(item.requestId) {
+            let pending: [PendingApproval]
+            do {
+                pending = try await device.pending()
+            } catch DeviceError.refused(let status, _, _) where status == 401 {
+                throw Failure(
+                    message: "the daemon no longer knows device \(credentials.deviceID) (revoked, or a new database): "
+                        + "delete \(keyFile) and sign in again")
+            }
+            for item in pending where !seen.contains(item.requestId) {
                 seen.insert(item.requestId)
                 let decision: Decision
                 let answerCode: String?
@@ -94,6 +121,7 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
                         item.requestId, decision, numberCode: answerCode, reportFraud: reportFraud && decision == .deny)
                 } catch let error as DeviceError {
                     outcome = error.description
+                    refused += 1
                 }
                 print("answered \(Self.reference(item.requestId)): \(decision.rawValue) → \(outcome)")
                 answered += 1
@@ -101,11 +129,19 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
             }
             try await Task.sleep(for: .milliseconds(500))
         }
+        if refused > 0 { throw Failure(message: "\(refused) answer(s) refused") }
+        if let count, answered < count { throw Failure(message: "answered \(answered) of \(count) before --seconds ran out") }
     }
 
     /// The device's credentials: kept from an earlier run, or made now by signing in or enrolling.
     func signedIn(_ device: CountersignDevice) async throws -> DeviceCredentials {
-        if let kept = try await device.credentials(), email.map({ User.normalize(email: $0) == kept.email }) ?? true, enrollmentCode == nil {
+        if let kept = try await device.credentials() {
+            // The key file is one device: asked to be another, it says so rather than leave this one behind, trusted.
+            if enrollmentCode != nil || email.map({ User.normalize(email: $0) != kept.email }) == true {
+                throw Failure(
+                    message: "\(keyFile) already holds device \(kept.deviceID) of \(kept.email): use another --key-file, "
+                        + "or revoke that device (countersign device revoke \(kept.deviceID)) and delete the file")
+            }
             return kept
         }
         do {
@@ -120,7 +156,7 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
             }
             return try await device.signIn(email: email, password: password, name: name, platform: "countersign-simulator")
         } catch let error as DeviceError {
-            throw ValidationError("sign-in refused: \(error)")
+            throw Failure(message: "sign-in refused: \(error)")
         }
     }
 

@@ -100,6 +100,47 @@ import Testing
         }
     }
 
+    /// A key file that cannot be read, or holds something else, is an error: never replaced by a new device.
+    @Test func aKeyFileThatCannotBeReadIsNeverReplaced() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            let corrupt = folder.appendingPathComponent("corrupt.json").path
+            try Data("not json".utf8).write(to: URL(fileURLWithPath: corrupt))
+            await #expect(throws: DeviceError.self) { try await FileKeyStore(path: corrupt).signingKey() }
+            #expect(FileManager.default.contents(atPath: corrupt) == Data("not json".utf8))
+            let directory = folder.appendingPathComponent("a-directory").path
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+            await #expect(throws: DeviceError.self) { try await FileKeyStore(path: directory).signingKey() }
+            // A new path gets a key, the same on every later read and from another store.
+            let fresh = folder.appendingPathComponent("fresh.json").path
+            let key = try await FileKeyStore(path: fresh).signingKey()
+            #expect(try await FileKeyStore(path: fresh).signingKey() == key)
+            #expect(try TrustProcessTests.mode(fresh) == 0o600)
+        }
+    }
+
+    /// `device simulate` asked to be another account on a key file that holds a device says so (exit 1) and leaves it as it was.
+    @Test func theSimulatorRefusesToTurnItsKeyFileIntoAnotherDevice() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            let (daemon, database) = try await OfflineCodeProcessTests.start(folder)
+            defer { daemon.stop() }
+            let keyFile = folder.appendingPathComponent("phone.json").path
+            let first = try await DeviceSimulateTests.run(
+                ["device", "simulate", "--url", daemon.base, "--email", Self.email, "--key-file", keyFile, "--seconds", "1"],
+                input: "\(OfflineCodeProcessTests.password)\n")
+            #expect(first.status == 0, "\(first.output)")
+            let before = FileManager.default.contents(atPath: keyFile)
+            let other = try await DeviceSimulateTests.run(
+                ["device", "simulate", "--url", daemon.base, "--email", "bo@example.com", "--key-file", keyFile, "--seconds", "1"],
+                input: "whatever\n")
+            #expect(other.status == 1, "\(other.output)")
+            #expect(other.output.contains("already holds device"), "\(other.output)")
+            #expect(!other.output.contains("USAGE"), "a failure of the run, not of its usage")
+            #expect(FileManager.default.contents(atPath: keyFile) == before)
+            let devices = try await DaemonProcessTests.command(["device", "list", Self.email, "--database", database])
+            #expect(devices.output.components(separatedBy: "countersign device simulate").count == 2, "one device: \(devices.output)")
+        }
+    }
+
     @Test func pushNoticesAreRead() {
         #expect(
             DeviceNotice(pushData: ["type": "approval_request", "requestId": "r", "action": "login", "expiresAt": "t", "title": "Sign in?"])

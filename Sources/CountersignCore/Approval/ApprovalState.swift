@@ -1,5 +1,5 @@
 /// The life of an approval request. The only transitions are those of
-/// ``ApprovalStateMachine``; see the table in `docs/openapi.yaml` and the README.
+/// ``ApprovalStateMachine``; see the table in `docs/openapi.yaml` and `docs/phone-app.md`.
 public enum ApprovalState: String, Sendable, Codable, CaseIterable {
     /// Waiting for a trusted device to answer; ends at `expiresAt`.
     case pending
