@@ -23,6 +23,7 @@ import urllib.error
 import urllib.request
 
 from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -120,8 +121,16 @@ def main():
             driver.find_element(By.ID, "password").send_keys(password)
             driver.find_element(By.ID, "confirm").send_keys(confirm)
             driver.find_element(By.ID, "submit").click()
-            # The next page has replaced this one.
-            WebDriverWait(driver, 10).until(expected_conditions.staleness_of(old_form))
+
+            # The next page has replaced this one. Chromium reports a node of a page
+            # already gone either as stale or as "does not belong to the document".
+            def replaced(_):
+                try:
+                    old_form.is_enabled()
+                    return False
+                except WebDriverException:
+                    return True
+            WebDriverWait(driver, 10).until(replaced)
 
         def expect_title(title):
             WebDriverWait(driver, 10).until(expected_conditions.title_is(title), f"expected the page {title!r}, got {driver.title!r}")
