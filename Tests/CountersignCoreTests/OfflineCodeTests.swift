@@ -213,8 +213,7 @@ import Testing
                 integrationID: "acme", integrationName: "Acme", userEmail: Self.email, title: "Sign in?", body: "", context: [:])
             let approval = try await setup.broker.initiate(
                 for: .user(id: setup.userID), action: ApprovalAction(rawValue: "sign_in")!, newPasswordHash: nil,
-                requester: ApprovalBrokerTests.requester, prompt: prompt
-            ).request
+                requester: ApprovalBrokerTests.requester, prompt: prompt, draft: setup.broker.draft())
             guard case .approved = try await setup.answer(setup.code(0), approval) else {
                 Issue.record("the enrolled device's code did not approve its integration's approval")
                 return

@@ -123,3 +123,14 @@ private final class PromptBox: Sendable, Equatable {
         lhs.prompt == rhs.prompt
     }
 }
+
+/// A request's identity before it is made (``ApprovalBroker/draft(ttl:numberMatching:)``).
+public struct ApprovalDraft: Sendable, Equatable {
+    /// The request id, the requester's credential.
+    public var id: String
+    /// The number the requester shows, when matching is on (stored only as a salted hash).
+    public var numberCode: String?
+    public var createdAt: Date
+    /// When it stops being pending.
+    public var expiresAt: Date
+}

@@ -123,8 +123,28 @@ public actor ApprovalBroker {
     ) async throws -> (request: ApprovalRequest, numberCode: String?) {
         let logger = requestLogger ?? self.logger
         let recipient = try await recipient(forEmail: email, context: context, logger: logger)
-        return try await initiate(
-            for: recipient, action: action, newPasswordHash: newPasswordHash, requester: requester, context: context, logger: logger)
+        let draft = draft()
+        return (
+            try await initiate(
+                for: recipient, action: action, newPasswordHash: newPasswordHash, requester: requester, draft: draft, context: context,
+                logger: logger),
+            draft.numberCode
+        )
+    }
+
+    /// A request's identity before it exists: its id, its number code (when
+    /// matching is on) and its times, on the broker's clock. A caller that must
+    /// answer for the request inside its insert (an idempotent create stores
+    /// its first answer there) makes the draft first.
+    ///
+    /// - Parameters:
+    ///   - ttl: how long it stays pending; by default the configured request TTL.
+    ///   - numberMatching: by default the configured setting.
+    public nonisolated func draft(ttl: TimeInterval? = nil, numberMatching: Bool? = nil) -> ApprovalDraft {
+        let now = now()
+        return ApprovalDraft(
+            id: SecureToken.requestID(), numberCode: (numberMatching ?? configuration.numberMatching) ? NumberCode.generate() : nil,
+            createdAt: now, expiresAt: now.addingTimeInterval(ttl ?? configuration.requestTTL))
     }
 
     /// Decides whom a request for `email` is for, on the broker's clock.
@@ -148,15 +168,14 @@ public actor ApprovalBroker {
         return .silenced(userID: user.id)
     }
 
-    /// Starts a request for `recipient`, replacing (cancelling) its pending one
-    /// of the same action (and integration).
+    /// Starts the request `draft` describes for `recipient`, replacing
+    /// (cancelling) its pending one of the same action (and integration).
     ///
     /// - Parameters:
     ///   - newPasswordHash: for a password reset, what completing it sets.
     ///   - prompt: what an integration asks to show; `nil` for the phone reset.
-    ///   - ttl: how long it stays pending; by default the configured request TTL.
-    ///   - numberMatching: by default the configured setting.
-    ///   - idempotency: stores the first answer under an integration's key, in
+    ///   - draft: its id, number code and times (``draft(ttl:numberMatching:)``).
+    ///   - idempotency: the first answer under an integration's key, stored in
     ///     the insert's transaction; a key already taken throws ``IdempotencyKeyTaken``.
     public func initiate(
         for recipient: Recipient,
@@ -164,35 +183,28 @@ public actor ApprovalBroker {
         newPasswordHash: String?,
         requester: RequesterInfo,
         prompt: ApprovalPrompt? = nil,
-        ttl: TimeInterval? = nil,
-        numberMatching: Bool? = nil,
-        idempotency: IdempotencyClaim? = nil,
+        draft: ApprovalDraft,
+        idempotency record: IdempotencyRecord? = nil,
         context: AuditContext = .system,
         logger requestLogger: Logger? = nil
-    ) async throws -> (request: ApprovalRequest, numberCode: String?) {
+    ) async throws -> ApprovalRequest {
         let logger = requestLogger ?? self.logger
-        let now = now()
-        let code = (numberMatching ?? configuration.numberMatching) ? NumberCode.generate() : nil
+        let now = draft.createdAt
         let request = ApprovalRequest(
-            id: SecureToken.requestID(),
+            id: draft.id,
             userID: recipient.approverID,
             subject: recipient.subject,
             action: action,
             state: .pending,
             createdAt: now,
-            expiresAt: now.addingTimeInterval(ttl ?? configuration.requestTTL),
+            expiresAt: draft.expiresAt,
             completionWindow: configuration.completionWindow,
             updatedAt: now,
-            numberCode: code.map(NumberCode.seal),
+            numberCode: draft.numberCode.map(NumberCode.seal),
             newPasswordHash: newPasswordHash,
             requester: requester,
             prompt: prompt
         )
-        let record = try idempotency.map { claim in
-            IdempotencyRecord(
-                integrationID: claim.integrationID, key: claim.key, requestHash: claim.requestHash, approvalID: request.id,
-                answer: try claim.answer(request, code), createdAt: now)
-        }
         // The insert cancelled the subject's pending request in its transaction: its
         // side effects are owed here, even if a racing answer on it already lost
         // and dropped it from the index.
@@ -225,7 +237,7 @@ public actor ApprovalBroker {
                 .prompt(requestID: request.id, userID: userID, action: action, expiresAt: request.expiresAt, requester: requester, prompt: prompt),
                 logger: logger)
         }
-        return (request, code)
+        return request
     }
 
     /// A requester's request as a reader must see it now (a live request past

@@ -27,24 +27,6 @@ public struct IdempotencyRecord: Sendable, Equatable {
     public static let maxKeyLength = 255
 }
 
-/// What the broker needs to store an idempotent create: the key, and how to
-/// write the first answer once the request and its number code exist.
-public struct IdempotencyClaim: Sendable {
-    public var integrationID: String
-    public var key: String
-    public var requestHash: String
-    public var answer: @Sendable (ApprovalRequest, _ numberCode: String?) throws -> Data
-
-    public init(
-        integrationID: String, key: String, requestHash: String, answer: @escaping @Sendable (ApprovalRequest, String?) throws -> Data
-    ) {
-        self.integrationID = integrationID
-        self.key = key
-        self.requestHash = requestHash
-        self.answer = answer
-    }
-}
-
 /// Another create with the same key got there first: read its record.
 public struct IdempotencyKeyTaken: Error, Equatable {
     public init() {}

@@ -123,19 +123,19 @@ struct IntegrationApprovalsController: Sendable {
         try await abuse.hit(
             .approvalsPerUserAllIntegrations, user.id, "Too many approvals for this user. Please try again later.", context: context,
             request: request, userID: user.id)
-        let keys = keys
-        let claim = key.map { key in
-            IdempotencyClaim(integrationID: integration.id, key: key, requestHash: requestHash) { approval, code in
-                try keys.seal(try APIJSON.encoder.encode(Self.answer(approval, code)))
-            }
-        }
         let prompt = ApprovalPrompt(
             integrationID: integration.id, integrationName: integration.name, userEmail: user.email, title: checked.title, body: checked.body,
             context: checked.context)
-        let auditContext = request.auditContext(context)
+        // The request's id and number exist before it does: its first answer is stored with it, sealed.
+        let draft = broker.draft(ttl: checked.ttl.map(TimeInterval.init), numberMatching: checked.numberMatching)
+        let record = try key.map { key in
+            IdempotencyRecord(
+                integrationID: integration.id, key: key, requestHash: requestHash, approvalID: draft.id,
+                answer: try keys.seal(try APIJSON.encoder.encode(Self.answer(draft))), createdAt: draft.createdAt)
+        }
         do {
             // A fraud report silences the user's phone resets; an integration's approvals still prompt.
-            let (approval, code) = try await broker.initiate(
+            _ = try await broker.initiate(
                 for: .user(id: user.id),
                 action: ApprovalAction(rawValue: checked.action)!,
                 newPasswordHash: nil,
@@ -143,12 +143,11 @@ struct IntegrationApprovalsController: Sendable {
                 requester: RequesterInfo(
                     ip: checked.context["ip"] ?? context.clientIP, userAgent: checked.context["userAgent"] ?? request.userAgent),
                 prompt: prompt,
-                ttl: checked.ttl.map(TimeInterval.init),
-                numberMatching: checked.numberMatching,
-                idempotency: claim,
-                context: auditContext,
+                draft: draft,
+                idempotency: record,
+                context: request.auditContext(context),
                 logger: context.logger)
-            return try JSONAnswer.response(Self.answer(approval, code), status: .created)
+            return try JSONAnswer.response(Self.answer(draft), status: .created)
         } catch is IdempotencyKeyTaken {
             // A concurrent create with the same key won: answer as it did.
             guard let key, let earlier = try await firstAnswer(integration: integration, key: key, requestHash: requestHash) else {
@@ -158,8 +157,9 @@ struct IntegrationApprovalsController: Sendable {
         }
     }
 
-    static func answer(_ approval: ApprovalRequest, _ code: String?) -> CreateAnswer {
-        CreateAnswer(approvalId: approval.id, status: approval.state, expiresAt: Timestamp.string(approval.expiresAt), numberCode: code)
+    /// The create's answer: the approval as it starts.
+    static func answer(_ draft: ApprovalDraft) -> CreateAnswer {
+        CreateAnswer(approvalId: draft.id, status: .pending, expiresAt: Timestamp.string(draft.expiresAt), numberCode: draft.numberCode)
     }
 
     /// The first answer under `key`, or 409 when that key came with another request.
