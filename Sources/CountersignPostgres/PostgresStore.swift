@@ -8,8 +8,8 @@ import Synchronization
 /// The PostgreSQL database behind every store port, shared by the nodes of a
 /// cluster. Its transactions decide every race (the same conditional updates
 /// as on SQLite); each committed transition sends `NOTIFY` in its transaction,
-/// and ``listen(onChange:onGap:)`` carries those to this node's long polls.
-public final class PostgresStore: Sendable {
+/// and ``follow(onChange:onGap:)`` (the ``ChangeFeed``) carries those to this node's long polls.
+public final class PostgresStore: ChangeFeed, Sendable {
     let client: PostgresClient
     let settings: PostgresSettings
     /// For queries: errors only.
@@ -18,8 +18,9 @@ public final class PostgresStore: Sendable {
     let eventLogger: Logger
     /// This node's name: in `/healthz`, and on the outbox leases it holds.
     public let nodeID: String
+    /// The pool's own run loop. A task of the store, not a service: the
+    /// operator's commands open the store (and migrate it) with no service group.
     private let running: Task<Void, Never>
-    private let listening = Mutex<Task<Void, Never>?>(nil)
     private let notificationState = Mutex("reconnecting")
     /// How long a query waits for a pooled connection before it fails as ``StoreUnavailable``.
     let connectionWait: Duration
@@ -84,7 +85,6 @@ public final class PostgresStore: Sendable {
     public func checkpoint() throws {}
 
     public func close() throws {
-        listening.withLock { $0?.cancel() }
         running.cancel()
         watchingWaits.cancel()
     }
@@ -92,51 +92,49 @@ public final class PostgresStore: Sendable {
     // MARK: Notifications
 
     /// Listens on one dedicated connection for the transitions other nodes
-    /// commit: `onChange` gets each request id. When the connection drops, it
-    /// reconnects (back-off up to 2 s) and then calls `onGap`, since
-    /// notifications sent meanwhile are lost: waiters must re-read.
-    public func listen(onChange: @escaping @Sendable (String) async -> Void, onGap: @escaping @Sendable () async -> Void) {
-        let task = Task { [self] in
-            var pause = Duration.milliseconds(50)
-            var connected = false
-            while !Task.isCancelled {
+    /// commit, until the calling task is cancelled: `onChange` gets each
+    /// request id. When the connection drops, it reconnects (back-off up to
+    /// 2 s) and then calls `onGap`, since notifications sent meanwhile are
+    /// lost: waiters must re-read.
+    public func follow(onChange: @escaping @Sendable (String) async -> Void, onGap: @escaping @Sendable () async -> Void) async {
+        var pause = Duration.milliseconds(50)
+        var connected = false
+        while !Task.isCancelled {
+            do {
+                let connection = try await PostgresConnection.connect(
+                    on: MultiThreadedEventLoopGroup.singleton.any(), configuration: try settings.connectionConfiguration(), id: 0,
+                    logger: eventLogger
+                ).get()
                 do {
-                    let connection = try await PostgresConnection.connect(
-                        on: MultiThreadedEventLoopGroup.singleton.any(), configuration: try settings.connectionConfiguration(), id: 0,
-                        logger: eventLogger
-                    ).get()
-                    do {
-                        // The check closes a connection that no longer answers (a silent
-                        // one would lose every notification), which ends the listening.
-                        let checking = Task { await self.checkAnswers(connection) }
-                        defer { checking.cancel() }
-                        try await connection.listen(on: Self.channel) { notifications in
-                            notificationState.withLock { $0 = "ok" }
-                            if connected { eventLogger.notice("notification connection restored: long polls re-read their requests") }
-                            connected = true
-                            pause = .milliseconds(50)
-                            await onGap()
-                            for try await notification in notifications {
-                                await onChange(notification.payload)
-                            }
+                    // The check closes a connection that no longer answers (a silent
+                    // one would lose every notification), which ends the listening.
+                    let checking = Task { await self.checkAnswers(connection) }
+                    defer { checking.cancel() }
+                    try await connection.listen(on: Self.channel) { notifications in
+                        notificationState.withLock { $0 = "ok" }
+                        if connected { eventLogger.notice("notification connection restored: long polls re-read their requests") }
+                        connected = true
+                        pause = .milliseconds(50)
+                        await onGap()
+                        for try await notification in notifications {
+                            await onChange(notification.payload)
                         }
-                    } catch {
-                        try? await connection.close()
-                        throw error
                     }
-                    try? await connection.close()
-                    if Task.isCancelled { break }
-                    eventLogger.warning("notification connection ended; reconnecting")
                 } catch {
-                    if Task.isCancelled { break }
-                    eventLogger.warning("notification connection lost; reconnecting", metadata: ["error": "\(String(reflecting: error))"])
+                    try? await connection.close()
+                    throw error
                 }
-                notificationState.withLock { $0 = "reconnecting" }
-                try? await Task.sleep(for: pause)
-                pause = min(pause * 2, .seconds(2))
+                try? await connection.close()
+                if Task.isCancelled { break }
+                eventLogger.warning("notification connection ended; reconnecting")
+            } catch {
+                if Task.isCancelled { break }
+                eventLogger.warning("notification connection lost; reconnecting", metadata: ["error": "\(String(reflecting: error))"])
             }
+            notificationState.withLock { $0 = "reconnecting" }
+            try? await Task.sleep(for: pause)
+            pause = min(pause * 2, .seconds(2))
         }
-        listening.withLock { $0 = task }
     }
 
     /// Every `listenerCheck` asks the notification connection a trivial query;

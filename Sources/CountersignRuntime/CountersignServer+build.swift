@@ -1,7 +1,6 @@
 import CountersignCore
 import CountersignHTTP
 import CountersignMail
-import CountersignPostgres
 import CountersignPush
 import CountersignServices
 import CountersignStore
@@ -30,9 +29,9 @@ public func buildServer(
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in },
     now: @escaping @Sendable () -> Date = { Date() }
 ) async throws -> CountersignServer {
-    let store = try await configuration.database.open(
+    let database = try await configuration.database.open(
         nodeID: { configuration.nodeID ?? DatabaseLocation.defaultNodeID(port: configuration.port) }, logger: logger)
-    let cluster = store as? PostgresStore
+    let store = database.store
     if configuration.email.publicURL == nil {
         logger.warning(
             "no --public-url: enrollment and reset links point at the listen address; set it to the address users and devices reach",
@@ -69,7 +68,7 @@ public func buildServer(
         audit: audit,
         metrics: metrics,
         // A cluster counts in the database, so that two nodes do not double a limit.
-        rateLimits: RateLimits(configuration.rateLimits, shared: cluster, now: now),
+        rateLimits: RateLimits(configuration.rateLimits, shared: database.sharedCounters, now: now),
         trustedProxies: configuration.trustedProxies,
         decoyHash: try await hasher.decoyHash(),
         emailResets: email.resets,
@@ -115,6 +114,8 @@ public func buildServer(
             PushDispatcher(queue: pushQueue, accounts: store, sender: sender, audit: audit, metrics: metrics, logger: logger),
             RateLimitReporter(limits: dependencies.rateLimits, audit: audit, logger: logger),
         ]
+            // Other nodes' transitions wake this node's long polls.
+            + (database.changes.map { [ChangeFeedService(feed: $0, broker: broker)] } ?? [])
             + (deliverers.isEmpty
                 ? [] : [OutboxService(store: store, deliverers: deliverers, bell: bell, audit: audit, metrics: metrics, logger: logger)]),
         logger: logger,
@@ -125,8 +126,6 @@ public func buildServer(
     )
     application.beforeServerStarts {
         try await broker.start()
-        // Other nodes' transitions wake this node's long polls.
-        cluster?.listen(onChange: { await broker.changed($0) }, onGap: { await broker.recheckAll() })
     }
     return CountersignServer(
         configuration: configuration,

@@ -44,10 +44,13 @@ public enum DatabaseLocation: Sendable, Equatable {
 
     /// Opens (and migrates) the database.
     /// - Parameter nodeID: a cluster node's name (its outbox leases, `/healthz`), asked for only on PostgreSQL.
-    public func open(nodeID: () -> String, logger: Logger) async throws -> any CountersignStorage {
+    public func open(nodeID: () -> String, logger: Logger) async throws -> OpenedDatabase {
         switch self {
-        case .sqlite(let path): try SQLiteStore(path: path, logger: logger)
-        case .postgres(let settings): try await PostgresStore(settings: settings, nodeID: nodeID(), logger: logger)
+        case .sqlite(let path):
+            return OpenedDatabase(store: try SQLiteStore(path: path, logger: logger))
+        case .postgres(let settings):
+            let store = try await PostgresStore(settings: settings, nodeID: nodeID(), logger: logger)
+            return OpenedDatabase(store: store, sharedCounters: store, changes: store)
         }
     }
 
@@ -62,5 +65,21 @@ public enum DatabaseLocation: Sendable, Equatable {
         var buffer = [CChar](repeating: 0, count: 256)
         guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
         return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// An open database, and what a cluster's shares with the other nodes.
+public struct OpenedDatabase: Sendable {
+    /// Every store port.
+    public let store: any CountersignStorage
+    /// Where rate limits are counted for every node at once; `nil`: in this node's memory.
+    public let sharedCounters: (any SharedRateCounter)?
+    /// The other nodes' transitions; `nil`: no other process writes the database.
+    public let changes: (any ChangeFeed)?
+
+    public init(store: any CountersignStorage, sharedCounters: (any SharedRateCounter)? = nil, changes: (any ChangeFeed)? = nil) {
+        self.store = store
+        self.sharedCounters = sharedCounters
+        self.changes = changes
     }
 }

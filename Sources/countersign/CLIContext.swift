@@ -27,7 +27,7 @@ struct DatabaseOptions: ParsableArguments {
         }
         var logger = Logger(label: "countersign")
         logger.logLevel = .warning
-        return try await loadOrExit { try await location.open(nodeID: { "cli-\(DatabaseLocation.hostName())-\(getpid())" }, logger: logger) }
+        return try await loadOrExit { try await location.open(nodeID: { "cli-\(DatabaseLocation.hostName())-\(getpid())" }, logger: logger) }.store
     }
 }
 

@@ -554,16 +554,21 @@ extension StoreTests {
         let nodeA = try await PostgresStore(settings: settings, nodeID: "a", listenerCheck: .seconds(1), logger: Logger(label: "test"))
         let nodeB = try await PostgresStore(settings: settings, nodeID: "b", logger: Logger(label: "test"))
         defer { try? nodeA.close() }
-        let heard = Mutex<[String]>([])
-        nodeA.listen(onChange: { id in heard.withLock { $0.append(id) } }, onGap: { heard.withLock { $0.append("<gap>") } })
+        /// What node A heard, shared with the task that follows its feed.
+        final class Heard: Sendable { let list = Mutex<[String]>([]) }
+        let heard = Heard()
+        let following = Task {
+            await nodeA.follow(onChange: { id in heard.list.withLock { $0.append(id) } }, onGap: { heard.list.withLock { $0.append("<gap>") } })
+        }
+        defer { following.cancel() }
         /// What node A heard once it heard `count` things, or after 60 s (a hang detector).
         func heardOnce(_ count: Int) async throws -> [String] {
             let clock = ContinuousClock()
             let started = clock.now
-            while heard.withLock({ $0.count }) < count && clock.now - started < .seconds(60) {
+            while heard.list.withLock({ $0.count }) < count && clock.now - started < .seconds(60) {
                 try await Task.sleep(for: .milliseconds(50))
             }
-            return heard.withLock { $0 }
+            return heard.list.withLock { $0 }
         }
         #expect(try await heardOnce(1) == ["<gap>"])
         let server = try await PostgresTestServer.shared()
@@ -590,7 +595,8 @@ extension StoreTests {
         let nodeA = try await PostgresStore(settings: settings, nodeID: "a", logger: Logger(label: "test"))
         let nodeB = try await PostgresStore(settings: settings, nodeID: "b", logger: Logger(label: "test"))
         let (changes, continuation) = AsyncStream.makeStream(of: String.self)
-        nodeA.listen(onChange: { continuation.yield($0) }, onGap: { continuation.yield("<gap>") })
+        let following = Task { await nodeA.follow(onChange: { continuation.yield($0) }, onGap: { continuation.yield("<gap>") }) }
+        defer { following.cancel() }
         var received = changes.makeAsyncIterator()
         #expect(await received.next() == "<gap>")
         #expect(nodeA.cluster == ClusterHealth(node: "a", notifications: "ok"))
