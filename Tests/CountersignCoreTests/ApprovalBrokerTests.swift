@@ -190,7 +190,7 @@ import Testing
             #expect(read.state == .pending)
             _ = try await broker.respond(to: request.id, userID: user.id, deviceID: "d", decision: .approve, numberCode: code)
             await broker.park(request.id, for: .seconds(3600), unlessChangedFrom: read.version)
-            #expect(await broker.waiters[request.id] == nil)
+            #expect(await broker.polls.waiting(on: request.id) == 0)
             #expect(try await broker.waitForChange(of: request.id, timeout: .seconds(3600))?.state == .approved)
         }
     }
@@ -204,19 +204,19 @@ import Testing
             let (request, _) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
             // An hour's wait parks first, and arms the timer for its end.
             let long = Task { try await broker.waitForChange(of: request.id, timeout: .seconds(3600))?.state }
-            while await broker.waiters[request.id]?.count != 1 { await Task.yield() }
+            while await broker.polls.waiting(on: request.id) != 1 { await Task.yield() }
             let longEnd = try #require(await broker.timeoutTimer?.at)
             // A one-second wait parked after it ends on its own: returning at all means the
             // timer was brought forward (the hour's timer would outlast the time limit).
             let shortState = try await broker.waitForChange(of: request.id, timeout: .seconds(1))?.state
             #expect(shortState == .pending)
             // The hour's wait is still parked, and the timer is armed for it again.
-            #expect(await broker.waiters[request.id]?.count == 1)
+            #expect(await broker.polls.waiting(on: request.id) == 1)
             #expect(await broker.timeoutTimer?.at == longEnd)
             // A caller that goes away leaves no waiter behind.
             long.cancel()
             _ = try? await long.value
-            #expect(await broker.waiters.isEmpty)
+            #expect(await broker.polls.count == 0)
         }
     }
 
@@ -228,11 +228,11 @@ import Testing
             // An hour's wait: only the wake-up can end it within the time limit.
             let waiter = Task { try await broker.waitForChange(of: old.id, timeout: .seconds(3600)) }
             // Let the long poll register before the new request arrives.
-            while await broker.waiters[old.id] == nil { await Task.yield() }
+            while await broker.polls.waiting(on: old.id) == 0 { await Task.yield() }
 
             let (new, _) = try await broker.initiate(email: Self.email, newPasswordHash: "newer", requester: Self.requester)
             // Woken inside the supersede's commit.
-            #expect(await broker.waiters[old.id] == nil)
+            #expect(await broker.polls.waiting(on: old.id) == 0)
             let woken = try await waiter.value
             #expect(woken?.state == .cancelled)
             #expect(try await harness.store.request(id: old.id)?.state == .cancelled)
@@ -311,7 +311,7 @@ import Testing
             let (old, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
             // An hour's wait, so that waking at its end cannot pass for the wake-up below (the time limit fails first).
             let waiter = Task { try await broker.waitForChange(of: old.id, timeout: .seconds(3600)) }
-            while await broker.waiters[old.id] == nil { await Task.yield() }
+            while await broker.polls.waiting(on: old.id) == 0 { await Task.yield() }
 
             // act: the new request's insert commits (cancelling the old one) and is held before it returns…
             await gated.insertReturn.arm()

@@ -1,11 +1,9 @@
-import HeapModule
-
 /// Long polling: a requester waits for its pending request to change.
 ///
-/// Each waiter is a continuation parked in `waiters[id][number]`; whoever
-/// resumes it first removes it, so it is resumed exactly once whichever of the
-/// four wake-ups comes first: a committed transition (`wake(id)`), its timer,
-/// the caller's cancellation, or the server draining.
+/// Each waiter is a continuation parked in ``LongPollWaiters``; whoever
+/// resumes it first takes it out, so it is resumed exactly once whichever of
+/// the four wake-ups comes first: a committed transition (`wake(id)`), its
+/// timer, the caller's cancellation, or the server draining.
 extension ApprovalBroker {
     /// Returns at once unless the request is pending; otherwise when it
     /// changes, when `timeout` passes, when the caller is cancelled, or when
@@ -50,8 +48,7 @@ extension ApprovalBroker {
     /// entry is no longer at `version` is not waited for.
     @inline(never)
     func park(_ id: String, for timeout: Duration, unlessChangedFrom version: Int) async {
-        let number = nextWaiter
-        nextWaiter += 1
+        let number = polls.newNumber()
         schedule(WaiterTimeout(at: ContinuousClock.now.advanced(by: timeout), id: id, number: number))
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -77,7 +74,7 @@ extension ApprovalBroker {
         if Task.isCancelled || draining || hasMoved(id, pastVersion: version) {
             continuation.resume()
         } else {
-            waiters[id, default: [:]][number] = continuation
+            polls.park(continuation, id: id, number: number)
             if shared { recheckAfterParking(id, version) }
         }
     }
@@ -101,7 +98,7 @@ extension ApprovalBroker {
     /// whose waiter was woken otherwise stays in the heap until it is due, then wakes nothing.
     @inline(never)
     func schedule(_ timeout: WaiterTimeout) {
-        timeouts.insert(timeout)
+        polls.schedule(timeout)
         if let armed = timeoutTimer, armed.at <= timeout.at { return }
         armTimer(for: timeout.at)
     }
@@ -118,22 +115,20 @@ extension ApprovalBroker {
     /// Wakes every waiter whose timeout is due, then sleeps until the next.
     func fireTimeouts() {
         timeoutTimer = nil
-        let now = ContinuousClock.now
-        while let soonest = timeouts.min, soonest.at <= now {
-            timeouts.removeMin()
-            wake(soonest.id, waiter: soonest.number)
+        for due in polls.takeDue(at: ContinuousClock.now) {
+            wake(due.id, waiter: due.number)
         }
-        if let next = timeouts.min { armTimer(for: next.at) }
+        if let next = polls.soonest { armTimer(for: next) }
     }
 
     /// Answers every long poll now and every later one at once: the server is shutting down.
     public func drain() {
         draining = true
-        for id in Array(waiters.keys) { wake(id) }
+        for id in polls.ids { wake(id) }
     }
 
     /// Long polls parked on this node now.
-    public var waiterCount: Int { waiters.values.reduce(0) { $0 + $1.count } }
+    public var waiterCount: Int { polls.count }
 
     /// Another node committed a transition of request `id` (a cluster's notification).
     public func changed(_ id: String) {
@@ -143,29 +138,16 @@ extension ApprovalBroker {
     /// Notifications may have been missed (the connection carrying them
     /// dropped): every waiter re-reads its request, and waits on if it has not changed.
     public func recheckAll() {
-        for id in Array(waiters.keys) { wake(id) }
+        for id in polls.ids { wake(id) }
     }
 
     /// Wakes every waiter of a request: it changed.
     func wake(_ id: String) {
-        guard let waiting = waiters.removeValue(forKey: id) else { return }
-        for continuation in waiting.values { continuation.resume() }
+        for continuation in polls.takeAll(id) { continuation.resume() }
     }
 
     /// Wakes one waiter (its timer fired, or its caller was cancelled), if still parked.
     func wake(_ id: String, waiter number: Int) {
-        guard let continuation = waiters[id]?.removeValue(forKey: number) else { return }
-        if waiters[id]?.isEmpty == true { waiters[id] = nil }
-        continuation.resume()
+        polls.take(id, number: number)?.resume()
     }
-}
-
-/// When a long-poll waiter stops waiting, if nothing woke it before.
-struct WaiterTimeout: Comparable, Sendable {
-    let at: ContinuousClock.Instant
-    let id: String
-    let number: Int
-
-    static func < (lhs: Self, rhs: Self) -> Bool { (lhs.at, lhs.number) < (rhs.at, rhs.number) }
-    static func == (lhs: Self, rhs: Self) -> Bool { lhs.number == rhs.number }
 }

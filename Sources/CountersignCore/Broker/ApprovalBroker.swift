@@ -1,5 +1,4 @@
 import Foundation
-import HeapModule
 import Logging
 
 /// Owns the live approval requests: applies the decisions of
@@ -32,12 +31,9 @@ public actor ApprovalBroker {
     private let live = LiveIndex()
     /// Other processes change the database too: read through, keep no index.
     let shared: Bool
-    /// Long-poll waiters, by request id, then by waiter number (see `ApprovalBroker+LongPoll.swift`).
-    var waiters: [String: [Int: CheckedContinuation<Void, Never>]] = [:]
-    var nextWaiter = 0
-    /// Every parked waiter's timeout, soonest first, and the one task that
-    /// sleeps until the soonest (see `ApprovalBroker+LongPoll.swift`).
-    var timeouts = Heap<WaiterTimeout>()
+    /// The long polls parked here, with their timeouts (see `ApprovalBroker+LongPoll.swift`).
+    var polls = LongPollWaiters<CheckedContinuation<Void, Never>>()
+    /// The one task that sleeps until the soonest timeout.
     var timeoutTimer: (task: Task<Void, Never>, at: ContinuousClock.Instant)?
     /// Set on shutdown: every long poll is answered at once.
     var draining = false
