@@ -406,7 +406,7 @@ public actor ApprovalBroker {
     private func commit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext, logger: Logger) async throws -> Bool {
         let event = WebhookEvent.outboxItem(for: request, after: transition)
         // A signed answer's proof is written with the transition, not later with the rest of the trail.
-        let proven = context.proof == nil ? nil : auditEvent(transition, request, context: context)
+        let proven = context.proof == nil ? nil : TransitionEffects.auditEvent(transition, request, context: context)
         if try await store.apply(transition, to: request, event: event, audit: proven, writeTime: now) {
             didCommit(transition, request, context: context, audited: proven != nil, logger: logger)
             return true
@@ -428,44 +428,20 @@ public actor ApprovalBroker {
         mirror(stored)
     }
 
-    /// The audit event of a transition.
-    private func auditEvent(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext) -> AuditEvent {
-        var details: [String] = []
-        if let prompt = request.prompt { details.append("integration \(prompt.integrationName)") }
-        if transition.cause == .supersededByNewerRequest { details.append("superseded by a newer request") }
-        switch transition.cause {
-        case .approvedByOfflineCode: details.append("offline code; the answer carries no signature")
-        case .approvedByBypassCode: details.append("bypass code")
-        case .codesExhausted: details.append("\(CodeAnswers.wrongCodesAllowed) wrong codes")
-        default: break
-        }
-        return AuditEvent(
-            at: transition.at, kind: transition.cause.auditKind, userID: request.recipient.accountID,
-            requestRef: request.logReference, context: context, detail: details.isEmpty ? nil : details.joined(separator: "; "))
-    }
-
     /// `audited`: the transition's audit event was written with it.
     private func didCommit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext, audited: Bool = false, logger: Logger) {
         mirror(request)
         // The waiting long polls first: the metrics, audit and log line below need not delay their answer.
         wake(request.id)
         observer(transition)
-        if !audited { audit.record(auditEvent(transition, request, context: context)) }
-        if request.prompt != nil { outboxBell?.ring() }
-        if transition.setsPassword(of: request) {
-            // Completing is what sets the password (same transaction); the trail names the path.
-            audit.record(
-                AuditEvent(
-                    at: transition.at, kind: .passwordChanged, userID: request.recipient.accountID, requestRef: request.logReference,
-                    context: context, detail: "phone approval"))
-        }
+        let effects = TransitionEffects(of: transition, on: request, context: context, auditedWithIt: audited)
+        for event in effects.audit { audit.record(event) }
+        if effects.ringsOutbox { outboxBell?.ring() }
         logger.info(
             "approval request \(transition.to.rawValue)",
             metadata: ["request": "\(request.logReference)", "from": "\(transition.from.rawValue)", "cause": "\(transition.cause.rawValue)"]
         )
-        if transition.from == .pending, let userID = request.userID {
-            push(.resolved(requestID: request.id, userID: userID, status: transition.to), logger: logger)
-        }
+        if let job = effects.push { push(job, logger: logger) }
     }
 
     /// The store cancelled these phone resets in the transaction that changed
