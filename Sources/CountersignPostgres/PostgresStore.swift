@@ -29,7 +29,7 @@ public final class PostgresStore: ChangeFeed, Sendable {
     let queryLimit: Duration
     /// How often the notification connection is asked whether it still answers, and how long it has to.
     let listenerCheck: Duration
-    private let waits = ConnectionWaits()
+    private let waits = WaitDeadlines()
     private let watchingWaits: Task<Void, Never>
     /// Set once the schema is migrated: opening waits for its first connections
     /// as long as the pool keeps trying (a database still starting is not an outage).

@@ -68,7 +68,7 @@ public func buildServer(
         audit: audit,
         metrics: metrics,
         // A cluster counts in the database, so that two nodes do not double a limit.
-        rateLimits: RateLimits(configuration.rateLimits, shared: database.sharedCounters, now: now),
+        rateLimits: LimitCounters(configuration.rateLimits, shared: database.sharedCounters, now: now),
         trustedProxies: configuration.trustedProxies,
         decoyHash: try await hasher.decoyHash(),
         emailResets: email.resets,
@@ -112,7 +112,7 @@ public func buildServer(
             AuditWriter(log: audit, store: store, logger: logger),
             MaintenanceService(store: store, retention: configuration.retention, logger: logger),
             PushDispatcher(queue: pushQueue, accounts: store, sender: sender, audit: audit, metrics: metrics, logger: logger),
-            RateLimitReporter(limits: dependencies.rateLimits, audit: audit, logger: logger),
+            RefusalReporter(limits: dependencies.rateLimits, audit: audit, logger: logger),
         ]
             // Other nodes' transitions wake this node's long polls.
             + (database.changes.map { [ChangeFeedService(feed: $0, broker: broker)] } ?? [])

@@ -73,11 +73,11 @@ public struct OpenedDatabase: Sendable {
     /// Every store port.
     public let store: any CountersignStorage
     /// Where rate limits are counted for every node at once; `nil`: in this node's memory.
-    public let sharedCounters: (any SharedRateCounter)?
+    public let sharedCounters: (any ClusterLimitCounter)?
     /// The other nodes' transitions; `nil`: no other process writes the database.
     public let changes: (any ChangeFeed)?
 
-    public init(store: any CountersignStorage, sharedCounters: (any SharedRateCounter)? = nil, changes: (any ChangeFeed)? = nil) {
+    public init(store: any CountersignStorage, sharedCounters: (any ClusterLimitCounter)? = nil, changes: (any ChangeFeed)? = nil) {
         self.store = store
         self.sharedCounters = sharedCounters
         self.changes = changes

@@ -58,7 +58,7 @@ import Testing
             let broker = try await harness.broker()
             let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
             // act
-            let outcomes = await withTaskGroup(of: Result<ApprovalAnswer, BrokerError>.self) { group in
+            let outcomes = await withTaskGroup(of: Result<AnswerOutcome, BrokerError>.self) { group in
                 for (index, decision) in [ApprovalDecision.approve, .deny, .approve, .deny].enumerated() {
                     group.addTask {
                         do {

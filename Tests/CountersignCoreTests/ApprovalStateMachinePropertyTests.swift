@@ -72,7 +72,7 @@ import Testing
         }
     }
 
-    static func transition(_ action: MachineAction) -> Transition? {
+    static func transition(_ action: MachineVerdict) -> Transition? {
         switch action {
         case .persist(let transition), .expire(let transition): transition
         case .refuse: nil

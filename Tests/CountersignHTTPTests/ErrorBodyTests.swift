@@ -16,7 +16,7 @@ import Testing
 
     @Test func anUnexpectedFaultIs500InternalAndOnlyTheLogNamesIt() async throws {
         let router = Router(context: AppRequestContext.self)
-        router.add(middleware: EntryMiddleware(trusted: []))
+        router.add(middleware: RequestIntakeMiddleware(trusted: []))
         router.get("fault") { _, _ -> Response in throw DiskFault() }
         let logs = LogCapture()
         let readiness = RunningServices.Readiness()

@@ -424,7 +424,7 @@ extension StoreTests {
         // 40 attempts spread over the nodes against a limit of 10: 10 admitted in all.
         let limit = RateLimit(count: 10, window: 60)
         let now = Date()
-        let admitted = try await withThrowingTaskGroup(of: RateLimiter.Reservation?.self) { group in
+        let admitted = try await withThrowingTaskGroup(of: WindowCounter.Reservation?.self) { group in
             for index in 0..<40 {
                 group.addTask {
                     let (admission, _) = try await nodes[index % 4].reserve(.loginFailuresPerIP, key: "203.0.113.9", limit: limit, now: now)
@@ -432,7 +432,7 @@ extension StoreTests {
                     return nil
                 }
             }
-            return try await group.reduce(into: [RateLimiter.Reservation]()) { if let reservation = $1 { $0.append(reservation) } }
+            return try await group.reduce(into: [WindowCounter.Reservation]()) { if let reservation = $1 { $0.append(reservation) } }
         }
         #expect(admitted.count == 10)
         guard case .refused(let retryAfter) = try await nodes[0].reserve(.loginFailuresPerIP, key: "203.0.113.9", limit: limit, now: now).admission

@@ -41,7 +41,7 @@ public struct ApprovalStateMachine: Sendable {
         deviceID: String,
         keyBound: Bool = false,
         at now: Date
-    ) -> MachineAction {
+    ) -> MachineVerdict {
         if let refusal = refusal(unless: .pending, at: now) { return refusal }
         let transition: Transition
         switch decision {
@@ -67,7 +67,7 @@ public struct ApprovalStateMachine: Sendable {
 
     /// The requester typed a right code: a device's offline code (`deviceID`
     /// is that device) or a bypass code (no device). Such an answer carries no signature.
-    public mutating func approveByCode(via: AnswerVia, deviceID: String?, at now: Date) -> MachineAction {
+    public mutating func approveByCode(via: AnswerVia, deviceID: String?, at now: Date) -> MachineVerdict {
         if let refusal = refusal(unless: .pending, at: now) { return refusal }
         request.respondingDeviceID = deviceID
         request.deviceKeyBound = deviceID == nil ? nil : false
@@ -77,19 +77,19 @@ public struct ApprovalStateMachine: Sendable {
     }
 
     /// The request took as many wrong codes as it may: denied.
-    public mutating func denyAfterWrongCodes(at now: Date) -> MachineAction {
+    public mutating func denyAfterWrongCodes(at now: Date) -> MachineVerdict {
         if let refusal = refusal(unless: .pending, at: now) { return refusal }
         return .persist(apply(Transition(from: .pending, to: .denied, cause: .codesExhausted, at: now)))
     }
 
     /// The requester carries out the approved action.
-    public mutating func complete(at now: Date) -> MachineAction {
+    public mutating func complete(at now: Date) -> MachineVerdict {
         if let refusal = refusal(unless: .approved, at: now) { return refusal }
         return .persist(apply(Transition(from: .approved, to: .completed, cause: .completedByRequester, at: now)))
     }
 
     /// The requester gives up.
-    public mutating func cancel(at now: Date) -> MachineAction {
+    public mutating func cancel(at now: Date) -> MachineVerdict {
         if let refusal = refusal(unless: .pending, at: now) { return refusal }
         return .persist(apply(Transition(from: .pending, to: .cancelled, cause: .cancelledByRequester, at: now)))
     }
@@ -113,7 +113,7 @@ public struct ApprovalStateMachine: Sendable {
 
     /// What to answer instead of acting, unless the request is in `required` at `now`:
     /// a time-out to write first when the deadline passed unrecorded, else a refusal.
-    private mutating func refusal(unless required: ApprovalState, at now: Date) -> MachineAction? {
+    private mutating func refusal(unless required: ApprovalState, at now: Date) -> MachineVerdict? {
         let current = state(at: now)
         if current == .expired {
             if let timeOut = expireIfDue(at: now) { return .expire(timeOut) }

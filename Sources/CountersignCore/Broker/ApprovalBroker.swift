@@ -327,7 +327,7 @@ public actor ApprovalBroker {
         reportFraud: Bool = false,
         context: AuditContext = .system,
         logger: Logger? = nil
-    ) async throws -> (request: ApprovalRequest, answer: ApprovalAnswer) {
+    ) async throws -> (request: ApprovalRequest, answer: AnswerOutcome) {
         let logger = logger ?? self.logger
         let (request, transition) = try await perform(on: id, approver: userID, context: context, logger: logger) { machine, now in
             machine.respond(decision, numberCode: numberCode, deviceID: deviceID, keyBound: keyBound, at: now)
@@ -341,7 +341,7 @@ public actor ApprovalBroker {
                     at: transition.at, kind: .fraudReported, userID: userID, requestRef: request.logReference, context: context,
                     detail: "prompts silenced until \(Timestamp.string(until))"))
         }
-        return (request, ApprovalAnswer(transition.cause))
+        return (request, AnswerOutcome(transition.cause))
     }
 
     /// The requester typed a right code (checked by ``CodeAnswers``): approves
@@ -373,7 +373,7 @@ public actor ApprovalBroker {
         requester integrationID: String? = nil,
         context: AuditContext,
         logger: Logger,
-        _ event: (inout ApprovalStateMachine, Date) -> MachineAction
+        _ event: (inout ApprovalStateMachine, Date) -> MachineVerdict
     ) async throws -> (request: ApprovalRequest, transition: Transition) {
         guard let request = try await load(id) else { throw BrokerError.notFound }
         if let userID {

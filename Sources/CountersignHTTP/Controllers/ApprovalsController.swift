@@ -9,7 +9,7 @@ import Logging
 struct ApprovalsController: Sendable {
     let broker: ApprovalBroker
     let authenticator: DeviceAuthenticator
-    let abuse: AbuseGuard
+    let abuse: RateLimitGuard
     let audit: AuditLog
     let deviceKeys: DeviceKeyPolicy
 
@@ -91,7 +91,7 @@ struct ApprovalsController: Sendable {
 
     @Sendable func respond(_ request: Request, context: AppRequestContext) async throws -> RespondAnswer {
         let device = try await authenticator.device(for: request)
-        try await abuse.hit(.respondPerDevice, device.id, AbuseGuard.Message.answers, context: context, request: request, userID: device.userID)
+        try await abuse.hit(.respondPerDevice, device.id, RateLimitGuard.Message.answers, context: context, request: request, userID: device.userID)
         let id = try context.parameters.require("requestId")
         let body = try await request.decodeJSON(as: RespondBody.self, context: context)
         let code = try body.numberCode.map { try Field.text($0, "numberCode", maxBytes: 8) }

@@ -9,7 +9,7 @@ extension CodeAnswers {
     /// failure keeps it, so that an error cannot make a guess free.
     /// Answers the approved request, or 400 `invalid_code`.
     func answer(
-        _ code: AnswerCode, to id: String, integrationID: String?, abuse: AbuseGuard, context: AppRequestContext, request: Request
+        _ code: AnswerCode, to id: String, integrationID: String?, abuse: RateLimitGuard, context: AppRequestContext, request: Request
     ) async throws -> ApprovalRequest {
         var approved: ApprovalRequest?
         var failure: (any Error)?

@@ -11,7 +11,7 @@ struct DeviceKeyController: Sendable {
     let authenticator: DeviceAuthenticator
     let audit: AuditLog
     let deviceKeys: DeviceKeyPolicy
-    let abuse: AbuseGuard
+    let abuse: RateLimitGuard
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.put("device/public-key", use: setKey)

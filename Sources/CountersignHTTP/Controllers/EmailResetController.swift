@@ -8,7 +8,7 @@ import Logging
 /// the deep link itself.
 struct EmailResetController: Sendable {
     let resets: EmailResets
-    let abuse: AbuseGuard
+    let abuse: RateLimitGuard
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.post("auth/reset/email/initiate", use: initiate)
@@ -29,8 +29,8 @@ struct EmailResetController: Sendable {
         let body = try await request.decodeJSON(as: InitiateBody.self, context: context)
         let email = User.normalize(email: try Field.email(body.email))
         // Unknown addresses count against the per-email limit exactly like known ones.
-        try await abuse.hit(.emailResetPerIP, context.clientKey, AbuseGuard.Message.resets, context: context, request: request, email: email)
-        try await abuse.hit(.emailResetPerEmail, email, AbuseGuard.Message.resets, context: context, request: request, email: email)
+        try await abuse.hit(.emailResetPerIP, context.clientKey, RateLimitGuard.Message.resets, context: context, request: request, email: email)
+        try await abuse.hit(.emailResetPerEmail, email, RateLimitGuard.Message.resets, context: context, request: request, email: email)
         try await resets.initiate(email: email, context: request.auditContext(context), logger: context.logger)
         return InitiateAnswer()
     }
@@ -87,12 +87,12 @@ extension EmailResetController {
     /// failure limit (refunded when it succeeds): `false` for every kind of
     /// refusal alike. The JSON routes and the page share it.
     static func redeem(
-        _ proof: EmailResets.Proof, newPassword: String, resets: EmailResets, abuse: AbuseGuard, request: Request, context: AppRequestContext
+        _ proof: EmailResets.Proof, newPassword: String, resets: EmailResets, abuse: RateLimitGuard, request: Request, context: AppRequestContext
     ) async throws -> Bool {
         var email: String?
         if case .code(let address, _) = proof { email = address }
         return try await abuse.attempt(
-            against: [(.emailVerifyFailuresPerIP, context.clientKey)], AbuseGuard.Message.resets, context: context, request: request,
+            against: [(.emailVerifyFailuresPerIP, context.clientKey)], RateLimitGuard.Message.resets, context: context, request: request,
             email: email
         ) {
             do {

@@ -8,7 +8,7 @@ import Logging
 struct EnrollmentController: Sendable {
     let store: any IntegrationStore & DeviceAccountStore
     let keys: SecretKeys
-    let abuse: AbuseGuard
+    let abuse: RateLimitGuard
     let audit: AuditLog
     let deviceKeys: DeviceKeyPolicy
     let arrivals: DeviceArrivals

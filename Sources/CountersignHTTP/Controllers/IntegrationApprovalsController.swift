@@ -11,7 +11,7 @@ struct IntegrationApprovalsController: Sendable {
     let broker: ApprovalBroker
     let store: any IntegrationStore & UserAdministration
     let authenticator: IntegrationAuthenticator
-    let abuse: AbuseGuard
+    let abuse: RateLimitGuard
     let longPolls: LongPollSlots
     let keys: SecretKeys
     let codes: CodeAnswers

@@ -13,7 +13,7 @@ struct IntegrationUsersController: Sendable {
     let authenticator: IntegrationAuthenticator
     let keys: SecretKeys
     let audit: AuditLog
-    let abuse: AbuseGuard
+    let abuse: RateLimitGuard
     /// Where devices reach the daemon, for the enrollment URI (`--public-url`,
     /// else the listen address): never the request's `Host`.
     let publicURL: String

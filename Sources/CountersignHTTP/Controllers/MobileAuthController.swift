@@ -8,7 +8,7 @@ struct MobileAuthController: Sendable {
     let accounts: any DeviceAccountStore
     let hasher: any PasswordHasher
     let authenticator: DeviceAuthenticator
-    let abuse: AbuseGuard
+    let abuse: RateLimitGuard
     let audit: AuditLog
     /// A hash of nothing anyone knows, verified for unknown emails so that they
     /// cost the same bcrypt time as a wrong password.
@@ -79,7 +79,7 @@ struct MobileAuthController: Sendable {
         let normalized = User.normalize(email: email)
         var user: User?
         let passwordMatches = try await abuse.attempt(
-            against: [(.loginFailuresPerIP, context.clientKey), (.loginFailuresPerEmail, normalized)], AbuseGuard.Message.logins,
+            against: [(.loginFailuresPerIP, context.clientKey), (.loginFailuresPerEmail, normalized)], RateLimitGuard.Message.logins,
             context: context, request: request, email: normalized
         ) {
             user = try await accounts.user(email: normalized)
@@ -154,7 +154,7 @@ struct MobileAuthController: Sendable {
         let password = try Field.password(body.password)
         guard let user = try await accounts.user(id: device.userID) else { throw APIError.unauthorized }
         let passwordMatches = try await abuse.attempt(
-            against: [(.refreshKeyFailuresPerDevice, device.id)], AbuseGuard.Message.refresh, context: context, request: request,
+            against: [(.refreshKeyFailuresPerDevice, device.id)], RateLimitGuard.Message.refresh, context: context, request: request,
             userID: device.userID
         ) {
             guard let hash = user.passwordHashIfAny else {

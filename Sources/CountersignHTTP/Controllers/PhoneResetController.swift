@@ -9,7 +9,7 @@ import Logging
 struct PhoneResetController: Sendable {
     let broker: ApprovalBroker
     let hasher: any PasswordHasher
-    let abuse: AbuseGuard
+    let abuse: RateLimitGuard
     let longPolls: LongPollSlots
     let codes: CodeAnswers
 
@@ -38,8 +38,8 @@ struct PhoneResetController: Sendable {
         if let violation = PasswordPolicy.violation(of: body.newPassword) {
             throw APIError.weakPassword(violation)
         }
-        try await abuse.hit(.resetInitiatePerIP, context.clientKey, AbuseGuard.Message.resets, context: context, request: request, email: email)
-        try await abuse.hit(.resetInitiatePerEmail, email, AbuseGuard.Message.resets, context: context, request: request, email: email)
+        try await abuse.hit(.resetInitiatePerIP, context.clientKey, RateLimitGuard.Message.resets, context: context, request: request, email: email)
+        try await abuse.hit(.resetInitiatePerEmail, email, RateLimitGuard.Message.resets, context: context, request: request, email: email)
         // Hashed whether or not the account exists: same work, same answer.
         let newPasswordHash = try await hasher.hash(body.newPassword)
         let (approval, code) = try await broker.initiate(
@@ -116,7 +116,7 @@ struct PhoneResetController: Sendable {
     }
 
     @Sendable func status(_ request: Request, context: AppRequestContext) async throws -> StatusAnswer {
-        try await abuse.hit(.statusPollsPerIP, context.clientKey, AbuseGuard.Message.polls, context: context, request: request)
+        try await abuse.hit(.statusPollsPerIP, context.clientKey, RateLimitGuard.Message.polls, context: context, request: request)
         let id = try context.parameters.require("requestId")
         let wait = try Self.waitSeconds(request)
         // Over the per-address or node cap, a long poll is answered at once (a plain poll).

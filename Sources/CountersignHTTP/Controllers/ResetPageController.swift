@@ -12,7 +12,7 @@ import Logging
 /// token is never logged (the access log names the route, not the URI).
 struct ResetPageController: Sendable {
     let resets: EmailResets
-    let abuse: AbuseGuard
+    let abuse: RateLimitGuard
 
     func addRoutes(to router: Router<AppRequestContext>) {
         router.get("reset-password", use: show)
@@ -34,7 +34,7 @@ struct ResetPageController: Sendable {
     private func ticket(_ token: String, request: Request, context: AppRequestContext) async throws -> EmailResetTicket? {
         var ticket: EmailResetTicket?
         _ = try await abuse.attempt(
-            against: [(.emailVerifyFailuresPerIP, context.clientKey)], AbuseGuard.Message.resets, context: context, request: request
+            against: [(.emailVerifyFailuresPerIP, context.clientKey)], RateLimitGuard.Message.resets, context: context, request: request
         ) {
             ticket = try await resets.linkTicket(token: token)
             return ticket != nil

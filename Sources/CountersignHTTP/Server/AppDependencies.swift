@@ -13,7 +13,7 @@ public struct AppDependencies: Sendable {
     public var pushSender: any PushSender
     public var audit: AuditLog
     public var metrics: AppMetrics
-    public var rateLimits: RateLimits
+    public var rateLimits: LimitCounters
     /// Peers whose `X-Forwarded-For` is believed.
     public var trustedProxies: [IPNetwork]
     /// A hash of nothing anyone knows, verified for unknown emails so that they
@@ -51,7 +51,7 @@ public struct AppDependencies: Sendable {
         pushSender: any PushSender,
         audit: AuditLog,
         metrics: AppMetrics,
-        rateLimits: RateLimits,
+        rateLimits: LimitCounters,
         trustedProxies: [IPNetwork],
         decoyHash: String,
         emailResets: EmailResets,

@@ -8,7 +8,7 @@ public struct AppRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
 
     /// The client address used for rate limits and the audit trail: the
-    /// socket peer, or the forwarded address behind a trusted proxy (set by ``EntryMiddleware``).
+    /// socket peer, or the forwarded address behind a trusted proxy (set by ``RequestIntakeMiddleware``).
     public var clientIP: String
 
     /// What per-client limits count under: the client address, or its /64 for IPv6.

@@ -63,13 +63,13 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
     // waiting long poll keeps an async frame per level.
     router.addMiddleware {
         // 1. the access log and the metrics see every request, with the final status;
-        ObservingMiddleware(metrics: dependencies.metrics)
+        AccessLogMiddleware(metrics: dependencies.metrics)
         // 2. the client address is settled, a declared body over the limit
         //    refused, and from here out every failure becomes the contract's error body.
-        EntryMiddleware(trusted: dependencies.trustedProxies)
+        RequestIntakeMiddleware(trusted: dependencies.trustedProxies)
     }
 
-    let abuse = AbuseGuard(limits: dependencies.rateLimits, metrics: dependencies.metrics, auditStore: dependencies.store)
+    let abuse = RateLimitGuard(limits: dependencies.rateLimits, metrics: dependencies.metrics, auditStore: dependencies.store)
     let authenticator = DeviceAuthenticator(accounts: dependencies.store)
     let arrivals = DeviceArrivals(
         accounts: dependencies.store, pushQueue: dependencies.pushQueue, audit: dependencies.audit, maxPerUser: dependencies.maxDevicesPerUser)

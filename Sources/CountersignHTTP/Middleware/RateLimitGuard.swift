@@ -7,10 +7,10 @@ import Logging
 /// Rate limits as the routes use them: each refusal is a 429 with the
 /// contract's body and a metric. The first refusal of a limit, key and window
 /// is audited at once; the later ones of that window are counted and written
-/// as one summary when it ends (``RateLimitReporter``), so a flood cannot fill
+/// as one summary when it ends (``RefusalReporter``), so a flood cannot fill
 /// the disk and a `kill -9` loses at most a summary's count.
-struct AbuseGuard: Sendable {
-    let limits: RateLimits
+struct RateLimitGuard: Sendable {
+    let limits: LimitCounters
     let metrics: AppMetrics
     /// Where a window's first refusal is written before its 429 is answered.
     let auditStore: any AuditStore
@@ -39,7 +39,7 @@ struct AbuseGuard: Sendable {
     func reserve(
         _ name: RateLimitName, _ key: String, _ message: String, context: AppRequestContext, request: Request,
         userID: String? = nil, email: String? = nil
-    ) async throws -> RateLimiter.Reservation {
+    ) async throws -> WindowCounter.Reservation {
         // Made only for the first refusal of a window (most attempts are admitted), and written then.
         var first: AuditEvent?
         func refusal() -> AuditEvent {
@@ -49,7 +49,7 @@ struct AbuseGuard: Sendable {
             return event
         }
         let limiter = limits[name]
-        let admission: RateLimiter.Admission
+        let admission: WindowCounter.Admission
         if let shared = limits.shared {
             let (decided, opened) = try await shared.reserve(name, key: key, limit: limiter.limit, now: limits.now())
             admission = decided
@@ -71,7 +71,7 @@ struct AbuseGuard: Sendable {
         }
     }
 
-    func refund(_ name: RateLimitName, _ reservation: RateLimiter.Reservation) async {
+    func refund(_ name: RateLimitName, _ reservation: WindowCounter.Reservation) async {
         if let shared = limits.shared {
             // A refund that does not reach the database leaves the attempt counted: the safe side.
             try? await shared.refund(name, reservation)
@@ -89,7 +89,7 @@ struct AbuseGuard: Sendable {
         against keys: [(RateLimitName, String)], _ message: String, context: AppRequestContext, request: Request,
         userID: String? = nil, email: String? = nil, _ verify: () async throws -> Bool
     ) async throws -> Bool {
-        var held: [(RateLimitName, RateLimiter.Reservation)] = []
+        var held: [(RateLimitName, WindowCounter.Reservation)] = []
         func refundAll() async { for (name, reservation) in held { await refund(name, reservation) } }
         do {
             for (name, key) in keys {

@@ -9,7 +9,7 @@ public enum Refusal: Error, Sendable, Equatable {
 }
 
 /// What the owner of the machine must do after an event.
-public enum MachineAction: Sendable, Equatable {
+public enum MachineVerdict: Sendable, Equatable {
     /// Persist `transition` (conditionally on `transition.from`), then wake waiters and notify.
     case persist(Transition)
     /// Answer with the refusal; nothing changes.

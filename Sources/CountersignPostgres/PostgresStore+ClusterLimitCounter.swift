@@ -2,14 +2,14 @@ import CountersignCore
 import Foundation
 import PostgresNIO
 
-extension PostgresStore: SharedRateCounter {
+extension PostgresStore: ClusterLimitCounter {
     /// One statement: opens a new window, or counts in the open one while it
     /// has room. No row back means refused; the row is then read for its window.
     /// Keys (addresses, emails) are stored as SHA-256.
     public func reserve(
         _ name: RateLimitName, key: String, limit: RateLimit, now: Date
     ) async throws -> (
-        admission: RateLimiter.Admission, windowOpened: Date
+        admission: WindowCounter.Admission, windowOpened: Date
     ) {
         let hashed = SecureToken.sha256Hex(key)
         let rows = try await rows(
@@ -32,13 +32,13 @@ extension PostgresStore: SharedRateCounter {
         }
         let opened = try row.get("opened", as: Double.self)
         if try row.get("admitted", as: Bool.self) {
-            return (.admitted(RateLimiter.Reservation(key: key, opened: opened)), Date(timeIntervalSince1970: opened))
+            return (.admitted(WindowCounter.Reservation(key: key, opened: opened)), Date(timeIntervalSince1970: opened))
         }
         let retryAfter = max(1, Int((opened + limit.window - now.stored).rounded(.up)))
         return (.refused(retryAfter: retryAfter), Date(timeIntervalSince1970: opened))
     }
 
-    public func refund(_ name: RateLimitName, _ reservation: RateLimiter.Reservation) async throws {
+    public func refund(_ name: RateLimitName, _ reservation: WindowCounter.Reservation) async throws {
         try await rows(
             """
             UPDATE rate_counters SET count = count - 1

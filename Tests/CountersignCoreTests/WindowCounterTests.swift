@@ -2,11 +2,11 @@ import CountersignCore
 import Foundation
 import Testing
 
-@Suite struct RateLimiterTests {
+@Suite struct WindowCounterTests {
     static let t0 = Date(timeIntervalSince1970: 1_800_000_000)
 
     @Test func aLimitTripsAtItsCountAndNotBefore() {
-        let limiter = RateLimiter(limit: RateLimit(count: 3, window: 900))
+        let limiter = WindowCounter(limit: RateLimit(count: 3, window: 900))
         #expect(limiter.hit("a", now: Self.t0) == nil)
         #expect(limiter.hit("a", now: Self.t0) == nil)
         #expect(limiter.hit("a", now: Self.t0) == nil)
@@ -16,7 +16,7 @@ import Testing
     }
 
     @Test func theCountResetsWhenTheWindowEnds() {
-        let limiter = RateLimiter(limit: RateLimit(count: 1, window: 60))
+        let limiter = WindowCounter(limit: RateLimit(count: 1, window: 60))
         #expect(limiter.hit("a", now: Self.t0) == nil)
         #expect(limiter.hit("a", now: Self.t0.addingTimeInterval(59.5)) == 1)
         #expect(limiter.hit("a", now: Self.t0.addingTimeInterval(60)) == nil)
@@ -24,10 +24,10 @@ import Testing
     }
 
     @Test func aBurstOfReservationsAdmitsOnlyTheLimitAndRefundsGiveBack() {
-        let limiter = RateLimiter(limit: RateLimit(count: 5, window: 900))
+        let limiter = WindowCounter(limit: RateLimit(count: 5, window: 900))
         // 50 attempts before any of them finished its work: only 5 go ahead.
         let admissions = (0..<50).map { _ in limiter.reserve("a", now: Self.t0) }
-        let admitted = admissions.compactMap { admission -> RateLimiter.Reservation? in
+        let admitted = admissions.compactMap { admission -> WindowCounter.Reservation? in
             if case .admitted(let reservation) = admission { return reservation }
             return nil
         }
@@ -46,7 +46,7 @@ import Testing
     }
 
     @Test func refusalsAreReportedOncePerKeyAndWindowWithTheirCount() {
-        let limiter = RateLimiter(limit: RateLimit(count: 1, window: 10))
+        let limiter = WindowCounter(limit: RateLimit(count: 1, window: 10))
         let event = { (ip: String) in AuditEvent(at: Self.t0, kind: .rateLimited, context: AuditContext(ip: ip)) }
         #expect(limiter.hit("a", now: Self.t0, refusal: event("1")) == nil)
         for index in 0..<1000 { _ = limiter.hit("a", now: Self.t0.addingTimeInterval(1), refusal: event("\(index)")) }
@@ -54,7 +54,7 @@ import Testing
         // Nothing while the window is open.
         #expect(limiter.takeReports(now: Self.t0.addingTimeInterval(9)).isEmpty)
         let reports = limiter.takeReports(now: Self.t0.addingTimeInterval(10))
-        #expect(reports == [RateLimiter.Report(firstRefusal: event("0"), refusals: 1000)])
+        #expect(reports == [WindowCounter.Report(firstRefusal: event("0"), refusals: 1000)])
         #expect(limiter.takeReports(now: Self.t0.addingTimeInterval(20)).isEmpty)
         // On shutdown, open windows report too, once.
         _ = limiter.hit("c", now: Self.t0.addingTimeInterval(30))
@@ -64,7 +64,7 @@ import Testing
     }
 
     @Test func idleKeysAreForgottenAfterTheirWindow() {
-        let limiter = RateLimiter(limit: RateLimit(count: 5, window: 10))
+        let limiter = WindowCounter(limit: RateLimit(count: 5, window: 10))
         for index in 0..<1000 { _ = limiter.hit("k\(index)", now: Self.t0) }
         #expect(limiter.trackedKeys == 1000)
         _ = limiter.hit("late", now: Self.t0.addingTimeInterval(11))
@@ -72,7 +72,7 @@ import Testing
     }
 
     @Test func aFloodOfDistinctKeysStaysWithinCapacity() {
-        let limiter = RateLimiter(limit: RateLimit(count: 5, window: 900), capacity: 10_000)
+        let limiter = WindowCounter(limit: RateLimit(count: 5, window: 900), capacity: 10_000)
         for index in 0..<100_000 {
             _ = limiter.hit("198.51.\(index / 256 % 256).\(index % 256)#\(index)", now: Self.t0)
         }
@@ -83,7 +83,7 @@ import Testing
     }
 
     @Test func everyNamedLimitHasTheContractDefault() {
-        let limits = RateLimits()
+        let limits = LimitCounters()
         #expect(limits[.resetInitiatePerEmail].limit == RateLimit(count: 3, window: 900))
         #expect(limits[.resetInitiatePerIP].limit == RateLimit(count: 10, window: 900))
         #expect(limits[.loginFailuresPerEmail].limit == RateLimit(count: 5, window: 900))
@@ -98,7 +98,7 @@ import Testing
         #expect(limits[.approvalsPerUser].limit == RateLimit(count: 10, window: 60))
         #expect(limits[.approvalsPerIntegration].limit == RateLimit(count: 100, window: 1))
         #expect(limits[.enrollFailuresPerIP].limit == RateLimit(count: 10, window: 900))
-        let custom = RateLimits([.statusPollsPerIP: RateLimit(count: 2, window: 5)])
+        let custom = LimitCounters([.statusPollsPerIP: RateLimit(count: 2, window: 5)])
         #expect(custom[.statusPollsPerIP].limit == RateLimit(count: 2, window: 5))
     }
 }

@@ -7,13 +7,13 @@ import ServiceLifecycle
 /// and one log line carrying the count, when the window ends (every second it
 /// looks), and for the windows still open when the daemon shuts down. Listed
 /// after the audit writer, so it shuts down first and the writer stores its last reports.
-public struct RateLimitReporter: Service {
-    let limits: RateLimits
+public struct RefusalReporter: Service {
+    let limits: LimitCounters
     let audit: AuditLog
     let logger: Logger
     var interval: Duration = .seconds(1)
 
-    public init(limits: RateLimits, audit: AuditLog, logger: Logger) {
+    public init(limits: LimitCounters, audit: AuditLog, logger: Logger) {
         self.limits = limits
         self.audit = audit
         self.logger = logger
@@ -27,7 +27,7 @@ public struct RateLimitReporter: Service {
         report(limits.takeReports(includingOpenWindows: true))
     }
 
-    func report(_ reports: [(name: RateLimitName, report: RateLimiter.Report)]) {
+    func report(_ reports: [(name: RateLimitName, report: WindowCounter.Report)]) {
         // The first refusal was audited when it happened; the rest of its window is one summary.
         for (name, report) in reports where report.refusals > 1 {
             var event = report.firstRefusal

@@ -9,8 +9,8 @@ import Logging
 /// the contract's error body, whatever threw it: no route, a too-large body, a
 /// broker refusal or an unexpected fault (logged, never shown).
 ///
-/// One middleware, its work out of line, as ``ObservingMiddleware``.
-struct EntryMiddleware: RouterMiddleware {
+/// One middleware, its work out of line, as ``AccessLogMiddleware``.
+struct RequestIntakeMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
     let trusted: [IPNetwork]
 

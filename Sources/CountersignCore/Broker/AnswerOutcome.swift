@@ -1,5 +1,5 @@
 /// How a device's answer ended, as the broker recorded it.
-public enum ApprovalAnswer: Sendable, Equatable {
+public enum AnswerOutcome: Sendable, Equatable {
     case approved
     case denied
     /// The number code did not match: the request is denied (no second try).

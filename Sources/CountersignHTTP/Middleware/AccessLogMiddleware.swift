@@ -11,7 +11,7 @@ import Logging
 /// line and synchronous: every request waiting further down (a long poll)
 /// keeps the async frame of each middleware above it, so each level costs
 /// every waiting request memory.
-struct ObservingMiddleware: RouterMiddleware {
+struct AccessLogMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
     let metrics: AppMetrics
 

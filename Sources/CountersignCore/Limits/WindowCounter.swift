@@ -16,7 +16,7 @@ import Synchronization
 /// caller can record it at once), and the window keeps it with a count,
 /// handed out once by ``takeReports(now:includingOpenWindows:)`` when the
 /// window ends, so a flood writes at most two audit rows per key and window.
-public final class RateLimiter: Sendable {
+public final class WindowCounter: Sendable {
     public let limit: RateLimit
     public let capacity: Int
     private let state = Mutex(State())

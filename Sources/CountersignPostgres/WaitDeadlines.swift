@@ -5,7 +5,7 @@ import Synchronization
 /// connection), each with the instant it gives up. One task (``run()``) looks
 /// four times a second and gives up the overdue ones: cheaper than a timer per
 /// query, which every query would pay.
-final class ConnectionWaits: Sendable {
+final class WaitDeadlines: Sendable {
     private struct Waiting {
         let deadline: ContinuousClock.Instant
         let giveUp: @Sendable () -> Void
