@@ -259,6 +259,7 @@ let package = Package(
         .testTarget(
             name: "CountersignCoreTests",
             dependencies: [
+                "TestSupport",
                 "CountersignCore",
                 "CountersignStore",
                 .product(name: "Logging", package: "swift-log"),
@@ -268,6 +269,7 @@ let package = Package(
         .testTarget(
             name: "CountersignStoreTests",
             dependencies: [
+                "TestSupport",
                 "CountersignCore",
                 "CountersignStore",
                 "CountersignPostgres",
@@ -280,6 +282,7 @@ let package = Package(
         .testTarget(
             name: "CountersignPushTests",
             dependencies: [
+                "TestSupport",
                 "CountersignCore",
                 "CountersignPush",
                 "FakeFCM",
@@ -307,6 +310,8 @@ let package = Package(
         .testTarget(
             name: "CountersignHTTPTests",
             dependencies: [
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                "TestSupport",
                 "CountersignCore",
                 "CountersignStore",
                 "CountersignPush",

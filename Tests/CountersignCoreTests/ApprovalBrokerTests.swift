@@ -2,6 +2,7 @@ import CountersignStore
 import Foundation
 import Logging
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import CountersignCore
@@ -42,11 +43,10 @@ import Testing
     }
 
     static func withHarness<T>(_ body: (Harness) async throws -> T) async throws -> T {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-broker-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let path = folder.appendingPathComponent("countersign.sqlite").path
-        return try await body(Harness(store: try SQLiteStore(path: path, logger: Logger(label: "store-test")), path: path))
+        try await withTemporaryFolder("countersign-broker") { folder in
+            let path = folder.appendingPathComponent("countersign.sqlite").path
+            return try await body(Harness(store: try SQLiteStore(path: path, logger: Logger(label: "store-test")), path: path))
+        }
     }
 
     static let requester = RequesterInfo(ip: "203.0.113.7", userAgent: "test")

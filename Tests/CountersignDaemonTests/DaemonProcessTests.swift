@@ -68,8 +68,7 @@ import Glibc
 
     @Test func underSystemdItNotifiesFeedsTheWatchdogAndShutsDownGracefully() async throws {
         // setup
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-daemon-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try makeTemporaryFolder("countersign-daemon")
         defer { try? FileManager.default.removeItem(at: folder) }
         let notify = try NotifySocket(path: folder.appendingPathComponent("notify").path)
         var environment = ProcessInfo.processInfo.environment

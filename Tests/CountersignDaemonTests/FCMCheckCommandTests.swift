@@ -1,5 +1,6 @@
 import FakeFCM
 import Foundation
+import TestSupport
 import Testing
 
 /// `countersign fcm check`, the real binary against a fake FCM on 127.0.0.1.
@@ -9,8 +10,7 @@ import Testing
     }
 
     @Test func checkFetchesATokenAndValidatesAMessage() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-fcm-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try makeTemporaryFolder("countersign-fcm")
         defer { try? FileManager.default.removeItem(at: folder) }
         let fake = try await FakeFCM()
         try await fake.serve { base in

@@ -14,10 +14,7 @@ import Glibc
     static let email = "ana@example.com"
 
     static func withFolder<T>(_ body: (URL) async throws -> T) async throws -> T {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-mail-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        return try await body(folder)
+        try await withTemporaryFolder("countersign-mail", body)
     }
 
     /// The `--smtp-*` flags for `server`, its password in a file in `folder`.

@@ -1,5 +1,6 @@
 import CountersignRuntime
 import Foundation
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -8,8 +9,7 @@ import Glibc
 
 @Suite struct SystemdNotifierTests {
     @Test func messagesReachPathAndAbstractSockets() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-notify-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try makeTemporaryFolder("countersign-notify")
         defer { try? FileManager.default.removeItem(at: folder) }
         for path in [folder.appendingPathComponent("notify").path, "@countersign-test-\(UUID().uuidString)"] {
             let socket = try NotifySocket(path: path)

@@ -5,6 +5,7 @@ import FakeFCM
 import Foundation
 import Logging
 import NIOCore
+import TestSupport
 import Testing
 
 /// A server may answer completely and then reset the stream with
@@ -15,8 +16,7 @@ import Testing
     static func serve(
         _ server: EarlyAnswerServer, _ body: (_ base: String, _ caFile: String, _ account: ServiceAccount) async throws -> Void
     ) async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("early-answer-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try makeTemporaryFolder("early-answer")
         defer { try? FileManager.default.removeItem(at: folder) }
         let caFile = folder.appendingPathComponent("ca.pem").path
         try server.certificatePEM.write(toFile: caFile, atomically: true, encoding: .utf8)

@@ -2,6 +2,7 @@ import CountersignCore
 import Foundation
 import GRDB
 import Logging
+import TestSupport
 import Testing
 
 @testable import CountersignStore
@@ -11,8 +12,7 @@ import Testing
     let folder: URL
 
     init() throws {
-        folder = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-group-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        folder = try makeTemporaryFolder("countersign-group")
     }
 
     func pending(_ id: String, user: User, newPasswordHash: String? = "new-hash") -> ApprovalRequest {
@@ -109,8 +109,7 @@ import Testing
 /// The `v7-trust` migration, on a database made by the version before it.
 @Suite struct TrustMigrationTests {
     @Test func anUpgradeGivesIntegrationsTheirUsersAndTakesTheResetRightFromTheirDevices() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-v7-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try makeTemporaryFolder("countersign-v7")
         defer { try? FileManager.default.removeItem(at: folder) }
         let path = folder.appendingPathComponent("old.sqlite").path
         // setup: as v6 left it — an integration's user with an enrolled device, a second enrolled

@@ -4,6 +4,7 @@ import CountersignStore
 import Foundation
 import Logging
 import PostgresTestSupport
+import TestSupport
 import Testing
 
 /// A backend of the store ports: each test of ``StoreTests`` runs on both.
@@ -24,8 +25,7 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
     let folder: URL
 
     init() throws {
-        folder = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-store-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        folder = try makeTemporaryFolder("countersign-store")
     }
 
     deinit {

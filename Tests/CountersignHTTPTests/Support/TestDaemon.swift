@@ -9,14 +9,14 @@ import NIOCore
 import NIOHTTP1
 import ServiceRunner
 import Synchronization
+import TestSupport
 
 /// A folder of its own per test, removed afterwards.
 struct TemporaryFolder {
     let url: URL
 
     init() throws {
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("countersign-test-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        url = try makeTemporaryFolder("countersign-test")
     }
 
     var databasePath: String { url.appendingPathComponent("countersign.sqlite").path }
