@@ -71,11 +71,11 @@ extension ApprovalBroker {
     /// Parks `continuation` as waiter `number` of request `id`, or resumes it at once.
     @inline(never)
     private func register(_ continuation: CheckedContinuation<Void, Never>, _ id: String, _ number: Int, unlessChangedFrom version: Int) {
-        if Task.isCancelled || draining || hasMoved(id, pastVersion: version) {
+        if Task.isCancelled || draining || live.hasMoved(id, pastVersion: version) {
             continuation.resume()
         } else {
             polls.park(continuation, id: id, number: number)
-            if shared { recheckAfterParking(id, version) }
+            if live.readsThrough { recheckAfterParking(id, version) }
         }
     }
 

@@ -27,10 +27,8 @@ public actor ApprovalBroker {
     let now: @Sendable () -> Date
     private let observer: @Sendable (Transition) -> Void
 
-    /// Pending and approved requests, by id (empty on a shared database).
-    private let live = LiveIndex()
-    /// Other processes change the database too: read through, keep no index.
-    let shared: Bool
+    /// The live requests: held in memory, or read through on a shared database.
+    let live: LiveRequests
     /// The long polls parked here, with their timeouts (see `ApprovalBroker+LongPoll.swift`).
     var polls = LongPollWaiters<CheckedContinuation<Void, Never>>()
     /// The one task that sleeps until the soonest timeout.
@@ -52,7 +50,7 @@ public actor ApprovalBroker {
         observer: @escaping @Sendable (Transition) -> Void = { _ in }
     ) {
         self.store = store
-        self.shared = store.isShared
+        self.live = LiveRequests(store: store)
         self.approvers = approvers
         self.configuration = configuration
         self.pushQueue = pushQueue
@@ -67,9 +65,8 @@ public actor ApprovalBroker {
 
     /// Loads the live requests from the database and expires the overdue ones.
     public func start() async throws {
-        if !shared {
-            live.load(try await store.liveRequests())
-            logger.info("approval index loaded", metadata: ["live": "\(live.count)"])
+        if let loaded = try await live.load() {
+            logger.info("approval index loaded", metadata: ["live": "\(loaded)"])
         }
         try await expireDue()
     }
@@ -79,11 +76,7 @@ public actor ApprovalBroker {
     /// conditional update lets one of them expire each request.
     public func expireDue() async throws {
         let now = now()
-        let due =
-            shared
-            ? try await store.dueRequests(now: now, limit: 1000)
-            : live.due(at: now)
-        for request in due {
+        for request in try await live.due(at: now) {
             var machine = ApprovalStateMachine(request)
             guard let transition = machine.expireIfDue(at: now) else { continue }
             try await commit(transition, machine.request, context: .system, logger: logger)
@@ -93,11 +86,8 @@ public actor ApprovalBroker {
 
     /// Counts of live requests by state, for status lines and metrics.
     public func liveCounts() async -> [ApprovalState: Int] {
-        guard shared else {
-            return live.countsByState()
-        }
         do {
-            return try await store.liveCounts()
+            return try await live.counts()
         } catch {
             logger.warning("cannot count live requests", metadata: ["error": "\(error)"])
             return [:]
@@ -209,7 +199,7 @@ public actor ApprovalBroker {
             guard let transition = machine.supersede(at: now) else { return nil }
             return WebhookEvent.outboxItem(for: machine.request, after: transition)
         }
-        mirror(request)
+        live.mirror(request)
         for old in superseded {
             var machine = ApprovalStateMachine(old)
             if let transition = machine.supersede(at: now) {
@@ -254,8 +244,7 @@ public actor ApprovalBroker {
     /// nodes read the database). Synchronous: see ``waitForChange(of:integrationID:timeout:)``.
     @inline(never)
     nonisolated func livePendingVersion(of id: String, integrationID: String?) -> Int? {
-        guard !shared else { return nil }
-        return Self.pendingVersion(asSeenNow(live[id], ifMadeBy: integrationID))
+        Self.pendingVersion(asSeenNow(live.held(id), ifMadeBy: integrationID))
     }
 
     /// The request as a reader must see it now, whoever made it.
@@ -298,12 +287,7 @@ public actor ApprovalBroker {
 
     /// Pending requests of a user, newest first.
     public func pendingRequests(ofUser userID: String) async throws -> [ApprovalRequest] {
-        let now = now()
-        if shared { return try await store.pendingRequests(userID: userID, now: now) }
-        return
-            live
-            .filter { $0.userID == userID && ApprovalStateMachine($0).state(at: now) == .pending }
-            .sorted { $0.createdAt > $1.createdAt }
+        try await live.pending(ofUser: userID, at: now())
     }
 
     /// One request of a user; another user's (or an unknown) request is `nil`.
@@ -414,23 +398,15 @@ public actor ApprovalBroker {
         // The read below suspends this actor: another transition may commit (and
         // be mirrored) before it returns, so what it read may already be stale.
         if let stored = try await store.request(id: request.id) {
-            refresh(with: stored)
+            live.refresh(with: stored)
         }
         wake(request.id)
         return false
     }
 
-    /// Mirrors a row read after a lost race, only if it is newer than the copy
-    /// held. A request no longer in the index has finished here (its terminal
-    /// transition removed it), so a live-looking row for it is stale.
-    private func refresh(with stored: ApprovalRequest) {
-        guard !shared, let held = live[stored.id], stored.version > held.version else { return }
-        mirror(stored)
-    }
-
     /// `audited`: the transition's audit event was written with it.
     private func didCommit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext, audited: Bool = false, logger: Logger) {
-        mirror(request)
+        live.mirror(request)
         // The waiting long polls first: the metrics, audit and log line below need not delay their answer.
         wake(request.id)
         observer(transition)
@@ -451,9 +427,9 @@ public actor ApprovalBroker {
     public func passwordChanged(userID: String, cancelled: [CancelledReset], at: Date, logger: Logger) {
         for item in cancelled {
             let transition = Transition(from: item.from, to: .cancelled, cause: .passwordChanged, at: at)
-            if !shared, let held = live[item.id] {
+            if let held = live.held(item.id) {
                 var machine = ApprovalStateMachine(held)
-                if machine.cancelForPasswordChange(at: at) != nil { mirror(machine.request) }
+                if machine.cancelForPasswordChange(at: at) != nil { live.mirror(machine.request) }
             }
             wake(item.id)
             observer(transition)
@@ -475,20 +451,7 @@ public actor ApprovalBroker {
         )
     }
 
-    private func mirror(_ request: ApprovalRequest) {
-        guard !shared else { return }
-        live.mirror(request)
-    }
-
-    /// Whether request `id` has moved past `version` here (finished requests leave
-    /// the index). On a shared database the cluster's notifications tell instead.
-    func hasMoved(_ id: String, pastVersion version: Int) -> Bool {
-        !shared && live[id]?.version != version
-    }
-
     nonisolated private func load(_ id: String) async throws -> ApprovalRequest? {
-        if !shared, let request = live[id] { return request }
-        guard SecureToken.isWellFormed(id) else { return nil }
-        return try await store.request(id: id)
+        try await live.request(id)
     }
 }

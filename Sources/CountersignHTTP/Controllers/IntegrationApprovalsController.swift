@@ -193,7 +193,7 @@ struct IntegrationApprovalsController: Sendable {
     @Sendable func status(_ request: Request, context: AppRequestContext) async throws -> StatusAnswer {
         let integration = try await authenticator.integration(for: request)
         let id = try context.parameters.require("approvalId")
-        let wait = try PhoneResetController.waitSeconds(request)
+        let wait = try request.longPollSeconds()
         let slot = "integration:" + integration.id
         if wait > 0, longPolls.acquire(slot) {
             defer { longPolls.release(slot) }

@@ -118,7 +118,7 @@ struct PhoneResetController: Sendable {
     @Sendable func status(_ request: Request, context: AppRequestContext) async throws -> StatusAnswer {
         try await abuse.hit(.statusPollsPerIP, context.clientKey, RateLimitGuard.Message.polls, context: context, request: request)
         let id = try context.parameters.require("requestId")
-        let wait = try Self.waitSeconds(request)
+        let wait = try request.longPollSeconds()
         // Over the per-address or node cap, a long poll is answered at once (a plain poll).
         if wait > 0, longPolls.acquire(context.clientKey) {
             defer { longPolls.release(context.clientKey) }
@@ -164,14 +164,5 @@ struct PhoneResetController: Sendable {
         let code = try Field.answerCode(try await request.decodeJSON(as: CodeBody.self, context: context).code)
         let approved = try await codes.answer(code, to: id, integrationID: nil, abuse: abuse, context: context, request: request)
         return CodeAnswer(requestId: approved.id, status: approved.state)
-    }
-
-    /// `?wait=S`: whole seconds 0…30.
-    static func waitSeconds(_ request: Request) throws -> Int {
-        guard let raw = request.uri.queryParameters["wait"] else { return 0 }
-        guard let seconds = Int(String(raw)), (0...APILimits.maxLongPollSeconds).contains(seconds) else {
-            throw APIError.invalidRequest("The parameter `wait` must be a whole number of seconds from 0 to \(APILimits.maxLongPollSeconds).")
-        }
-        return seconds
     }
 }
