@@ -300,6 +300,14 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "CountersignDeviceKeysTests",
+            dependencies: [
+                "CountersignCore",
+                "CountersignDeviceKeys",
+                .product(name: "JWTKit", package: "jwt-kit"),
+            ]
+        ),
+        .testTarget(
             name: "CountersignServicesTests",
             dependencies: [
                 "CountersignCore",
