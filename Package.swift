@@ -251,7 +251,8 @@ let package = Package(
             ]
         ),
         // Processes the tests start that die with the test process (TiedProcess).
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        // What every test target shares: temporary folders, log capture, running programs.
+        .target(name: "TestSupport", dependencies: [.product(name: "Logging", package: "swift-log")], path: "Tests/TestSupport"),
         // A real SMTP server for the mail tests (aiosmtpd through scripts/smtp-test-server.py).
         .target(name: "MailTestSupport", dependencies: ["TestSupport"], path: "Tests/MailTestSupport"),
         // A throw-away PostgreSQL server for the tests (scripts/pg-test-server.sh).
@@ -305,6 +306,29 @@ let package = Package(
                 "CountersignCore",
                 "CountersignDeviceKeys",
                 .product(name: "JWTKit", package: "jwt-kit"),
+            ]
+        ),
+        .testTarget(
+            name: "CountersignRuntimeTests",
+            dependencies: [
+                "TestSupport",
+                "CountersignCore",
+                "CountersignHTTP",
+                "CountersignPush",
+                "CountersignPostgres",
+                "CountersignRuntime",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "CountersignMailTests",
+            dependencies: [
+                "TestSupport",
+                "MailTestSupport",
+                "CountersignCore",
+                "CountersignMail",
+                "CountersignRuntime",
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(

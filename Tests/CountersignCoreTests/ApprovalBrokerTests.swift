@@ -43,7 +43,7 @@ import Testing
     }
 
     static func withHarness<T>(_ body: (Harness) async throws -> T) async throws -> T {
-        try await withTemporaryFolder("countersign-broker") { folder in
+        try await withTemporaryDirectory("countersign-broker") { folder in
             let path = folder.appendingPathComponent("countersign.sqlite").path
             return try await body(Harness(store: try SQLiteStore(path: path, logger: Logger(label: "store-test")), path: path))
         }

@@ -14,7 +14,7 @@ import Glibc
     static let email = "ana@example.com"
 
     static func withFolder<T>(_ body: (URL) async throws -> T) async throws -> T {
-        try await withTemporaryFolder("countersign-mail", body)
+        try await withTemporaryDirectory("countersign-mail", body)
     }
 
     /// The `--smtp-*` flags for `server`, its password in a file in `folder`.

@@ -5,6 +5,7 @@ import CountersignStore
 import Foundation
 import GRDB
 import NIOHTTP1
+import TestSupport
 import Testing
 
 @Suite struct AbuseResistanceTests {

@@ -4,6 +4,7 @@ import CountersignRuntime
 import CountersignStore
 import Foundation
 import NIOHTTP1
+import TestSupport
 import Testing
 
 @Suite struct ApprovalRoutesTests {

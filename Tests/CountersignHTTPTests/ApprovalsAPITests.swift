@@ -7,6 +7,7 @@ import FakeFCM
 import Foundation
 import NIOHTTP1
 import Synchronization
+import TestSupport
 import Testing
 
 /// The approvals API of relying services, over real HTTP and the real store.

@@ -4,6 +4,7 @@ import CountersignRuntime
 import CountersignStore
 import Foundation
 import NIOHTTP1
+import TestSupport
 import Testing
 
 /// Failure limits that count before the work, the bounded bcrypt queue, and

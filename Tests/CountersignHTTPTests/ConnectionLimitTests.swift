@@ -3,6 +3,7 @@ import CountersignHTTP
 import CountersignRuntime
 import Foundation
 import NIOHTTP1
+import TestSupport
 import Testing
 
 /// Connections and long polls are bounded: idle and slow-header connections

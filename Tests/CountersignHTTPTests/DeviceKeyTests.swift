@@ -4,6 +4,7 @@ import Crypto
 import Foundation
 import JWTKit
 import NIOHTTP1
+import TestSupport
 import Testing
 
 @testable import CountersignDeviceKeys

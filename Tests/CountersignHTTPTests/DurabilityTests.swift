@@ -5,6 +5,7 @@ import CountersignStore
 import Foundation
 import Logging
 import NIOHTTP1
+import TestSupport
 import Testing
 
 @Suite struct DurabilityTests {

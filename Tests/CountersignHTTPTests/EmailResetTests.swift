@@ -6,6 +6,7 @@ import GRDB
 import Logging
 import MailTestSupport
 import NIOHTTP1
+import TestSupport
 import Testing
 
 @testable import CountersignHTTP

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import NIOHTTP1
 import ServiceRunner
+import TestSupport
 import Testing
 
 @testable import CountersignHTTP

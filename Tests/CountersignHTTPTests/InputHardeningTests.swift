@@ -5,6 +5,7 @@ import CountersignRuntime
 import Foundation
 import NIOCore
 import NIOHTTP1
+import TestSupport
 import Testing
 
 /// Small holes an attacker would try: control characters in passwords, bodies

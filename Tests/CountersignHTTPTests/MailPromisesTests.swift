@@ -4,6 +4,7 @@ import CountersignRuntime
 import Foundation
 import MailTestSupport
 import NIOHTTP1
+import TestSupport
 import Testing
 
 /// Mail's promises that no other test checks: implicit TLS (`smtps://`), the

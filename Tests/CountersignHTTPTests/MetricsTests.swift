@@ -3,6 +3,7 @@ import CountersignHTTP
 import CountersignRuntime
 import Foundation
 import NIOHTTP1
+import TestSupport
 import Testing
 
 @Suite struct MetricsTests {

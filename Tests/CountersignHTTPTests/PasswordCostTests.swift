@@ -3,6 +3,7 @@ import CountersignRuntime
 import CountersignStore
 import Foundation
 import Logging
+import TestSupport
 import Testing
 
 /// trust.md: every password check costs what the costliest stored hash

@@ -6,6 +6,7 @@ import CountersignStore
 import FakeFCM
 import Foundation
 import NIOHTTP1
+import TestSupport
 import Testing
 
 /// The daemon wired to FCM (a strict fake on 127.0.0.1) through its own configuration.

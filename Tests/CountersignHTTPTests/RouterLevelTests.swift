@@ -4,6 +4,7 @@ import HTTPTypes
 import HummingbirdTesting
 import Logging
 import NIOCore
+import TestSupport
 import Testing
 
 /// Routes whose answers need no socket, driven through the router itself

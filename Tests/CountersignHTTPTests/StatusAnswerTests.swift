@@ -1,5 +1,6 @@
 import CountersignCore
 import Foundation
+import TestSupport
 import Testing
 
 @testable import CountersignHTTP

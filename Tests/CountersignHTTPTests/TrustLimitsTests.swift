@@ -4,6 +4,7 @@ import CountersignRuntime
 import Foundation
 import JWTKit
 import NIOHTTP1
+import TestSupport
 import Testing
 
 /// trust.md's bounds, each through HTTP: devices per user, codes and

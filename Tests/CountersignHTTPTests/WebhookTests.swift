@@ -4,6 +4,7 @@ import CountersignWebhooks
 import Foundation
 import GRDB
 import NIOHTTP1
+import TestSupport
 import Testing
 
 #if canImport(Glibc)

@@ -142,3 +142,9 @@ extension SMTPTestServer.Mail {
         return String(text[range])
     }
 }
+
+/// What the mail tests send with.
+public enum MailFixture {
+    /// The sender every test configures.
+    public static let from = "Countersign <noreply@countersign.test>"
+}

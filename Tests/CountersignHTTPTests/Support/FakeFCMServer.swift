@@ -1,5 +1,6 @@
 import FakeFCM
 import Foundation
+import TestSupport
 
 /// A ``FakeFCM`` served on 127.0.0.1 for the duration of `body`, with a service-account file for it.
 enum FakeFCMServer {

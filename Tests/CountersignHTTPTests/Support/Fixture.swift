@@ -1,3 +1,5 @@
+import TestSupport
+
 /// The account every HTTP test plays with.
 enum Fixture {
     static let email = "ana@example.com"

@@ -4,6 +4,7 @@ import CountersignRuntime
 import Foundation
 import MailTestSupport
 import NIOHTTP1
+import TestSupport
 
 /// Runs `body` against a test daemon whose mail goes to a real SMTP server on
 /// 127.0.0.1 (STARTTLS and AUTH required), both on a fresh temporary folder.
@@ -23,10 +24,6 @@ func withMailDaemon<T: Sendable>(
             return try await TestDaemon.run(configuration, logs: logs, clock: clock) { daemon in try await body(daemon, smtp) }
         }
     }
-}
-
-enum MailFixture {
-    static let from = "Countersign <noreply@countersign.test>"
 }
 
 extension TestDaemon {

@@ -1,6 +1,7 @@
 import CountersignCore
 import Logging
 import Synchronization
+import TestSupport
 
 /// Records what would be pushed, to check who is prompted.
 final class RecordingPushSender: PushSender {

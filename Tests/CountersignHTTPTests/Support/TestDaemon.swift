@@ -11,26 +11,6 @@ import ServiceRunner
 import Synchronization
 import TestSupport
 
-/// A folder of its own per test, removed afterwards.
-struct TemporaryFolder {
-    let url: URL
-
-    init() throws {
-        url = try makeTemporaryFolder("countersign-test")
-    }
-
-    var databasePath: String { url.appendingPathComponent("countersign.sqlite").path }
-
-    func remove() { try? FileManager.default.removeItem(at: url) }
-}
-
-/// Runs `body` with a fresh temporary folder, removed afterwards whatever happens.
-func withTemporaryFolder<T>(_ body: (TemporaryFolder) async throws -> T) async throws -> T {
-    let folder = try TemporaryFolder()
-    defer { folder.remove() }
-    return try await body(folder)
-}
-
 /// Runs `body` against a test daemon on a fresh temporary folder (the common
 /// case), with the test configuration changed by `configure`.
 func withTestDaemon<T: Sendable>(
@@ -58,37 +38,6 @@ final class ManualClock: Sendable {
     /// Moves the clock `seconds` forward.
     func advance(_ seconds: TimeInterval) {
         current.withLock { $0 = $0.addingTimeInterval(seconds) }
-    }
-}
-
-/// Log lines a test can search (for secrets that must never appear).
-final class LogCapture: Sendable {
-    private let lines = Mutex<[String]>([])
-
-    var text: String { lines.withLock { $0.joined(separator: "\n") } }
-
-    func logger() -> Logger {
-        var logger = Logger(label: "countersign-test") { _ in CapturingHandler(capture: self) }
-        logger.logLevel = .trace
-        return logger
-    }
-
-    func append(_ line: String) { lines.withLock { $0.append(line) } }
-
-    struct CapturingHandler: LogHandler {
-        let capture: LogCapture
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            let merged = metadata.merging(event.metadata ?? [:]) { $1 }
-            capture.append("\(event.level) \(event.message) \(merged)")
-        }
     }
 }
 

@@ -5,6 +5,7 @@ import Hummingbird
 import Logging
 import ServiceRunner
 import Synchronization
+import TestSupport
 
 /// A webhook receiver on 127.0.0.1 that checks each event's signature as a
 /// relying service must, records what arrived, and can answer 500 a number of

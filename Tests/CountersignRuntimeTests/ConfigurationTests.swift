@@ -4,6 +4,7 @@ import CountersignPush
 import CountersignRuntime
 import Foundation
 import Logging
+import TestSupport
 import Testing
 
 @Suite struct ConfigurationTests {

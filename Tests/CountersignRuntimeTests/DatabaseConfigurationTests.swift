@@ -2,6 +2,7 @@ import CountersignPostgres
 import CountersignRuntime
 import Foundation
 import Logging
+import TestSupport
 import Testing
 
 /// `--database` as a cluster's URL: where the password comes from, what the

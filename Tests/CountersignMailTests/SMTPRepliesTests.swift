@@ -3,6 +3,7 @@ import CountersignMail
 import Foundation
 import Logging
 import MailTestSupport
+import TestSupport
 import Testing
 
 /// email-reset.md: temporary failures are retried, permanent ones (5xx) are not.

@@ -2,6 +2,7 @@ import CountersignCore
 import CountersignMail
 import CountersignRuntime
 import Foundation
+import TestSupport
 import Testing
 
 /// The mail and device-key settings as a user gives them: flags, environment,
