@@ -106,11 +106,35 @@ public actor CountersignDevice {
         try await store.save(nil)
     }
 
+    /// Gives the password again for a new API key (the old one stops at once)
+    /// and a new offline secret; the device may answer password resets from
+    /// now on, also if an integration enrolled it.
+    @discardableResult
+    public func refreshKey(password: String) async throws -> DeviceCredentials {
+        guard var credentials = try await credentials() else { throw DeviceError.notSignedIn }
+        let answer = try await call("POST", "/api/mobile/auth/refresh-key", ["password": password], as: Refreshed.self)
+        credentials.apiKey = answer.apiKey
+        credentials.offlineSecret = answer.offline?.secret
+        try await store.save(credentials)
+        return credentials
+    }
+
+    /// Tells the daemon the device's current push token (FCM rotates them); `nil` or empty: pull only.
+    public func updatePushToken(_ token: String?) async throws {
+        _ = try await call("PUT", "/api/mobile/device/fcm-token", ["fcmToken": token ?? ""], as: Empty.self)
+    }
+
     // MARK: Answering
 
     /// What waits for this device's answer, newest first.
     public func pending() async throws -> [PendingApproval] {
         try await call("GET", "/api/mobile/approvals/pending", nil, as: PendingList.self).approvals
+    }
+
+    /// One request of this device's user, with its state (`status`): what to
+    /// show when a push names it (``DeviceNotice/approvalRequest(requestID:action:expiresAt:title:)``).
+    public func approval(_ requestID: String) async throws -> PendingApproval {
+        try await call("GET", "/api/mobile/approvals/\(requestID)", nil, as: PendingApproval.self)
     }
 
     /// Waits until something waits for an answer (pull mode: asks every
@@ -160,6 +184,11 @@ public actor CountersignDevice {
     private struct Empty: Decodable {}
     private struct PendingList: Decodable { var approvals: [PendingApproval] }
     private struct Answered: Decodable { var status: String }
+    private struct Refreshed: Decodable {
+        struct Offline: Decodable { var secret: String }
+        var apiKey: String
+        var offline: Offline?
+    }
     private struct ErrorBody: Decodable {
         var error: String
         var message: String

@@ -35,6 +35,8 @@ public struct PendingApproval: Decodable, Sendable, Equatable {
     public var context: [String: String]?
     /// The relying service that asked; absent for a password reset.
     public var integration: Integration?
+    /// Its state (`pending`, `approved`, …) when read one by one (``CountersignDevice/approval(_:)``); absent in the pending list.
+    public var status: String?
 }
 
 /// A device's answer.

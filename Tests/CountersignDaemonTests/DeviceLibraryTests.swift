@@ -60,11 +60,22 @@ import Testing
             ) { !$0.isEmpty }
             #expect(frauds.count == 1)
 
+            // One request read alone carries its state.
+            #expect(try await again.approval(fourth).status == "denied")
+            // A push token, then a new key for the password: the old key stops, the new offline secret is kept.
+            try await again.updatePushToken("fcm-token-of-anas-phone")
+            let refreshed = try await again.refreshKey(password: OfflineCodeProcessTests.password)
+            #expect(refreshed.apiKey != credentials.apiKey && refreshed.offlineSecret != credentials.offlineSecret)
+            let (stale, _) = try await DaemonProcessTests.http(
+                .GET, "\(daemon.base)/api/mobile/approvals/pending", headers: [("X-API-Key", credentials.apiKey)])
+            #expect(stale == 401)
+            #expect(try await again.pending().isEmpty)
+
             // Signed out: the daemon forgets the device, the store its credentials (the key stays).
             try await again.signOut()
             #expect(try await again.credentials() == nil)
             let (refused, _) = try await DaemonProcessTests.http(
-                .GET, "\(daemon.base)/api/mobile/approvals/pending", headers: [("X-API-Key", credentials.apiKey)])
+                .GET, "\(daemon.base)/api/mobile/approvals/pending", headers: [("X-API-Key", refreshed.apiKey)])
             #expect(refused == 401)
             // Credentials for another daemon are not this one's.
             let elsewhere = CountersignDevice(baseURL: "http://127.0.0.1:1", store: FileKeyStore(path: keyFile))
