@@ -19,7 +19,7 @@ public final class SMTPTestServer: @unchecked Sendable {
     public let caFile: String
     /// Where accepted mails land.
     public let mailFolder: URL
-    private let process: Process
+    private let process: TiedProcess
 
     /// One mail as the server received it.
     public struct Mail: Decodable, Sendable {
@@ -49,24 +49,24 @@ public final class SMTPTestServer: @unchecked Sendable {
         try FileManager.default.createDirectory(at: mailFolder, withIntermediateDirectories: true)
         let passwordFile = mailFolder.appendingPathComponent("password").path
         try Data(Self.password.utf8).write(to: URL(fileURLWithPath: passwordFile))
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments =
-            ["python3", Self.script, "--dir", mailFolder.path, "--user", Self.user, "--password-file", passwordFile]
-            + (port.map { ["--port", String($0)] } ?? []) + (implicitTLS ? ["--implicit-tls"] : [])
         let log = mailFolder.appendingPathComponent("server.log")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         let logHandle = try FileHandle(forWritingTo: log)
-        process.standardOutput = logHandle
-        process.standardError = logHandle
-        let launched = process
-        try launchingAlone { try launched.run() }
+        defer { try? logHandle.close() }
+        // posix_spawn through TiedProcess, like every other program the tests start:
+        // Foundation's `Process.run()` crashed the test process now and then (a copy
+        // on a bad pointer inside it), and this server was its last user.
+        process = try TiedProcess(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            ["python3", Self.script, "--dir", mailFolder.path, "--user", Self.user, "--password-file", passwordFile]
+                + (port.map { ["--port", String($0)] } ?? []) + (implicitTLS ? ["--implicit-tls"] : []),
+            output: logHandle)
         let ready = mailFolder.appendingPathComponent("ready.json")
         let clock = ContinuousClock()
         let start = clock.now
         while !FileManager.default.fileExists(atPath: ready.path) {
             guard process.isRunning, clock.now - start < .seconds(30) else {
-                process.terminate()
+                process.stop()
                 let said = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
                 throw SMTPTestServerError("the SMTP test server did not start (python3 with aiosmtpd and cryptography is needed): \(said)")
             }
@@ -103,9 +103,7 @@ public final class SMTPTestServer: @unchecked Sendable {
     /// SIGKILL (a test server keeps nothing worth a graceful stop), then the
     /// short wait to reap it: a longer one would hold a thread every test shares.
     public func stop() {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        process.stop()
     }
 
     deinit { stop() }

@@ -177,16 +177,6 @@ public func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T)
     }
 }
 
-/// Foundation's `Process.run()` crashed in the test process now and then
-/// (copying on a bad pointer while other threads ran), lock or not; the one
-/// program the tests still start with it (the SMTP test server) goes through
-/// this lock. Everything else is started with `posix_spawn`.
-public func launchingAlone<T>(_ launch: () throws -> T) rethrows -> T {
-    try launches.withLock { _ in try launch() }
-}
-
-private let launches = Mutex(())
-
 /// Runs a command to its end without Foundation's `Process` (whose launch
 /// crashed now and then in a test process with many threads and descriptors,
 /// lock or not): `posix_spawn` of `/bin/sh`, input and output through files,
