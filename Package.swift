@@ -255,6 +255,28 @@ let package = Package(
         .target(name: "TestSupport", dependencies: [.product(name: "Logging", package: "swift-log")], path: "Tests/TestSupport"),
         // A real SMTP server for the mail tests (aiosmtpd through scripts/smtp-test-server.py).
         .target(name: "MailTestSupport", dependencies: ["TestSupport"], path: "Tests/MailTestSupport"),
+        // A daemon built as `serve` builds it, on 127.0.0.1, with the fakes and helpers its tests use.
+        .target(
+            name: "DaemonTestSupport",
+            dependencies: [
+                "TestSupport",
+                "MailTestSupport",
+                "CountersignCore",
+                "CountersignStore",
+                "CountersignHTTP",
+                "CountersignRuntime",
+                "CountersignMail",
+                "CountersignWebhooks",
+                "ServiceRunner",
+                "FakeFCM",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/DaemonTestSupport"),
         // A throw-away PostgreSQL server for the tests (scripts/pg-test-server.sh).
         .target(name: "PostgresTestSupport", dependencies: ["TestSupport"], path: "Tests/PostgresTestSupport"),
         .testTarget(
@@ -312,6 +334,8 @@ let package = Package(
             name: "CountersignRuntimeTests",
             dependencies: [
                 "TestSupport",
+                "DaemonTestSupport",
+                "CountersignStore",
                 "CountersignCore",
                 "CountersignHTTP",
                 "CountersignPush",
@@ -321,9 +345,23 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "CountersignWebhooksTests",
+            dependencies: [
+                "TestSupport",
+                "DaemonTestSupport",
+                "CountersignCore",
+                "CountersignRuntime",
+                "CountersignWebhooks",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
             name: "CountersignMailTests",
             dependencies: [
                 "TestSupport",
+                "DaemonTestSupport",
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 "MailTestSupport",
                 "CountersignCore",
                 "CountersignMail",
@@ -344,6 +382,7 @@ let package = Package(
             dependencies: [
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 "TestSupport",
+                "DaemonTestSupport",
                 "CountersignCore",
                 "CountersignStore",
                 "CountersignPush",

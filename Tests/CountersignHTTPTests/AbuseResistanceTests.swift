@@ -8,6 +8,8 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import DaemonTestSupport
+
 @Suite struct AbuseResistanceTests {
     /// Each over-limit answer: 429, the contract body, `retryAfter` equal to `Retry-After`.
     static func expectLimited(_ answer: TestDaemon.Answer, message: String? = nil, sourceLocation: SourceLocation = #_sourceLocation) {

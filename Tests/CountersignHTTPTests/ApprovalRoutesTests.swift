@@ -7,6 +7,8 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import DaemonTestSupport
+
 @Suite struct ApprovalRoutesTests {
     @Test func pendingListsOnlyTheUsersLiveRequestsWithRequesterContext() async throws {
         try await withTestDaemon { daemon in

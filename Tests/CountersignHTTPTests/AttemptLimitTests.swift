@@ -7,6 +7,8 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import DaemonTestSupport
+
 /// Failure limits that count before the work, the bounded bcrypt queue, and
 /// refusals reported once per window.
 @Suite struct AttemptLimitTests {

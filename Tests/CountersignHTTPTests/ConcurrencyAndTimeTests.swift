@@ -7,6 +7,8 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import DaemonTestSupport
+
 @Suite struct ConcurrencyAndTimeTests {
     @Test func fiftyConcurrentAnswersHaveExactlyOneWinner() async throws {
         // The per-device answer limit would refuse most of the fifty; this test is about the race.

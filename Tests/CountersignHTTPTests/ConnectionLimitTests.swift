@@ -6,6 +6,8 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import DaemonTestSupport
+
 /// Connections and long polls are bounded: idle and slow-header connections
 /// are closed, and long polls over a cap are answered at once.
 @Suite struct ConnectionLimitTests {

@@ -8,6 +8,7 @@ import TestSupport
 import Testing
 
 @testable import CountersignDeviceKeys
+@testable import DaemonTestSupport
 
 /// Answers bound to a P-256 key that never leaves the phone.
 @Suite struct DeviceKeyTests {

@@ -8,6 +8,8 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import DaemonTestSupport
+
 @Suite struct DurabilityTests {
     @Test func anApprovalSurvivesARestartAndCanBeCompleted() async throws {
         try await withTemporaryFolder { folder in

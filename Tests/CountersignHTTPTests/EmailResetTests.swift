@@ -10,6 +10,7 @@ import TestSupport
 import Testing
 
 @testable import CountersignHTTP
+@testable import DaemonTestSupport
 
 /// The email reset against a real SMTP server on 127.0.0.1 (STARTTLS, AUTH).
 @Suite struct EmailResetTests {

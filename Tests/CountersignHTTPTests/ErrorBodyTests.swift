@@ -7,6 +7,7 @@ import TestSupport
 import Testing
 
 @testable import CountersignHTTP
+@testable import DaemonTestSupport
 
 /// http-api.md: every error has the contract's body; a 500 says `internal` and
 /// nothing of the fault, which only the log names.

@@ -8,6 +8,8 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import DaemonTestSupport
+
 /// Small holes an attacker would try: control characters in passwords, bodies
 /// without a media type, proxies that add ports, IPv6 clients rotating addresses.
 @Suite struct InputHardeningTests {

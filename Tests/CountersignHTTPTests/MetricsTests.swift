@@ -6,6 +6,8 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import DaemonTestSupport
+
 @Suite struct MetricsTests {
     /// Prometheus text exposition: `# HELP`/`# TYPE` comments and `name{labels} value` samples.
     static func samples(_ text: String) throws -> [String: Double] {

@@ -7,6 +7,8 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import DaemonTestSupport
+
 @Suite struct MobileAuthRoutesTests {
     @Test func loginRegistersADeviceAndReturnsItsKeyOnce() async throws {
         try await withTestDaemon { daemon in

@@ -6,6 +6,8 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import DaemonTestSupport
+
 @Suite struct OpenAPIDocumentTests {
     @Test func everyRouteIsDocumented() async throws {
         try await withTemporaryFolder { folder in

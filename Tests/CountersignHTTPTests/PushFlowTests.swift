@@ -9,6 +9,8 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import DaemonTestSupport
+
 /// The daemon wired to FCM (a strict fake on 127.0.0.1) through its own configuration.
 @Suite struct PushFlowTests {
     /// Waits until `condition` holds (pushes are sent after the HTTP answer, on purpose).

@@ -7,6 +7,8 @@ import NIOCore
 import TestSupport
 import Testing
 
+@testable import DaemonTestSupport
+
 /// Routes whose answers need no socket, driven through the router itself
 /// (HummingbirdTesting's `.router`): the daemon is built as `serve` builds
 /// it, its services run, but no port is bound.

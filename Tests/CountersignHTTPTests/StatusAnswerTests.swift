@@ -4,6 +4,7 @@ import TestSupport
 import Testing
 
 @testable import CountersignHTTP
+@testable import DaemonTestSupport
 
 /// The status answer is written without the JSON encoder; its bytes must be the encoder's.
 @Suite struct StatusAnswerTests {

@@ -7,6 +7,8 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import DaemonTestSupport
+
 /// trust.md's bounds, each through HTTP: devices per user, codes and
 /// approvals per integration, key changes per device, links without `Host`.
 @Suite struct TrustLimitsTests {

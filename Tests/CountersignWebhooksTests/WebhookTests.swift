@@ -7,6 +7,8 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import DaemonTestSupport
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -32,7 +34,7 @@ import Glibc
     }
 
     static func create(_ daemon: TestDaemon, _ key: String, ttl: Int? = nil, action: String = "login") async throws -> (id: String, code: String?) {
-        var body = ApprovalsAPITests.approval
+        var body = V1Fixture.approval
         body["action"] = action
         if let ttl { body["ttl"] = ttl }
         let answer = try await daemon.v1(.POST, "/v1/approvals", key: key, json: body)

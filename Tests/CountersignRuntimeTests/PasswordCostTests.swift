@@ -6,6 +6,8 @@ import Logging
 import TestSupport
 import Testing
 
+@testable import DaemonTestSupport
+
 /// trust.md: every password check costs what the costliest stored hash
 /// costs, and a login brings a hash of another cost to the configured one.
 @Suite struct PasswordCostTests {

@@ -7,6 +7,8 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import DaemonTestSupport
+
 /// Mail's promises that no other test checks: implicit TLS (`smtps://`), the
 /// start-up line that says whether mail is on, the outbox's depth on
 /// `/metrics`, and the audit of a password changed with an email code.
