@@ -106,8 +106,8 @@ public func buildServer(
         // In start order; they stop in reverse. The push client outlives the
         // dispatcher, the mail threads and the webhook client the outbox sender,
         // and the audit writer the rate-limit reporter, whose last reports it stores.
-        services: (push.map { [$0.clientService] } ?? []) + (email.mailService.map { [$0] } ?? []) + [
-            webhookClient,
+        clients: (push.map { [$0.clientService] } ?? []) + (email.mailService.map { [$0] } ?? []) + [webhookClient],
+        services: [
             ExpiryService(broker: broker, interval: .milliseconds(250), logger: logger),
             AuditWriter(log: audit, store: store, logger: logger),
             MaintenanceService(store: store, retention: configuration.retention, logger: logger),

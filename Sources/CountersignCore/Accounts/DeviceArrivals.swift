@@ -1,4 +1,3 @@
-import CountersignCore
 import Foundation
 import Logging
 

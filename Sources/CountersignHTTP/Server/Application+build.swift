@@ -9,6 +9,8 @@ import ServiceLifecycle
 /// own), run with the background services the runtime made.
 ///
 /// - Parameters:
+///   - clients: services the others use (the push, mail and webhook clients):
+///     started first, stopped last, after the `/metrics` listener.
 ///   - services: the services to run with the server, in start order (they
 ///     stop in reverse): the expiry sweep, audit writer, push dispatch, outbox…
 ///   - onServerRunning: called with the bound port once the listener is up.
@@ -18,6 +20,7 @@ public func buildApplication(
     address: BindAddress,
     metricsAddress: BindAddress? = nil,
     onMetricsRunning: @escaping @Sendable (Int) async -> Void = { _ in },
+    clients: [any Service] = [],
     services: [any Service] = [],
     logger: Logger,
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
@@ -45,7 +48,8 @@ public func buildApplication(
         // 256 a burst overflows it, and the kernel drops connections that then
         // retry a second later. The kernel caps it at net.core.somaxconn.
         configuration: .init(address: address, serverName: "countersign", backlog: 4096),
-        services: services + (metricsServer.map { [$0] } ?? []),
+        // `/metrics` answers until every background service has stopped: a last scrape sees their final counts.
+        services: clients + (metricsServer.map { [$0] } ?? []) + services,
         onServerRunning: { channel in
             logger.info("listening", metadata: ["address": "\(channel.localAddress?.description ?? "?")"])
             await onServerRunning(channel.localAddress?.port ?? 0)
