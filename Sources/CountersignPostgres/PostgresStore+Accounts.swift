@@ -65,29 +65,31 @@ extension PostgresStore: AccountStore {
         // The user's row is locked first: two registrations at once count each other's device.
         try await connection.run("SELECT id FROM users WHERE id = \(userID) FOR UPDATE", logger)
         // A token another account's device holds stays with it (see the SQLite store).
-        var fcmToken = try await Self.tokenUnlessClaimed(registration.fcmToken, byOtherThan: userID, connection, logger)
+        var push = try await Self.addressUnlessClaimed(registration.push, byOtherThan: userID, connection, logger)
         // An enrollment never takes a device over (see the SQLite store): with a held token it is pull only.
-        if !registration.mayApproveResets, let token = fcmToken,
-            try await connection.run("SELECT 1 FROM devices WHERE user_id = \(userID) AND fcm_token = \(token)", logger) > 0
+        if !registration.mayApproveResets, let token = push?.token,
+            try await connection.run("SELECT 1 FROM devices WHERE user_id = \(userID) AND push_token = \(token)", logger) > 0
         {
-            fcmToken = nil
+            push = nil
         }
-        if let fcmToken,
+        if let push,
             let existing = try await connection.rows(
-                "SELECT * FROM devices WHERE user_id = \(userID) AND fcm_token = \(fcmToken) FOR UPDATE", logger
+                "SELECT * FROM devices WHERE user_id = \(userID) AND push_token = \(push.token) FOR UPDATE", logger
             ).first
         {
             // The same phone again for this user: replace that device, keeping its id.
             var device = try Device(row: existing)
             device.name = registration.name
             device.platform = registration.platform
+            device.push = push
             device.pushEnabled = true
             device.publicKey = registration.publicKey
             device.mayApproveResets = registration.mayApproveResets
             device.offlineSecret = registration.offlineSecret
             try await connection.run(
                 """
-                UPDATE devices SET name = \(registration.name), platform = \(registration.platform), push_enabled = true,
+                UPDATE devices SET name = \(registration.name), platform = \(registration.platform), push_provider = \(push.provider.rawValue),
+                    push_options = \(push.storedOptions), push_enabled = true,
                     api_key_hash = \(registration.apiKeyHash), public_key = \(registration.publicKey?.json),
                     may_approve_resets = \(registration.mayApproveResets), offline_secret = \(registration.offlineSecret), offline_step = NULL
                 WHERE id = \(device.id) RETURNING id
@@ -98,14 +100,16 @@ extension PostgresStore: AccountStore {
             try await connection.rows("SELECT count(*) AS n FROM devices WHERE user_id = \(userID)", logger).first?.get("n", as: Int.self) ?? 0
         guard count < maxDevices else { throw AccountError.tooManyDevices }
         let device = Device(
-            id: SecureToken.recordID(), userID: userID, name: registration.name, platform: registration.platform, fcmToken: fcmToken,
-            pushEnabled: fcmToken != nil, createdAt: Date(), publicKey: registration.publicKey, mayApproveResets: registration.mayApproveResets,
+            id: SecureToken.recordID(), userID: userID, name: registration.name, platform: registration.platform, push: push,
+            pushEnabled: push != nil, createdAt: Date(), publicKey: registration.publicKey, mayApproveResets: registration.mayApproveResets,
             offlineSecret: registration.offlineSecret)
         try await connection.run(
             """
             INSERT INTO devices (
-                id, user_id, name, platform, fcm_token, push_enabled, api_key_hash, created_at, public_key, may_approve_resets, offline_secret)
-            VALUES (\(device.id), \(userID), \(device.name), \(device.platform), \(fcmToken), \(device.pushEnabled), \(registration.apiKeyHash),
+                id, user_id, name, platform, push_token, push_provider, push_options, push_enabled, api_key_hash, created_at, public_key,
+                may_approve_resets, offline_secret)
+            VALUES (\(device.id), \(userID), \(device.name), \(device.platform), \(push?.token),
+                \(push?.provider.rawValue ?? PushProvider.fcm.rawValue), \(push?.storedOptions), \(device.pushEnabled), \(registration.apiKeyHash),
                 \(device.createdAt.stored), \(registration.publicKey?.json), \(device.mayApproveResets), \(registration.offlineSecret))
             """, logger)
         return device
@@ -164,40 +168,44 @@ extension PostgresStore: AccountStore {
         }
     }
 
-    public func updatePushToken(deviceID: String, fcmToken: String?) async throws {
+    public func updatePushAddress(deviceID: String, push: PushAddress?) async throws {
         try await transaction { connection in
             guard let owner = try await connection.rows("SELECT user_id FROM devices WHERE id = \(deviceID) FOR UPDATE", self.logger).first else {
                 return
             }
             let userID = try owner.get("user_id", as: String.self)
-            let fcmToken = try await Self.tokenUnlessClaimed(fcmToken, byOtherThan: userID, connection, self.logger)
-            if let fcmToken {
+            let push = try await Self.addressUnlessClaimed(push, byOtherThan: userID, connection, self.logger)
+            if let push {
                 // The phone moved to this device of the same user: the old one stops getting its prompts.
                 try await connection.run(
                     """
-                    UPDATE devices SET fcm_token = NULL, push_enabled = false
-                    WHERE fcm_token = \(fcmToken) AND user_id = \(userID) AND id != \(deviceID) RETURNING id
+                    UPDATE devices SET push_token = NULL, push_enabled = false
+                    WHERE push_token = \(push.token) AND user_id = \(userID) AND id != \(deviceID) RETURNING id
                     """, self.logger)
             }
             try await connection.run(
-                "UPDATE devices SET fcm_token = \(fcmToken), push_enabled = \(fcmToken != nil) WHERE id = \(deviceID) RETURNING id", self.logger)
+                """
+                UPDATE devices SET push_token = \(push?.token), push_provider = \(push?.provider.rawValue ?? PushProvider.fcm.rawValue),
+                    push_options = \(push?.storedOptions), push_enabled = \(push != nil)
+                WHERE id = \(deviceID) RETURNING id
+                """, self.logger)
         }
     }
 
-    /// `token`, unless a device of another user holds it: then `nil` (pull only).
-    static func tokenUnlessClaimed(
-        _ token: String?, byOtherThan userID: String, _ connection: PostgresConnection, _ logger: Logger
+    /// `push`, unless a device of another user holds its token or endpoint: then `nil` (pull only).
+    static func addressUnlessClaimed(
+        _ push: PushAddress?, byOtherThan userID: String, _ connection: PostgresConnection, _ logger: Logger
     ) async throws
-        -> String?
+        -> PushAddress?
     {
-        guard let token else { return nil }
+        guard let push else { return nil }
         let claimed = try await connection.run(
-            "SELECT 1 FROM devices WHERE fcm_token = \(token) AND user_id != \(userID) LIMIT 1", logger)
-        return claimed > 0 ? nil : token
+            "SELECT 1 FROM devices WHERE push_token = \(push.token) AND user_id != \(userID) LIMIT 1", logger)
+        return claimed > 0 ? nil : push
     }
 
-    public func disablePush(deviceID: String, fcmToken: String) async throws {
-        try await rows("UPDATE devices SET push_enabled = false WHERE id = \(deviceID) AND fcm_token = \(fcmToken) RETURNING id")
+    public func disablePush(deviceID: String, token: String) async throws {
+        try await rows("UPDATE devices SET push_enabled = false WHERE id = \(deviceID) AND push_token = \(token) RETURNING id")
     }
 
     public func silencePrompts(userID: String, until: Date?) async throws {
@@ -225,7 +233,8 @@ extension Device {
             userID: try row.get("user_id"),
             name: try row.get("name"),
             platform: try row.get("platform"),
-            fcmToken: try row.get("fcm_token"),
+            push: try PushAddress(
+                storedProvider: try row.get("push_provider"), token: try row.get("push_token"), options: try row.get("push_options")),
             pushEnabled: try row.get("push_enabled"),
             createdAt: try row.date("created_at"),
             publicKey: try (try row.get("public_key", as: String?.self)).map { stored throws(DeviceKey.Invalid) in try DeviceKey(stored: stored) },

@@ -69,6 +69,15 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
     /// The send address is wrong (project id, endpoint, a proxy): no retry, nothing disabled, health shows it.
     public var isMisconfiguration: Bool { code == .notFound }
 
+    /// The refusal as every provider's sends sort them.
+    var refusal: PushRefusal {
+        let kind: PushRefusal.Kind =
+            if tokenIsDead { .tokenDead } else if needsFreshToken { .staleCredential } else if isAuthFault { .authFault } else if isMisconfiguration {
+                .misconfigured
+            } else if isRetryable { .retryable } else { .rejected }
+        return PushRefusal(kind, reason: shortDescription, detail: message, hint: hint, retryAfter: retryAfter)
+    }
+
     /// What an operator should check, for the log line of a configuration fault.
     public var hint: String {
         switch code {

@@ -4,7 +4,6 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
-import Synchronization
 
 /// Sends push messages through FCM HTTP v1 on one shared AsyncHTTPClient
 /// (HTTP/2 over TLS: many sends share one connection).
@@ -44,13 +43,8 @@ public final class FCMSender: PushSender {
     /// for no registered device (`fcm check`, the benchmark).
     private let deadTokens: (any PushTokenStore)?
     private let configuration: Configuration
-    private let record = Mutex(HealthRecord())
-
-    struct HealthRecord {
-        var lastSuccess: Date?
-        var lastAuthFault: Date?
-        var lastGiveUp: Date?
-    }
+    private let record = PushHealthRecord()
+    private let delivery: PushDelivery
 
     public init(
         account: ServiceAccount,
@@ -66,6 +60,7 @@ public final class FCMSender: PushSender {
             maximumConnections: configuration.maximumConnections, open: configuration.openConnection)
         self.configuration = configuration
         self.deadTokens = deadTokens
+        self.delivery = PushDelivery(service: "FCM", maxAttempts: configuration.maxAttempts, baseBackoff: configuration.baseBackoff)
         self.sendURL = "\(configuration.endpoint)/v1/projects/\(account.projectID)/messages:send"
     }
 
@@ -84,114 +79,35 @@ public final class FCMSender: PushSender {
     /// token: wrong project id or endpoint; the log line tells which), while nothing
     /// succeeded since; or `degraded` (a push gave up in the last five minutes and
     /// none succeeded since).
-    public var health: PushHealth {
-        record.withLock { record in
-            let success = record.lastSuccess ?? .distantPast
-            if let fault = record.lastAuthFault, fault > success { return .authError }
-            if let giveUp = record.lastGiveUp, giveUp > success, giveUp.timeIntervalSinceNow > -300 { return .degraded }
-            return .ok
-        }
-    }
+    public var health: PushHealth { record.health }
+
+    public var providerHealth: [PushProvider: PushHealth] { [.fcm: health] }
+
+    public var offer: PushOffer { PushOffer(providers: [.fcm]) }
 
     public func send(_ job: PushJob, to device: Device, logger: Logger) async -> PushOutcome {
-        guard let token = device.fcmToken else { return .rejected }
+        guard let address = device.push, address.provider == .fcm else { return .rejected }
+        let token = address.token
         // The device's metadata is built only when a line is logged: most sends log none.
         let logger = DeviceLogger(base: logger, deviceID: device.id, token: token)
-        let deadline: Date =
-            switch job {
-            case .prompt(_, _, _, let expiresAt, _, _): expiresAt
-            case .resolved, .deviceAdded: Date().addingTimeInterval(FCMMessageBuilder.resolutionTTL)
-            }
-        let outcome = await deliver(job, token: token, deadline: deadline, logger: logger)
-        switch outcome {
-        case .tokenDead:
-            guard let deadTokens else { break }
-            do {
-                try await deadTokens.disablePush(deviceID: device.id, fcmToken: token)
-            } catch {
-                logger.tagged.error("cannot disable push for a dead token", metadata: ["error": "\(error)"])
-            }
-        case .sent:
-            record.withLock { $0.lastSuccess = Date() }
-        case .dropped:
-            record.withLock { $0.lastGiveUp = Date() }
-        case .authError, .misconfigured:
-            record.withLock { $0.lastAuthFault = Date() }
-        case .rejected, .disabled:
-            break
-        }
-        return outcome
-    }
-
-    private func deliver(_ job: PushJob, token: String, deadline: Date, logger: DeviceLogger) async -> PushOutcome {
-        var refreshedAfter401 = false
-        var attempt = 0
-        while true {
-            attempt += 1
-            guard let message = FCMMessageBuilder.message(for: job, token: token, now: Date()), Date() < deadline else {
-                logger.tagged.notice("push dropped: it can no longer arrive before the request expires")
-                return .dropped
+        let outcome = await delivery.run(deadline: PushDelivery.deadline(of: job), logger: logger) {
+            guard let message = FCMMessageBuilder.message(for: job, token: token, now: Date()) else {
+                throw PushRefusal(.tooLate, reason: "expired")
             }
             do {
                 try await post(message, validateOnly: false)
-                if logger.base.logLevel <= .debug { logger.tagged.debug("push sent", metadata: ["attempt": "\(attempt)"]) }
-                return .sent
             } catch let failure as FCMFailure {
-                if failure.needsFreshToken && !refreshedAfter401 {
-                    refreshedAfter401 = true
-                    logger.tagged.notice("FCM refused the access token; refreshing it and retrying once")
-                    continue
-                }
-                if failure.tokenIsDead {
-                    logger.tagged.notice("push token is dead; push disabled for this device", metadata: ["fcm": "\(failure.shortDescription)"])
-                    return .tokenDead
-                }
-                if failure.isAuthFault || failure.needsFreshToken {
-                    logger.tagged.error(
-                        "FCM refused our credentials; nothing disabled",
-                        metadata: ["fcm": "\(failure.shortDescription)", "detail": "\(failure.message)", "check": "\(failure.hint)"])
-                    return .authError
-                }
-                if failure.isMisconfiguration {
-                    logger.tagged.error(
-                        "FCM does not know where we send; nothing disabled",
-                        metadata: ["fcm": "\(failure.shortDescription)", "detail": "\(failure.message)", "check": "\(failure.hint)"])
-                    return .misconfigured
-                }
-                guard failure.isRetryable else {
-                    logger.tagged.error("FCM rejected the message", metadata: ["fcm": "\(failure.shortDescription)", "detail": "\(failure.message)"])
-                    return .rejected
-                }
-                guard attempt < configuration.maxAttempts else {
-                    logger.tagged.warning("push gave up after \(attempt) attempts", metadata: ["fcm": "\(failure.shortDescription)"])
-                    return .dropped
-                }
-                let delay = backoff(attempt: attempt, retryAfter: failure.retryAfter)
-                guard Date().addingTimeInterval(delay) < deadline else {
-                    logger.tagged.notice(
-                        "push dropped: the next retry would come after the request expires", metadata: ["fcm": "\(failure.shortDescription)"])
-                    return .dropped
-                }
-                logger.tagged.debug("push will be retried", metadata: ["fcm": "\(failure.shortDescription)", "in": "\(delay)"])
-                try? await Task.sleep(for: .seconds(delay))
-            } catch {
-                // Connection failures: retried like UNAVAILABLE.
-                guard attempt < configuration.maxAttempts else {
-                    logger.tagged.warning("push gave up after \(attempt) attempts", metadata: ["error": "\(error)"])
-                    return .dropped
-                }
-                let delay = backoff(attempt: attempt, retryAfter: nil)
-                guard Date().addingTimeInterval(delay) < deadline else { return .dropped }
-                logger.tagged.debug("push will be retried after a transport error", metadata: ["error": "\(error)"])
-                try? await Task.sleep(for: .seconds(delay))
+                throw failure.refusal
             }
         }
+        if outcome == .tokenDead { await disable(device, token: token, in: deadTokens, logger: logger) }
+        record.note(outcome)
+        return outcome
     }
 
-    /// Exponential back-off with jitter (×0.5…1.5), never shorter than `Retry-After`.
+    /// The wait before retry `attempt` (see ``PushDelivery/backoff(attempt:retryAfter:)``).
     func backoff(attempt: Int, retryAfter: TimeInterval?) -> TimeInterval {
-        let exponential = configuration.baseBackoff * pow(2, Double(attempt - 1)) * Double.random(in: 0.5...1.5)
-        return max(exponential, retryAfter ?? 0)
+        delivery.backoff(attempt: attempt, retryAfter: retryAfter)
     }
 
     /// One `messages:send` call; throws ``FCMFailure`` on any refusal.
@@ -216,19 +132,5 @@ public final class FCMSender: PushSender {
             if failure.needsFreshToken { await tokens.invalidate(accessToken) }
             throw failure
         }
-    }
-}
-
-/// A send's logger, tagged with its device and token suffix when a line is written.
-struct DeviceLogger {
-    let base: Logger
-    let deviceID: String
-    let token: String
-
-    var tagged: Logger {
-        var logger = base
-        logger[metadataKey: "device"] = "\(deviceID)"
-        logger[metadataKey: "token"] = "\(Device.tokenSuffix(token))"
-        return logger
     }
 }

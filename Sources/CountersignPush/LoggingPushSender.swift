@@ -10,7 +10,7 @@ public struct LoggingPushSender: PushSender {
     public func send(_ job: PushJob, to device: Device, logger: Logger) async -> PushOutcome {
         logger.debug(
             "push disabled; not sent",
-            metadata: ["type": "\(job.type)", "device": "\(device.id)", "token": "\(device.fcmToken.map(Device.tokenSuffix) ?? "none")"]
+            metadata: ["type": "\(job.type)", "device": "\(device.id)", "push": "\(device.push?.described ?? "none")"]
         )
         return .disabled
     }

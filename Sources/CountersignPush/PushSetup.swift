@@ -6,22 +6,63 @@ import NIOCore
 import NIOSSL
 import ServiceLifecycle
 
-/// A ready FCM sender and the client service it needs.
+/// The ready push senders and the client services they need.
 public struct PushStack: Sendable {
-    public let sender: FCMSender
-    public let clientService: HTTPClientService
+    /// Every configured provider behind one port.
+    public let sender: PushRouter
+    public let clientServices: [HTTPClientService]
 }
 
 public enum PushSetup {
-    /// Loads the service account and builds the sender; `nil` when push is off
-    /// (no file, or an empty one). A bad file throws one line naming what is wrong.
+    /// Builds a sender for each configured provider (FCM, APNs, Web Push);
+    /// `nil` when none is. A bad key file or setting throws one line naming what is wrong.
     public static func make(settings: PushSettings, deadTokens: any PushTokenStore, logger: Logger) async throws -> PushStack? {
+        var senders: [PushProvider: any PushSender] = [:]
+        var services: [HTTPClientService] = []
+        do {
+            if let fcm = try await makeFCM(settings: settings, deadTokens: deadTokens, logger: logger) {
+                senders[.fcm] = fcm.sender
+                services.append(fcm.service)
+            }
+            if let apns = settings.apns {
+                let pem = try keyText(apns.keyFile, what: "APNs key")
+                let tokens: APNsProviderToken
+                do {
+                    tokens = try await APNsProviderToken(pem: pem, keyID: apns.keyID, teamID: apns.teamID)
+                } catch {
+                    throw ServiceAccountError("\(apns.keyFile): \(error)")
+                }
+                let client = try makeClient(caFile: apns.caFile)
+                services.append(HTTPClientService(client: client))
+                let configuration = apns.url.map(APNsSender.Configuration.init(url:)) ?? APNsSender.Configuration()
+                senders[.apns] = APNsSender(tokens: tokens, client: client, configuration: configuration, deadTokens: deadTokens)
+            }
+            if let webPush = settings.webPush {
+                let key = try VAPIDKeyFile.load(path: webPush.vapidKeyFile, create: webPush.createKey, logger: logger)
+                let vapid = try await VAPIDSigner(key: key, subject: webPush.subject)
+                let client = try makeClient(caFile: nil)
+                services.append(HTTPClientService(client: client))
+                senders[.webPush] = WebPushSender(
+                    vapid: vapid, client: client, configuration: .init(endpoints: settings.endpoints), deadTokens: deadTokens)
+            }
+        } catch {
+            for service in services { try? await service.client.shutdown() }
+            throw error
+        }
+        guard !senders.isEmpty else { return nil }
+        return PushStack(sender: PushRouter(senders), clientServices: services)
+    }
+
+    /// FCM's sender and its client; `nil` when no service account is configured (or its file is empty).
+    static func makeFCM(
+        settings: PushSettings, deadTokens: any PushTokenStore, logger: Logger
+    ) async throws -> (sender: FCMSender, service: HTTPClientService)? {
         guard let path = settings.serviceAccountFile else { return nil }
         guard let data = FileManager.default.contents(atPath: path) else {
             throw ServiceAccountError("cannot read FCM service account file \(path)")
         }
         if data.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
-            logger.notice("push disabled: the FCM service account file is empty", metadata: ["file": "\(path)"])
+            logger.notice("FCM push disabled: the service account file is empty", metadata: ["file": "\(path)"])
             return nil
         }
         let account = try ServiceAccount.parse(data, source: path)
@@ -31,11 +72,17 @@ public enum PushSetup {
             var configuration = FCMSender.Configuration(endpoint: settings.endpoint)
             configuration.openConnection = { [caFile = settings.caFile] in try makeClient(caFile: caFile) }
             let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: configuration, deadTokens: deadTokens)
-            return PushStack(sender: sender, clientService: HTTPClientService(client: client, sender: sender))
+            return (sender, HTTPClientService(client: client, sender: sender))
         } catch {
             try? await client.shutdown()
             throw error
         }
+    }
+
+    /// A key file's text; one line naming it when it cannot be read.
+    static func keyText(_ path: String, what: String) throws -> String {
+        guard let data = FileManager.default.contents(atPath: path) else { throw ServiceAccountError("cannot read the \(what) file \(path)") }
+        return String(decoding: data, as: UTF8.self)
     }
 
     /// Streams sent on one HTTP/2 connection before the client moves to a new one:
@@ -54,7 +101,7 @@ public enum PushSetup {
         var tls = TLSConfiguration.makeClientConfiguration()
         if let caFile {
             guard FileManager.default.isReadableFile(atPath: caFile) else {
-                throw ServiceAccountError("cannot read FCM CA file \(caFile)")
+                throw ServiceAccountError("cannot read the CA file \(caFile)")
             }
             tls.additionalTrustRoots = [.file(caFile)]
         }

@@ -60,6 +60,15 @@ public struct ConfigurationLoader {
         flag: "--fcm-service-account", environment: "COUNTERSIGN_FCM_SERVICE_ACCOUNT", fileKey: "fcm.serviceAccountFile")
     public static let fcmEndpoint = Setting(flag: "--fcm-endpoint", environment: "COUNTERSIGN_FCM_ENDPOINT", fileKey: "fcm.endpoint")
     public static let fcmCAFile = Setting(flag: "--fcm-ca-file", environment: "COUNTERSIGN_FCM_CA_FILE", fileKey: "fcm.caFile")
+    public static let apnsKeyFile = Setting(flag: "--apns-key-file", environment: "COUNTERSIGN_APNS_KEY_FILE", fileKey: "apns.keyFile")
+    public static let apnsKeyID = Setting(flag: "--apns-key-id", environment: "COUNTERSIGN_APNS_KEY_ID", fileKey: "apns.keyID")
+    public static let apnsTeamID = Setting(flag: "--apns-team-id", environment: "COUNTERSIGN_APNS_TEAM_ID", fileKey: "apns.teamID")
+    public static let apnsURL = Setting(flag: "--apns-url", environment: "COUNTERSIGN_APNS_URL", fileKey: "apns.url")
+    public static let apnsCAFile = Setting(flag: "--apns-ca-file", environment: "COUNTERSIGN_APNS_CA_FILE", fileKey: "apns.caFile")
+    public static let vapidKeyFile = Setting(flag: "--vapid-key-file", environment: "COUNTERSIGN_VAPID_KEY_FILE", fileKey: "webpush.vapidKeyFile")
+    public static let vapidSubject = Setting(flag: "--vapid-subject", environment: "COUNTERSIGN_VAPID_SUBJECT", fileKey: "webpush.vapidSubject")
+    public static let pushAllowPrivateEndpoints = Setting(
+        flag: "--push-allow-private-endpoints", environment: "COUNTERSIGN_PUSH_ALLOW_PRIVATE_ENDPOINTS", fileKey: "pushAllowPrivateEndpoints")
     public static let smtpURL = Setting(flag: "--smtp-url", environment: "COUNTERSIGN_SMTP_URL", fileKey: "smtp.url")
     public static let smtpUser = Setting(flag: "--smtp-user", environment: "COUNTERSIGN_SMTP_USER", fileKey: "smtp.user")
     public static let smtpPasswordFile = Setting(
@@ -82,7 +91,8 @@ public struct ConfigurationLoader {
         retention,
         rateLimits, trustedProxies, idleTimeout, requestTimeout, headTimeout, longPollsPerAddress, longPollsTotal, maxDevicesPerUser,
         connectionsPerAddress, fcmServiceAccount, fcmEndpoint,
-        fcmCAFile, smtpURL, smtpUser, smtpPasswordFile, smtpFrom, smtpTLS, smtpCAFile, publicURL, resetLinkTemplate, emailCodeTTL,
+        fcmCAFile, apnsKeyFile, apnsKeyID, apnsTeamID, apnsURL, apnsCAFile, vapidKeyFile, vapidSubject, pushAllowPrivateEndpoints, smtpURL, smtpUser,
+        smtpPasswordFile, smtpFrom, smtpTLS, smtpCAFile, publicURL, resetLinkTemplate, emailCodeTTL,
         mailTemplates, secretKeyFile, deviceKeys, offlineCodes,
     ]
 
@@ -114,7 +124,7 @@ public struct ConfigurationLoader {
         // Nested objects ("fcm": {...}, "smtp": {...}) are flattened to dotted keys ("fcm.endpoint").
         var flat: [String: Any] = [:]
         for (key, value) in object {
-            if key == "fcm" || key == "smtp", let nested = value as? [String: Any] {
+            if ["fcm", "smtp", "apns", "webpush"].contains(key), let nested = value as? [String: Any] {
                 for (inner, innerValue) in nested { flat["\(key).\(inner)"] = innerValue }
             } else {
                 flat[key] = value
@@ -376,7 +386,55 @@ public struct ConfigurationLoader {
             settings.endpoint = endpoint
         }
         settings.caFile = try value(Self.fcmCAFile, expected: path, parse: { $0.isEmpty ? nil : $0 })
+        settings.endpoints.allowsPrivate = try value(Self.pushAllowPrivateEndpoints, expected: "on or off", parse: Self.parseOnOff) ?? false
+        settings.apns = try apnsSettings()
+        settings.webPush = try webPushSettings()
         return settings
+    }
+
+    /// APNs, on when a key file is given (`--apns-key-file` or the `apns-key` credential); its key and team ids are then required.
+    func apnsSettings() throws -> APNsSettings? {
+        let path = "a file path"
+        guard let keyFile = try value(Self.apnsKeyFile, expected: path, parse: { $0.isEmpty ? nil : $0 }) ?? credential(APNsSettings.credentialName)
+        else { return nil }
+        let id = "the 10 letters and digits Apple shows"
+        let parseID: (String) -> String? = { $0.count == 10 && $0.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) } ? $0 : nil }
+        guard let keyID = try value(Self.apnsKeyID, expected: id, parse: parseID) else {
+            throw ConfigurationError("an APNs key is configured (\(keyFile)) but --apns-key-id is not")
+        }
+        guard let teamID = try value(Self.apnsTeamID, expected: id, parse: parseID) else {
+            throw ConfigurationError("an APNs key is configured (\(keyFile)) but --apns-team-id is not")
+        }
+        var settings = APNsSettings(keyFile: keyFile, keyID: keyID, teamID: teamID)
+        settings.url = try value(
+            Self.apnsURL, expected: "an https URL such as https://api.push.apple.com",
+            parse: { text in URL(string: text).flatMap { ($0.scheme == "https" || $0.scheme == "http") && $0.host != nil ? text : nil } })
+        settings.caFile = try value(Self.apnsCAFile, expected: path, parse: { $0.isEmpty ? nil : $0 })
+        return settings
+    }
+
+    /// Web Push, on when `--vapid-subject` is given. The VAPID key: `--vapid-key-file`, the `vapid-key`
+    /// credential, else `countersign.vapid.pem` beside the SQLite database (created on first start).
+    /// A cluster's nodes share one key: with PostgreSQL the file must be given and exist.
+    func webPushSettings() throws -> WebPushSettings? {
+        guard
+            let subject = try value(
+                Self.vapidSubject, expected: "mailto:ADDRESS or an https:// URL",
+                parse: { text in
+                    (text.hasPrefix("mailto:") && text.count > 8 && text.contains("@"))
+                        || (text.hasPrefix("https://") && URL(string: text)?.host != nil)
+                        ? text : nil
+                })
+        else { return nil }
+        let database = try databasePath()
+        if let file = try value(Self.vapidKeyFile, expected: "a file path", parse: { $0.isEmpty ? nil : $0 }) ?? credential("vapid-key") {
+            return WebPushSettings(vapidKeyFile: file, subject: subject, createKey: !PostgresSettings.isURL(database))
+        }
+        guard !PostgresSettings.isURL(database) else {
+            throw ConfigurationError("with a PostgreSQL database, give the nodes' VAPID key: --vapid-key-file")
+        }
+        let beside = URL(fileURLWithPath: database).deletingLastPathComponent().appendingPathComponent("countersign.vapid.pem").path
+        return WebPushSettings(vapidKeyFile: beside, subject: subject)
     }
 
     /// Each limit from the flag that names it, else the environment, else the file.

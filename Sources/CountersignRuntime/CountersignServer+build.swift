@@ -77,6 +77,7 @@ public func buildServer(
         publicURL: configuration.email.publicURL ?? configuration.listenURL,
         maxDevicesPerUser: configuration.maxDevicesPerUser,
         offlineCodes: configuration.offlineCodes,
+        pushEndpoints: configuration.push.endpoints,
         deviceKeys: configuration.deviceKeys,
         longPolls: LongPollSlots(perAddress: configuration.longPollsPerAddress, total: configuration.longPollsTotal),
         idleTimeout: configuration.idleTimeout,
@@ -106,7 +107,7 @@ public func buildServer(
         // In start order; they stop in reverse. The push client outlives the
         // dispatcher, the mail threads and the webhook client the outbox sender,
         // and the audit writer the rate-limit reporter, whose last reports it stores.
-        clients: (push.map { [$0.clientService] } ?? []) + (email.mailService.map { [$0] } ?? []) + [webhookClient],
+        clients: (push?.clientServices ?? []) + (email.mailService.map { [$0] } ?? []) + [webhookClient],
         services: [
             ExpiryService(broker: broker, interval: .milliseconds(250), logger: logger),
             AuditWriter(log: audit, store: store, logger: logger),

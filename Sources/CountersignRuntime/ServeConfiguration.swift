@@ -77,7 +77,7 @@ public struct ServeConfiguration: Sendable, Equatable {
             "numberMatching": "\(broker.numberMatching ? "required" : "off")",
             "deviceKeys": "\(deviceKeys.rawValue)",
             "offlineCodes": "\(offlineCodes ? "on" : "off")",
-            "push": "\(push.serviceAccountFile.map { "FCM, service account \($0)" } ?? "disabled (no service account)")",
+            "push": "\(push.summary)",
             "trustedProxies": "\(trustedProxies.map(\.description))",
             "mail": "\(email.smtp?.summary ?? "disabled (no SMTP server)")",
         ]
@@ -100,5 +100,17 @@ public struct ListenAddress: Sendable, Equatable {
     public init(host: String, port: Int) {
         self.host = host
         self.port = port
+    }
+}
+
+extension PushSettings {
+    /// The providers on, for the start-up line: `FCM (service account F), APNs (key K, team T), Web Push (VAPID key F)`.
+    var summary: String {
+        var parts: [String] = []
+        if let file = serviceAccountFile { parts.append("FCM (service account \(file))") }
+        if let apns { parts.append("APNs (key \(apns.keyID), team \(apns.teamID))") }
+        if let webPush { parts.append("Web Push (VAPID key \(webPush.vapidKeyFile))") }
+        if endpoints.allowsPrivate { parts.append("private endpoints allowed") }
+        return parts.isEmpty ? "disabled (no provider configured)" : parts.joined(separator: ", ")
     }
 }

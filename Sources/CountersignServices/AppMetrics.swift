@@ -70,8 +70,9 @@ public final class AppMetrics: Sendable {
         ).increment()
     }
 
-    public func push(type: String, outcome: PushOutcome) {
-        Counter(label: Name.pushes, dimensions: [("type", type), ("outcome", outcome.rawValue)], factory: factory).increment()
+    public func push(type: String, outcome: PushOutcome, provider: PushProvider) {
+        Counter(label: Name.pushes, dimensions: [("type", type), ("outcome", outcome.rawValue), ("provider", provider.rawValue)], factory: factory)
+            .increment()
     }
 
     public func rateLimited(_ name: RateLimitName) {

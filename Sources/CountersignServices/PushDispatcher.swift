@@ -30,7 +30,7 @@ public struct PushDispatcher: Service {
                 let devices: [Device]
                 do {
                     devices = try await accounts.devices(userID: job.userID).filter {
-                        $0.pushEnabled && $0.fcmToken != nil && $0.id != job.excludedDeviceID
+                        $0.pushEnabled && $0.push != nil && $0.id != job.excludedDeviceID
                     }
                 } catch {
                     logger.error("cannot read devices for push", metadata: ["error": "\(error)"])
@@ -45,12 +45,13 @@ public struct PushDispatcher: Service {
                     inFlight += 1
                     group.addTask {
                         let outcome = await sender.send(job, to: device, logger: logger)
-                        metrics.push(type: job.type, outcome: outcome)
+                        let provider = device.push?.provider ?? .fcm
+                        metrics.push(type: job.type, outcome: outcome, provider: provider)
                         if outcome != .disabled {
                             audit.record(
                                 AuditEvent(
                                     kind: .pushed, userID: device.userID, deviceID: device.id, requestRef: requestRef,
-                                    detail: "\(job.type): \(outcome.rawValue)"))
+                                    detail: "\(job.type): \(outcome.rawValue) (\(provider.rawValue))"))
                         }
                     }
                 }

@@ -69,24 +69,25 @@ extension SQLiteStore: AccountStore {
         let userID = registration.userID
         // A token another account's device holds stays with it: whoever presents it
         // must not silence that device's prompts, nor have their own prompts shown there.
-        var fcmToken = try Self.tokenUnlessClaimed(registration.fcmToken, byOtherThan: userID, db)
+        var push = try Self.addressUnlessClaimed(registration.push, byOtherThan: userID, db)
         // An enrollment never takes a device over (its key, its right to answer
         // resets): with a token one of the user's devices holds, it is pull only.
-        if !registration.mayApproveResets, let token = fcmToken,
-            try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM devices WHERE user_id = ? AND fcm_token = ?"), arguments: [userID, token])
+        if !registration.mayApproveResets, let token = push?.token,
+            try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM devices WHERE user_id = ? AND push_token = ?"), arguments: [userID, token])
                 ?? false
         {
-            fcmToken = nil
+            push = nil
         }
-        if let fcmToken {
+        if let push {
             // The same phone again for this user: replace that device, keeping its id.
             if let existing = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT * FROM devices WHERE user_id = ? AND fcm_token = ?"),
-                arguments: [userID, fcmToken]
+                db.cachedStatement(sql: "SELECT * FROM devices WHERE user_id = ? AND push_token = ?"),
+                arguments: [userID, push.token]
             ) {
                 var device = try Device(row: existing)
                 device.name = registration.name
                 device.platform = registration.platform
+                device.push = push
                 device.pushEnabled = true
                 device.publicKey = registration.publicKey
                 device.mayApproveResets = registration.mayApproveResets
@@ -94,12 +95,13 @@ extension SQLiteStore: AccountStore {
                 // A new offline secret starts with no step used.
                 try db.cachedStatement(
                     sql: """
-                        UPDATE devices SET name = ?, platform = ?, push_enabled = 1, api_key_hash = ?, public_key = ?, may_approve_resets = ?,
-                            offline_secret = ?, offline_step = NULL
+                        UPDATE devices SET name = ?, platform = ?, push_provider = ?, push_options = ?, push_enabled = 1, api_key_hash = ?,
+                            public_key = ?, may_approve_resets = ?, offline_secret = ?, offline_step = NULL
                         WHERE id = ?
                         """
                 ).execute(arguments: [
-                    registration.name, registration.platform, registration.apiKeyHash, registration.publicKey?.json,
+                    registration.name, registration.platform, push.provider.rawValue, push.storedOptions, registration.apiKeyHash,
+                    registration.publicKey?.json,
                     registration.mayApproveResets, registration.offlineSecret, device.id,
                 ])
                 return device
@@ -108,17 +110,19 @@ extension SQLiteStore: AccountStore {
         let count = try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM devices WHERE user_id = ?"), arguments: [userID]) ?? 0
         guard count < maxDevices else { throw AccountError.tooManyDevices }
         let device = Device(
-            id: SecureToken.recordID(), userID: userID, name: registration.name, platform: registration.platform, fcmToken: fcmToken,
-            pushEnabled: fcmToken != nil, createdAt: Date(), publicKey: registration.publicKey, mayApproveResets: registration.mayApproveResets,
+            id: SecureToken.recordID(), userID: userID, name: registration.name, platform: registration.platform, push: push,
+            pushEnabled: push != nil, createdAt: Date(), publicKey: registration.publicKey, mayApproveResets: registration.mayApproveResets,
             offlineSecret: registration.offlineSecret)
         try db.cachedStatement(
             sql: """
                 INSERT INTO devices (
-                    id, user_id, name, platform, fcm_token, push_enabled, api_key_hash, created_at, public_key, may_approve_resets, offline_secret)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    id, user_id, name, platform, push_token, push_provider, push_options, push_enabled, api_key_hash, created_at, public_key,
+                    may_approve_resets, offline_secret)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
         ).execute(arguments: [
-            device.id, userID, device.name, device.platform, fcmToken, device.pushEnabled, registration.apiKeyHash,
+            device.id, userID, device.name, device.platform, push?.token, push?.provider.rawValue ?? PushProvider.fcm.rawValue, push?.storedOptions,
+            device.pushEnabled, registration.apiKeyHash,
             device.createdAt.storedValue, registration.publicKey?.json, device.mayApproveResets, registration.offlineSecret,
         ])
         return device
@@ -182,37 +186,38 @@ extension SQLiteStore: AccountStore {
         }
     }
 
-    public func updatePushToken(deviceID: String, fcmToken: String?) async throws {
+    public func updatePushAddress(deviceID: String, push: PushAddress?) async throws {
         try await pool.write { db in
             guard let userID = try String.fetchOne(db.cachedStatement(sql: "SELECT user_id FROM devices WHERE id = ?"), arguments: [deviceID]) else {
                 return
             }
-            let fcmToken = try Self.tokenUnlessClaimed(fcmToken, byOtherThan: userID, db)
-            if let fcmToken {
+            let push = try Self.addressUnlessClaimed(push, byOtherThan: userID, db)
+            if let push {
                 // The phone moved to this device of the same user: the old one stops getting its prompts.
-                try db.cachedStatement(sql: "UPDATE devices SET fcm_token = NULL, push_enabled = 0 WHERE fcm_token = ? AND user_id = ? AND id != ?")
-                    .execute(arguments: [fcmToken, userID, deviceID]
+                try db.cachedStatement(sql: "UPDATE devices SET push_token = NULL, push_enabled = 0 WHERE push_token = ? AND user_id = ? AND id != ?")
+                    .execute(arguments: [push.token, userID, deviceID]
                     )
             }
-            try db.cachedStatement(sql: "UPDATE devices SET fcm_token = ?, push_enabled = ? WHERE id = ?").execute(arguments: [
-                fcmToken, fcmToken != nil, deviceID,
-            ]
-            )
+            try db.cachedStatement(sql: "UPDATE devices SET push_token = ?, push_provider = ?, push_options = ?, push_enabled = ? WHERE id = ?")
+                .execute(arguments: [
+                    push?.token, push?.provider.rawValue ?? PushProvider.fcm.rawValue, push?.storedOptions, push != nil, deviceID,
+                ])
         }
     }
 
-    /// `token`, unless a device of another user holds it: then `nil` (pull only).
-    static func tokenUnlessClaimed(_ token: String?, byOtherThan userID: String, _ db: Database) throws -> String? {
-        guard let token else { return nil }
+    /// `push`, unless a device of another user holds its token or endpoint: then `nil` (pull only).
+    static func addressUnlessClaimed(_ push: PushAddress?, byOtherThan userID: String, _ db: Database) throws -> PushAddress? {
+        guard let push else { return nil }
         let claimed =
             try Bool.fetchOne(
-                db.cachedStatement(sql: "SELECT 1 FROM devices WHERE fcm_token = ? AND user_id != ? LIMIT 1"), arguments: [token, userID]) ?? false
-        return claimed ? nil : token
+                db.cachedStatement(sql: "SELECT 1 FROM devices WHERE push_token = ? AND user_id != ? LIMIT 1"), arguments: [push.token, userID])
+            ?? false
+        return claimed ? nil : push
     }
 
-    public func disablePush(deviceID: String, fcmToken: String) async throws {
+    public func disablePush(deviceID: String, token: String) async throws {
         try await pool.write { db in
-            try db.cachedStatement(sql: "UPDATE devices SET push_enabled = 0 WHERE id = ? AND fcm_token = ?").execute(arguments: [deviceID, fcmToken]
+            try db.cachedStatement(sql: "UPDATE devices SET push_enabled = 0 WHERE id = ? AND push_token = ?").execute(arguments: [deviceID, token]
             )
         }
     }
@@ -251,7 +256,7 @@ extension Device {
             userID: row["user_id"],
             name: row["name"],
             platform: row["platform"],
-            fcmToken: row["fcm_token"],
+            push: try PushAddress(storedProvider: row["push_provider"], token: row["push_token"], options: row["push_options"]),
             pushEnabled: row["push_enabled"],
             createdAt: Date(stored: row["created_at"]),
             publicKey: try (row["public_key"] as String?).map { stored throws(DeviceKey.Invalid) in try DeviceKey(stored: stored) },

@@ -228,6 +228,17 @@ extension SQLiteStore {
                     );
                     """)
         }
+        migrator.registerMigration("v10-push-providers") { db in
+            // A device's push address names its provider (fcm, apns, webpush); the
+            // token column holds an FCM or APNs token or a Web Push endpoint, and
+            // what else the provider needs (APNs topic and environment, Web Push keys) is JSON.
+            try db.execute(
+                sql: """
+                    ALTER TABLE devices RENAME COLUMN fcm_token TO push_token;
+                    ALTER TABLE devices ADD COLUMN push_provider TEXT NOT NULL DEFAULT 'fcm';
+                    ALTER TABLE devices ADD COLUMN push_options TEXT;
+                    """)
+        }
         return migrator
     }
 }

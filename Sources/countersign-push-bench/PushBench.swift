@@ -59,7 +59,7 @@ struct PushBench: AsyncParsableCommand {
                     sends.addTask {
                         let job = PushJob.resolved(requestID: "bench-\(index)", userID: "bench", status: .approved)
                         let device = Device(
-                            id: "d\(index)", userID: "bench", name: "bench", platform: "iOS", fcmToken: "bench-token-\(index)",
+                            id: "d\(index)", userID: "bench", name: "bench", platform: "iOS", push: .fcm("bench-token-\(index)"),
                             pushEnabled: true, createdAt: Date())
                         return await sender.send(job, to: device, logger: logger)
                     }

@@ -22,8 +22,8 @@ struct DeviceCommand: AsyncParsableCommand {
             if devices.isEmpty { print("no devices for \(user.email)") }
             for device in devices {
                 let push =
-                    device.fcmToken == nil
-                    ? "pull only" : device.pushEnabled ? "push \(Device.tokenSuffix(device.fcmToken!))" : "push off (token rejected)"
+                    device.push.map { device.pushEnabled ? "push \($0.described)" : "push off (\($0.provider.rawValue) token rejected)" }
+                    ?? "pull only"
                 let key = device.publicKey.map { "key \($0.thumbprint)" } ?? "no key"
                 print("\(device.id)  \(device.name)  \(device.platform)  \(push)  \(key)  since \(device.createdAt.formatted(.iso8601))")
             }

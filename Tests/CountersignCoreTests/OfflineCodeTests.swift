@@ -100,7 +100,7 @@ import Testing
             let issued = try #require(try OfflineSecrets(keys: keys, enabled: true).issue())
             let device = try await harness.store.registerDevice(
                 DeviceRegistration(
-                    userID: user.id, name: "phone", platform: "android", fcmToken: nil, apiKeyHash: "k", publicKey: nil,
+                    userID: user.id, name: "phone", platform: "android", push: nil, apiKeyHash: "k", publicKey: nil,
                     mayApproveResets: mayApproveResets, offlineSecret: issued.sealed),
                 maxDevices: 20)
             let broker = try await harness.broker()

@@ -132,7 +132,7 @@ import Testing
             #expect(updated.json["success"] as? Bool == true)
             let device = try #require(try await daemon.server.store.devices(userID: user.id).first)
             #expect(device.id == deviceID)
-            #expect(device.fcmToken == "fresh-token-abcdef")
+            #expect(device.push?.token == "fresh-token-abcdef")
             #expect(device.pushEnabled)
 
             #expect(try await daemon.call(.PUT, "/api/mobile/device/fcm-token", json: [:], apiKey: key).status == 400)

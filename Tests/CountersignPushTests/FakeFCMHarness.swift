@@ -26,7 +26,7 @@ struct FakeFCMHarness {
     final class DeadTokens: PushTokenStore {
         private let list = Mutex<[String]>([])
         var tokens: [String] { list.withLock { $0 } }
-        func disablePush(deviceID: String, fcmToken: String) async throws { list.withLock { $0.append(fcmToken) } }
+        func disablePush(deviceID: String, token: String) async throws { list.withLock { $0.append(token) } }
     }
 
     static func run<T: Sendable>(
@@ -60,7 +60,7 @@ struct FakeFCMHarness {
     }
 
     static func device(_ token: String) -> Device {
-        Device(id: "device-\(token)", userID: "user-1", name: "Phone", platform: "iOS", fcmToken: token, pushEnabled: true, createdAt: Date())
+        Device(id: "device-\(token)", userID: "user-1", name: "Phone", platform: "iOS", push: .fcm(token), pushEnabled: true, createdAt: Date())
     }
 
     static func prompt(id: String = "req-AAAAAAAAAAAAAAAAAAAA", expiresIn: TimeInterval = 60) -> PushJob {

@@ -59,7 +59,7 @@ extension StoreTests {
     {
         try await store.enroll(codeHash: codeHash, now: now, maxDevices: maxDevices) { userID in
             DeviceRegistration(
-                userID: userID, name: token ?? "phone", platform: "android", fcmToken: token, apiKeyHash: "key-\(UUID().uuidString)",
+                userID: userID, name: token ?? "phone", platform: "android", push: token.map(PushAddress.fcm), apiKeyHash: "key-\(UUID().uuidString)",
                 publicKey: nil, mayApproveResets: false)
         }?.device
     }
@@ -90,10 +90,10 @@ extension StoreTests {
         try await store.createEnrollment(codeHash: "ana-2", userID: ana.id, integrationID: "int_1", createdAt: now, expiresAt: now + 600)
         // Her phone's push token: an enrollment does not take her phone over, it gets a device of its own, pull only.
         let phone = try await store.registerDevice(
-            userID: ana.id, name: "phone", platform: "ios", fcmToken: "ana-phone", apiKeyHash: "phone-key", publicKey: nil)
+            userID: ana.id, name: "phone", platform: "ios", push: .fcm("ana-phone"), apiKeyHash: "phone-key", publicKey: nil)
         let enrolled = try #require(try await Self.enroll(store, "ana-2", now: now, token: "ana-phone"))
         #expect(enrolled.mayApproveResets == false)
-        #expect(enrolled.id != phone.id && enrolled.fcmToken == nil)
+        #expect(enrolled.id != phone.id && enrolled.push == nil)
         #expect(try await store.device(id: phone.id)?.mayApproveResets == true)
         #expect(try await store.device(apiKeyHash: "phone-key")?.id == phone.id)
         // The password given on the device (refresh-key) lets it answer resets.
@@ -188,19 +188,19 @@ extension StoreTests {
         for index in 0..<2 {
             _ = try await store.registerDevice(
                 DeviceRegistration(
-                    userID: user.id, name: "p\(index)", platform: "ios", fcmToken: "tok-\(index)", apiKeyHash: "k\(index)", publicKey: nil,
+                    userID: user.id, name: "p\(index)", platform: "ios", push: .fcm("tok-\(index)"), apiKeyHash: "k\(index)", publicKey: nil,
                     mayApproveResets: true), maxDevices: 2)
         }
         await #expect(throws: AccountError.tooManyDevices) {
             try await store.registerDevice(
                 DeviceRegistration(
-                    userID: user.id, name: "third", platform: "ios", fcmToken: "tok-3", apiKeyHash: "k3", publicKey: nil, mayApproveResets: true),
+                    userID: user.id, name: "third", platform: "ios", push: .fcm("tok-3"), apiKeyHash: "k3", publicKey: nil, mayApproveResets: true),
                 maxDevices: 2)
         }
         // The same phone again replaces its device: no new one, so no refusal.
         let again = try await store.registerDevice(
             DeviceRegistration(
-                userID: user.id, name: "p0 again", platform: "ios", fcmToken: "tok-0", apiKeyHash: "k0b", publicKey: nil, mayApproveResets: true),
+                userID: user.id, name: "p0 again", platform: "ios", push: .fcm("tok-0"), apiKeyHash: "k0b", publicKey: nil, mayApproveResets: true),
             maxDevices: 2)
         #expect(again.name == "p0 again")
         try await store.createEnrollment(codeHash: "code", userID: user.id, integrationID: "int_1", createdAt: now, expiresAt: now + 600)
@@ -686,7 +686,7 @@ extension StoreTests {
         let user = try await store.createUser(email: "ana@example.com", passwordHash: "h")
         let device = try await store.registerDevice(
             DeviceRegistration(
-                userID: user.id, name: "phone", platform: "ios", fcmToken: nil, apiKeyHash: "k1", publicKey: nil, mayApproveResets: true,
+                userID: user.id, name: "phone", platform: "ios", push: nil, apiKeyHash: "k1", publicKey: nil, mayApproveResets: true,
                 offlineSecret: Data([1, 2, 3])),
             maxDevices: 20)
         #expect(try await store.devices(userID: user.id).first?.offlineSecret == Data([1, 2, 3]))
@@ -710,7 +710,7 @@ extension StoreTests {
         let enrolled = try #require(
             try await store.enroll(codeHash: "code", now: now, maxDevices: 20) { userID in
                 DeviceRegistration(
-                    userID: userID, name: "tablet", platform: "android", fcmToken: nil, apiKeyHash: "k4", publicKey: nil, mayApproveResets: false,
+                    userID: userID, name: "tablet", platform: "android", push: nil, apiKeyHash: "k4", publicKey: nil, mayApproveResets: false,
                     offlineSecret: Data([6]))
             }?.device)
         #expect(try await store.useOfflineStep(deviceID: enrolled.id, step: 10, sealed: Data([6]), resetRight: true) == false)

@@ -152,13 +152,13 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
         do {
             let store = try await open(backend, database)
             user = try await store.createUser(email: "Ana@Example.com", passwordHash: "h")
-            _ = try await store.registerDevice(userID: user.id, name: "Phone", platform: "iOS", fcmToken: "tok", apiKeyHash: "kh", publicKey: nil)
+            _ = try await store.registerDevice(userID: user.id, name: "Phone", platform: "iOS", push: .fcm("tok"), apiKeyHash: "kh", publicKey: nil)
             _ = try await store.insert(pending("r1", user: user))
             try store.close()
         }
         let reopened = try await open(backend, database)
         #expect(try await reopened.user(email: "ana@example.com")?.id == user.id)
-        #expect(try await reopened.device(apiKeyHash: "kh")?.fcmToken == "tok")
+        #expect(try await reopened.device(apiKeyHash: "kh")?.push?.token == "tok")
         let request = try #require(try await reopened.request(id: "r1"))
         #expect(request.state == .pending)
         #expect(NumberCode.matches("47", try #require(request.numberCode)))
@@ -168,24 +168,24 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
         let store = try await open(backend)
         let ana = try await store.createUser(email: "ana@example.com", passwordHash: "h")
         let bob = try await store.createUser(email: "bob@example.com", passwordHash: "h")
-        _ = try await store.registerDevice(userID: ana.id, name: "Phone", platform: "iOS", fcmToken: "shared", apiKeyHash: "k1", publicKey: nil)
+        _ = try await store.registerDevice(userID: ana.id, name: "Phone", platform: "iOS", push: .fcm("shared"), apiKeyHash: "k1", publicKey: nil)
         // Bob presents Ana's token: Ana keeps it (her prompts go on), Bob's device is pull only.
         let bobs = try await store.registerDevice(
-            userID: bob.id, name: "Phone", platform: "iOS", fcmToken: "shared", apiKeyHash: "k2", publicKey: nil)
-        #expect(bobs.fcmToken == nil)
+            userID: bob.id, name: "Phone", platform: "iOS", push: .fcm("shared"), apiKeyHash: "k2", publicKey: nil)
+        #expect(bobs.push == nil)
         #expect(bobs.pushEnabled == false)
         let anas = try await store.devices(userID: ana.id)
-        #expect(anas.first?.fcmToken == "shared")
+        #expect(anas.first?.push?.token == "shared")
         #expect(anas.first?.pushEnabled == true)
-        #expect(try await store.devices(userID: bob.id).first?.fcmToken == nil)
+        #expect(try await store.devices(userID: bob.id).first?.push == nil)
         // The same through a token update.
-        try await store.updatePushToken(deviceID: bobs.id, fcmToken: "shared")
-        #expect(try await store.devices(userID: ana.id).first?.fcmToken == "shared")
+        try await store.updatePushAddress(deviceID: bobs.id, push: .fcm("shared"))
+        #expect(try await store.devices(userID: ana.id).first?.push?.token == "shared")
         #expect(try await store.devices(userID: bob.id).first?.pushEnabled == false)
         // Once Ana's phone moves to a new token, the old one is free for Bob.
-        try await store.updatePushToken(deviceID: try #require(anas.first?.id), fcmToken: "ana-new")
-        try await store.updatePushToken(deviceID: bobs.id, fcmToken: "shared")
-        #expect(try await store.devices(userID: bob.id).first?.fcmToken == "shared")
+        try await store.updatePushAddress(deviceID: try #require(anas.first?.id), push: .fcm("ana-new"))
+        try await store.updatePushAddress(deviceID: bobs.id, push: .fcm("shared"))
+        #expect(try await store.devices(userID: bob.id).first?.push?.token == "shared")
     }
 
     @Test(arguments: Backend.available) func aDuplicateEmailIsRefused(backend: Backend) async throws {

@@ -6,9 +6,9 @@ public struct Device: Sendable, Equatable {
     public var userID: String
     public var name: String
     public var platform: String
-    /// The FCM registration token; `nil` for a pull-only device.
-    public var fcmToken: String?
-    /// False once FCM said the token is dead; a new token revives it.
+    /// Where its pushes go (FCM, APNs or Web Push); `nil` for a pull-only device.
+    public var push: PushAddress?
+    /// False once the push service said the token or endpoint is dead; a new one revives it.
     public var pushEnabled: Bool
     public var createdAt: Date
     /// The P-256 key its answers are signed with; `nil` for a device that answers with its API key alone.
@@ -27,7 +27,7 @@ public struct Device: Sendable, Equatable {
         userID: String,
         name: String,
         platform: String,
-        fcmToken: String?,
+        push: PushAddress?,
         pushEnabled: Bool,
         createdAt: Date,
         publicKey: DeviceKey? = nil,
@@ -39,7 +39,7 @@ public struct Device: Sendable, Equatable {
         self.userID = userID
         self.name = name
         self.platform = platform
-        self.fcmToken = fcmToken
+        self.push = push
         self.pushEnabled = pushEnabled
         self.createdAt = createdAt
         self.publicKey = publicKey
@@ -73,7 +73,7 @@ public struct DeviceRegistration: Sendable {
     public var userID: String
     public var name: String
     public var platform: String
-    public var fcmToken: String?
+    public var push: PushAddress?
     public var apiKeyHash: String
     public var publicKey: DeviceKey?
     /// A login (with the password) may approve resets; an enrollment may not.
@@ -82,13 +82,13 @@ public struct DeviceRegistration: Sendable {
     public var offlineSecret: Data?
 
     public init(
-        userID: String, name: String, platform: String, fcmToken: String?, apiKeyHash: String, publicKey: DeviceKey?, mayApproveResets: Bool,
+        userID: String, name: String, platform: String, push: PushAddress?, apiKeyHash: String, publicKey: DeviceKey?, mayApproveResets: Bool,
         offlineSecret: Data? = nil
     ) {
         self.userID = userID
         self.name = name
         self.platform = platform
-        self.fcmToken = fcmToken
+        self.push = push
         self.apiKeyHash = apiKeyHash
         self.publicKey = publicKey
         self.mayApproveResets = mayApproveResets

@@ -38,16 +38,18 @@ public protocol DeviceAccountStore: DeviceDirectory {
     /// Records proofs of possession as used until `until`, all or none: `false`
     /// when any was used before (on any node, before any restart).
     func useProofs(_ uses: [ProofUse], until: Date, now: Date) async throws -> Bool
-    /// Sets a new push token; a device whose token died gets push back. A token
-    /// that a device of another user holds stays there: this device is left pull only.
-    func updatePushToken(deviceID: String, fcmToken: String?) async throws
+    /// Sets a new push address (any provider); a device whose address died gets
+    /// push back. A token or endpoint that a device of another user holds stays
+    /// there: this device is left pull only.
+    func updatePushAddress(deviceID: String, push: PushAddress?) async throws
     func deleteDevice(id: String) async throws -> Bool
 }
 
 /// What push needs when a token turns out to be dead.
 public protocol PushTokenStore: Sendable {
-    /// Stops pushing to a device whose token FCM rejected, unless the token changed meanwhile.
-    func disablePush(deviceID: String, fcmToken: String) async throws
+    /// Stops pushing to a device whose token or endpoint its push service
+    /// rejected, unless the device's address changed meanwhile.
+    func disablePush(deviceID: String, token: String) async throws
 }
 
 /// What the push dispatcher needs: the devices to prompt.
@@ -76,11 +78,11 @@ public typealias AccountStore = ApproverDirectory & DeviceAccountStore & PushTar
 extension DeviceAccountStore {
     /// A signed-in device (it may approve resets), with no bound on the user's devices.
     public func registerDevice(
-        userID: String, name: String, platform: String, fcmToken: String?, apiKeyHash: String, publicKey: DeviceKey?
+        userID: String, name: String, platform: String, push: PushAddress?, apiKeyHash: String, publicKey: DeviceKey?
     ) async throws -> Device {
         try await registerDevice(
             DeviceRegistration(
-                userID: userID, name: name, platform: platform, fcmToken: fcmToken, apiKeyHash: apiKeyHash, publicKey: publicKey,
+                userID: userID, name: name, platform: platform, push: push, apiKeyHash: apiKeyHash, publicKey: publicKey,
                 mayApproveResets: true),
             maxDevices: .max)
     }

@@ -13,6 +13,8 @@ struct EnrollmentController: Sendable {
     let deviceKeys: DeviceKeyPolicy
     let arrivals: DeviceArrivals
     let offline: OfflineSecrets
+    let pushEndpoints: PushEndpointPolicy
+    let pushOffer: PushOffer
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.post("auth/enroll", use: enroll)
@@ -23,6 +25,7 @@ struct EnrollmentController: Sendable {
         var deviceName: String
         var platform: String
         var fcmToken: String?
+        var push: PushAddressBody?
         var publicKey: JWKMembers?
     }
 
@@ -31,12 +34,11 @@ struct EnrollmentController: Sendable {
         let typed = body.enrollmentCode
         let deviceName = try Field.text(body.deviceName, "deviceName", maxBytes: 100)
         let platform = try Field.text(body.platform, "platform", maxBytes: 32)
-        let token = try body.fcmToken.map { try Field.text($0, "fcmToken", maxBytes: 4096, allowEmpty: true) }
+        let push = try Field.pushAddress(push: body.push, fcmToken: body.fcmToken, policy: pushEndpoints)
         // With device keys off, a key sent is ignored, not checked.
         let key = deviceKeys == .off ? nil : try body.publicKey.map { try Field.deviceKey($0, "publicKey") }
         let apiKey = SecureToken.apiKey()
         let apiKeyHash = SecureToken.sha256Hex(apiKey)
-        let pushToken = Device.pushToken(from: token)
         let secret = try offline.issue()
         let sealedSecret = secret?.sealed
         let maxDevices = arrivals.maxPerUser
@@ -53,7 +55,7 @@ struct EnrollmentController: Sendable {
                 // The code is used and the device registered in one transaction: a refusal leaves the code usable.
                 enrolled = try await store.enroll(codeHash: EnrollmentCode.hash(code, keys: keys), now: Date(), maxDevices: maxDevices) { userID in
                     DeviceRegistration(
-                        userID: userID, name: deviceName, platform: platform, fcmToken: pushToken, apiKeyHash: apiKeyHash, publicKey: key,
+                        userID: userID, name: deviceName, platform: platform, push: push, apiKeyHash: apiKeyHash, publicKey: key,
                         mayApproveResets: false, offlineSecret: sealedSecret)
                 }
             } catch AccountError.tooManyDevices {
@@ -79,7 +81,7 @@ struct EnrollmentController: Sendable {
             AuditEvent(
                 kind: .deviceEnrolled, userID: user.id, context: auditContext,
                 detail: "integration \(integrationName)"
-                    + (device.fcmToken.map { "; push token \(Device.tokenSuffix($0))" } ?? "; pull only")
+                    + (device.push.map { "; push \($0.described)" } ?? "; pull only")
                     + (device.publicKey.map { "; key \($0.thumbprint)" } ?? "")))
         await arrivals.announce(device, route: "enroll", integrationName: integrationName, context: auditContext, logger: context.logger)
         return MobileAuthController.LoginAnswer(
@@ -87,6 +89,7 @@ struct EnrollmentController: Sendable {
             device: .init(
                 id: device.id, name: device.name, platform: device.platform, pushEnabled: device.pushEnabled, keyBound: device.publicKey != nil),
             apiKey: apiKey,
-            offline: MobileAuthController.OfflineOut(secret, email: user.email))
+            offline: MobileAuthController.OfflineOut(secret, email: user.email),
+            push: pushOffer)
     }
 }

@@ -3,7 +3,8 @@ import HTTPTypes
 import Hummingbird
 import Logging
 
-/// Login (registers a trusted device), API key refresh, push token update and sign-out.
+/// Login (registers a trusted device), API key refresh, the device's push
+/// address and the push offer, the device itself, and sign-out.
 struct MobileAuthController: Sendable {
     let accounts: any DeviceAccountStore
     let hasher: any PasswordHasher
@@ -16,11 +17,18 @@ struct MobileAuthController: Sendable {
     let deviceKeys: DeviceKeyPolicy
     let arrivals: DeviceArrivals
     let offline: OfflineSecrets
+    /// Which Web Push endpoints are accepted.
+    let pushEndpoints: PushEndpointPolicy
+    /// The providers this daemon pushes through and the VAPID key.
+    let pushOffer: PushOffer
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.post("auth/login", use: login)
         group.post("auth/refresh-key", use: refreshKey)
         group.put("device/fcm-token", use: updateToken)
+        group.put("device/push", use: updatePush)
+        group.get("device", use: showDevice)
+        group.get("push/config", use: pushConfig)
         group.delete("device", use: signOut)
     }
 
@@ -29,7 +37,10 @@ struct MobileAuthController: Sendable {
         var password: String
         var deviceName: String
         var platform: String
+        /// The older form of `push`: an FCM token.
         var fcmToken: String?
+        /// Where its pushes go (any provider); wins over `fcmToken`.
+        var push: PushAddressBody?
         /// A P-256 public key (JWK) the device's answers will be signed with.
         var publicKey: JWKMembers?
     }
@@ -53,6 +64,8 @@ struct MobileAuthController: Sendable {
         var apiKey: String
         /// The device's offline-code secret, given once; absent with offline codes off.
         var offline: OfflineOut?
+        /// The providers this daemon pushes through, and the VAPID key.
+        var push: PushOffer
     }
 
     /// An offline-code secret as the app keeps it, and its `otpauth://` URI.
@@ -73,7 +86,7 @@ struct MobileAuthController: Sendable {
         let password = try Field.password(body.password)
         let deviceName = try Field.text(body.deviceName, "deviceName", maxBytes: 100)
         let platform = try Field.text(body.platform, "platform", maxBytes: 32)
-        let token = try body.fcmToken.map { try Field.text($0, "fcmToken", maxBytes: 4096, allowEmpty: true) }
+        let push = try Field.pushAddress(push: body.push, fcmToken: body.fcmToken, policy: pushEndpoints)
         // With device keys off, a key sent is ignored, not checked.
         let key = deviceKeys == .off ? nil : try body.publicKey.map { try Field.deviceKey($0, "publicKey") }
         let normalized = User.normalize(email: email)
@@ -113,7 +126,7 @@ struct MobileAuthController: Sendable {
         do {
             device = try await accounts.registerDevice(
                 DeviceRegistration(
-                    userID: user.id, name: deviceName, platform: platform, fcmToken: Device.pushToken(from: token),
+                    userID: user.id, name: deviceName, platform: platform, push: push,
                     apiKeyHash: SecureToken.sha256Hex(apiKey), publicKey: key, mayApproveResets: true, offlineSecret: secret?.sealed),
                 maxDevices: arrivals.maxPerUser)
         } catch AccountError.tooManyDevices {
@@ -127,7 +140,7 @@ struct MobileAuthController: Sendable {
         audit.record(
             AuditEvent(
                 kind: .loginSucceeded, userID: user.id, context: request.auditContext(context, deviceID: device.id),
-                detail: (device.fcmToken.map { "push token \(Device.tokenSuffix($0))" } ?? "pull only")
+                detail: (device.push.map { "push \($0.described)" } ?? "pull only")
                     + (device.publicKey.map { "; key \($0.thumbprint)" } ?? "")))
         await arrivals.announce(
             device, route: "login", context: request.auditContext(context, deviceID: device.id), logger: context.logger)
@@ -137,7 +150,8 @@ struct MobileAuthController: Sendable {
                 id: device.id, name: device.name, platform: device.platform, pushEnabled: device.pushEnabled,
                 keyBound: device.publicKey != nil),
             apiKey: apiKey,
-            offline: OfflineOut(secret, email: user.email)
+            offline: OfflineOut(secret, email: user.email),
+            push: pushOffer
         )
     }
 
@@ -179,20 +193,60 @@ struct MobileAuthController: Sendable {
     struct TokenBody: Decodable { var fcmToken: String }
     struct Success: ResponseEncodable { var success = true }
 
+    /// `PUT /api/mobile/device/fcm-token`: the older form of `device/push`, for FCM.
     @Sendable func updateToken(_ request: Request, context: AppRequestContext) async throws -> Success {
         let device = try await authenticator.device(for: request)
         let body = try await request.decodeJSON(as: TokenBody.self, context: context)
-        let token = Device.pushToken(from: try Field.text(body.fcmToken, "fcmToken", maxBytes: 4096, allowEmpty: true))
-        try await accounts.updatePushToken(deviceID: device.id, fcmToken: token)
-        context.logger.info(
-            "push token updated",
-            metadata: ["device": "\(device.id)", "token": "\(token.map(Device.tokenSuffix) ?? "none")"]
-        )
+        let token = Device.pushToken(from: try Field.text(body.fcmToken, "fcmToken", maxBytes: PushAddress.maximumTokenBytes, allowEmpty: true))
+        return try await update(device, to: token.map(PushAddress.fcm), request: request, context: context)
+    }
+
+    /// `PUT /api/mobile/device/push`: a new push address, of any provider.
+    @Sendable func updatePush(_ request: Request, context: AppRequestContext) async throws -> Success {
+        let device = try await authenticator.device(for: request)
+        let body = try await request.decodeJSON(as: PushAddressBody.self, context: context)
+        let push = try Field.pushAddress(body, policy: pushEndpoints)
+        return try await update(device, to: push, request: request, context: context)
+    }
+
+    private func update(_ device: Device, to push: PushAddress?, request: Request, context: AppRequestContext) async throws -> Success {
+        try await accounts.updatePushAddress(deviceID: device.id, push: push)
+        context.logger.info("push address updated", metadata: ["device": "\(device.id)", "push": "\(push?.described ?? "none")"])
         audit.record(
             AuditEvent(
                 kind: .pushTokenUpdated, userID: device.userID, context: request.auditContext(context, deviceID: device.id),
-                detail: token.map { "push token \(Device.tokenSuffix($0))" } ?? "pull only"))
+                detail: push.map { "push \($0.described)" } ?? "pull only"))
         return Success()
+    }
+
+    struct DeviceAnswer: ResponseEncodable {
+        struct PushOut: Encodable {
+            var provider: PushProvider
+            /// The token's or endpoint's last 6 characters.
+            var token: String
+            var enabled: Bool
+        }
+        var id: String
+        var name: String
+        var platform: String
+        var keyBound: Bool
+        var mayApproveResets: Bool
+        @NullWhenAbsent var push: PushOut?
+    }
+
+    /// `GET /api/mobile/device`: the device as the daemon holds it; of its push address, only the provider and the last characters.
+    @Sendable func showDevice(_ request: Request, context: AppRequestContext) async throws -> DeviceAnswer {
+        let device = try await authenticator.device(for: request)
+        return DeviceAnswer(
+            id: device.id, name: device.name, platform: device.platform, keyBound: device.publicKey != nil,
+            mayApproveResets: device.mayApproveResets,
+            push: device.push.map { .init(provider: $0.provider, token: String($0.token.suffix(6)), enabled: device.pushEnabled) })
+    }
+
+    /// `GET /api/mobile/push/config`: what the app subscribes its push with.
+    @Sendable func pushConfig(_ request: Request, context: AppRequestContext) async throws -> PushOfferAnswer {
+        _ = try await authenticator.device(for: request)
+        return PushOfferAnswer(offer: pushOffer)
     }
 
     @Sendable func signOut(_ request: Request, context: AppRequestContext) async throws -> Success {
@@ -201,5 +255,14 @@ struct MobileAuthController: Sendable {
         context.logger.info("device signed out", metadata: ["device": "\(device.id)"])
         audit.record(AuditEvent(kind: .deviceSignedOut, userID: device.userID, context: request.auditContext(context, deviceID: device.id)))
         return Success()
+    }
+}
+
+/// ``PushOffer`` as an answer of its own.
+struct PushOfferAnswer: ResponseEncodable {
+    var offer: PushOffer
+
+    func encode(to encoder: any Encoder) throws {
+        try offer.encode(to: encoder)
     }
 }

@@ -1,3 +1,5 @@
+import CountersignCore
+
 /// Which address a request comes from: the socket peer, or, when the peer is
 /// a trusted proxy, the right-most address of `X-Forwarded-For` that is not
 /// itself a trusted proxy.

@@ -42,6 +42,8 @@ public struct AppDependencies: Sendable {
     public var maxDevicesPerUser: Int
     /// Whether devices get offline-code secrets and their codes are accepted (`--offline-codes`).
     public var offlineCodes: Bool
+    /// Which Web Push endpoints devices may register (`--push-allow-private-endpoints`).
+    public var pushEndpoints: PushEndpointPolicy
 
     public init(
         store: any CountersignStorage,
@@ -60,6 +62,7 @@ public struct AppDependencies: Sendable {
         publicURL: String = "http://127.0.0.1:8080",
         maxDevicesPerUser: Int = Device.defaultMaxPerUser,
         offlineCodes: Bool = true,
+        pushEndpoints: PushEndpointPolicy = PushEndpointPolicy(),
         deviceKeys: DeviceKeyPolicy = .optional,
         longPolls: LongPollSlots = LongPollSlots(),
         idleTimeout: Duration = .seconds(75),
@@ -87,5 +90,6 @@ public struct AppDependencies: Sendable {
         self.publicURL = publicURL
         self.maxDevicesPerUser = maxDevicesPerUser
         self.offlineCodes = offlineCodes
+        self.pushEndpoints = pushEndpoints
     }
 }

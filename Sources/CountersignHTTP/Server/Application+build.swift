@@ -83,7 +83,8 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
     let mobile = router.group("api/mobile")
     MobileAuthController(
         accounts: dependencies.store, hasher: dependencies.hasher, authenticator: authenticator, abuse: abuse, audit: dependencies.audit,
-        decoyHash: dependencies.decoyHash, deviceKeys: dependencies.deviceKeys, arrivals: arrivals, offline: offline
+        decoyHash: dependencies.decoyHash, deviceKeys: dependencies.deviceKeys, arrivals: arrivals, offline: offline,
+        pushEndpoints: dependencies.pushEndpoints, pushOffer: dependencies.pushSender.offer
     ).addRoutes(to: mobile)
     PhoneResetController(
         broker: dependencies.broker, hasher: dependencies.hasher, abuse: abuse, longPolls: dependencies.longPolls, codes: codes
@@ -97,7 +98,7 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
     EmailResetController(resets: dependencies.emailResets, abuse: abuse).addRoutes(to: mobile)
     EnrollmentController(
         store: dependencies.store, keys: dependencies.secretKeys, abuse: abuse, audit: dependencies.audit, deviceKeys: dependencies.deviceKeys,
-        arrivals: arrivals, offline: offline
+        arrivals: arrivals, offline: offline, pushEndpoints: dependencies.pushEndpoints, pushOffer: dependencies.pushSender.offer
     ).addRoutes(to: mobile)
     // The approvals API of relying services, behind their own API keys.
     let integrations = IntegrationAuthenticator(integrations: dependencies.store)

@@ -37,7 +37,7 @@ public struct IPNetwork: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The bytes of an IPv4 or IPv6 address (IPv4-mapped IPv6 as IPv4), parsed by the C library.
-    static func address(_ text: String) -> [UInt8]? {
+    public static func address(_ text: String) -> [UInt8]? {
         var v4 = in_addr()
         if inet_pton(AF_INET, text, &v4) == 1 {
             return withUnsafeBytes(of: &v4) { Array($0) }

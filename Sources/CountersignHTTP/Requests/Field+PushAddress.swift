@@ -1,0 +1,51 @@
+import CountersignCore
+
+/// A push address as a device sends it: `{"provider": "fcm", "token"}`,
+/// `{"provider": "apns", "token", "topic", "environment"}` or
+/// `{"provider": "webpush", "endpoint", "p256dh", "auth"}`.
+struct PushAddressBody: Decodable, Sendable {
+    var provider: String
+    var token: String?
+    var topic: String?
+    var environment: String?
+    var endpoint: String?
+    var p256dh: String?
+    var auth: String?
+}
+
+extension Field {
+    /// The address a device sent; `nil` for an FCM token that is empty or a
+    /// placeholder (a pull-only device). `prefix` names the body member the
+    /// address sits in (`push.` in a login), for the error.
+    static func pushAddress(_ body: PushAddressBody, prefix: String = "", policy: PushEndpointPolicy) throws -> PushAddress? {
+        func required(_ value: String?, _ name: String) throws -> String {
+            guard let value else { throw APIError.invalidRequest("The field `\(prefix)\(name)` is required for provider \(body.provider).") }
+            return try text(value, prefix + name, maxBytes: PushAddress.maximumTokenBytes)
+        }
+        do {
+            switch PushProvider(rawValue: body.provider) {
+            case .fcm:
+                let token = try text(body.token ?? "", prefix + "token", maxBytes: PushAddress.maximumTokenBytes, allowEmpty: true)
+                return Device.pushToken(from: token).map(PushAddress.fcm)
+            case .apns:
+                return try PushAddress.checkedAPNs(
+                    token: try required(body.token, "token"), topic: try required(body.topic, "topic"), environment: body.environment)
+            case .webPush:
+                return try PushAddress.checkedWebPush(
+                    endpoint: try required(body.endpoint, "endpoint"), p256dh: try required(body.p256dh, "p256dh"),
+                    auth: try required(body.auth, "auth"), policy: policy)
+            case nil:
+                throw APIError.invalidRequest("The field `\(prefix)provider` must be one of fcm, apns, webpush.")
+            }
+        } catch let problem as PushAddress.Problem {
+            throw APIError.invalidRequest("The field `\(prefix)\(problem.field)` \(problem.message).")
+        }
+    }
+
+    /// A login's or enrollment's push address: `push` when given, else the older `fcmToken`.
+    static func pushAddress(push: PushAddressBody?, fcmToken: String?, policy: PushEndpointPolicy) throws -> PushAddress? {
+        if let push { return try pushAddress(push, prefix: "push.", policy: policy) }
+        let token = try fcmToken.map { try text($0, "fcmToken", maxBytes: PushAddress.maximumTokenBytes, allowEmpty: true) }
+        return Device.pushToken(from: token).map(PushAddress.fcm)
+    }
+}

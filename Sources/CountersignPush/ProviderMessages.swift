@@ -1,0 +1,88 @@
+import CountersignCore
+import Foundation
+
+/// The APNs and Web Push forms of the contract's messages, made from the FCM
+/// message (``FCMMessageBuilder``) so that all three say the same. Pure: no I/O.
+enum ProviderMessages {
+    /// An APNs request's headers (without `authorization`) and JSON body.
+    struct APNs: Equatable {
+        var headers: [(name: String, value: String)]
+        var body: Data
+
+        static func == (lhs: APNs, rhs: APNs) -> Bool {
+            lhs.body == rhs.body && lhs.headers.map { "\($0.name):\($0.value)" } == rhs.headers.map { "\($0.name):\($0.value)" }
+        }
+    }
+
+    /// APNs' limit on a notification's payload.
+    static let apnsMaximumBytes = 4096
+
+    /// The message for `job` to an APNs device of app `topic`; `nil` when a prompt can no longer arrive in time.
+    static func apns(for job: PushJob, topic: String, now: Date) -> APNs? {
+        guard let fcm = FCMMessageBuilder.message(for: job, token: "", now: now) else { return nil }
+        var aps: [String: Any] = [:]
+        let fields = fcm.apns.payload.aps
+        if let notification = fcm.notification { aps["alert"] = ["title": notification.title, "body": notification.body] }
+        if let category = fields.category { aps["category"] = category }
+        if let mutable = fields.mutableContent { aps["mutable-content"] = mutable }
+        if let available = fields.contentAvailable { aps["content-available"] = available }
+        if let level = fields.interruptionLevel { aps["interruption-level"] = level }
+        var payload: [String: Any] = fcm.data
+        payload["aps"] = aps
+        guard var body = json(payload) else { return nil }
+        if body.count > apnsMaximumBytes {
+            payload["context"] = nil
+            guard let smaller = json(payload), smaller.count <= apnsMaximumBytes else { return nil }
+            body = smaller
+        }
+        let headers = fcm.apns.headers
+        var out: [(String, String)] = [("apns-topic", topic)]
+        for name in ["apns-push-type", "apns-priority", "apns-expiration"] {
+            if let value = headers[name] { out.append((name, value)) }
+        }
+        // Collapses an older copy of the same request's prompt.
+        if case .prompt = job, let reference = job.requestRef { out.append(("apns-collapse-id", reference)) }
+        return APNs(headers: out, body: body)
+    }
+
+    /// A Web Push payload before encryption: the FCM data keys and, for a
+    /// prompt, the notification's `title` and `body` (the app shows them itself).
+    struct WebPush: Equatable {
+        var payload: Data
+        /// Seconds the push service may hold the message: to the request's expiry, a notice's 5 minutes.
+        var ttl: Int
+        /// `high` for prompts, `normal` for notices.
+        var urgency: String
+        /// Collapses an older message of the same request at the push service.
+        var topic: String?
+    }
+
+    /// The most plaintext one aes128gcm record of 4096 bytes carries (RFC 8291 §4: 4096 − 86 header − 16 tag − 1 delimiter).
+    static let webPushMaximumBytes = 3993
+
+    static func webPush(for job: PushJob, now: Date) -> WebPush? {
+        guard let fcm = FCMMessageBuilder.message(for: job, token: "", now: now) else { return nil }
+        var payload: [String: Any] = fcm.data
+        if let notification = fcm.notification {
+            payload["title"] = notification.title
+            payload["body"] = notification.body
+        }
+        guard var data = json(payload) else { return nil }
+        if data.count > webPushMaximumBytes {
+            payload["context"] = nil
+            guard let smaller = json(payload), smaller.count <= webPushMaximumBytes else { return nil }
+            data = smaller
+        }
+        let ttl: Int =
+            switch job {
+            case .prompt(_, _, _, let expiresAt, _, _): max(1, Int(expiresAt.timeIntervalSince(now).rounded(.down)))
+            case .resolved, .deviceAdded: Int(FCMMessageBuilder.resolutionTTL)
+            }
+        let urgency = if case .prompt = job { "high" } else { "normal" }
+        return WebPush(payload: data, ttl: ttl, urgency: urgency, topic: job.requestRef)
+    }
+
+    private static func json(_ object: [String: Any]) -> Data? {
+        try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+    }
+}

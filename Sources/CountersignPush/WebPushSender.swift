@@ -1,0 +1,211 @@
+import AsyncHTTPClient
+import CountersignCore
+import Crypto
+import Foundation
+import JWTKit
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// Sends push messages to Web Push subscriptions (RFC 8030), as UnifiedPush
+/// distributors (ntfy, NextPush, …) and browsers take them: the payload
+/// encrypted for the subscription (RFC 8291, ``WebPushEncryption``), the
+/// daemon identified by its VAPID key (RFC 8292).
+public final class WebPushSender: PushSender {
+    public struct Configuration: Sendable {
+        public var maxAttempts = 5
+        public var baseBackoff: TimeInterval = 0.5
+        public var requestTimeout: TimeInterval = 10
+        public var endpoints = PushEndpointPolicy()
+
+        public init(endpoints: PushEndpointPolicy = PushEndpointPolicy()) {
+            self.endpoints = endpoints
+        }
+    }
+
+    public let vapid: VAPIDSigner
+    private let client: HTTPClient
+    private let configuration: Configuration
+    private let deadTokens: (any PushTokenStore)?
+    private let record = PushHealthRecord()
+    private let delivery: PushDelivery
+
+    public init(vapid: VAPIDSigner, client: HTTPClient, configuration: Configuration, deadTokens: (any PushTokenStore)?) {
+        self.vapid = vapid
+        self.client = client
+        self.configuration = configuration
+        self.deadTokens = deadTokens
+        self.delivery = PushDelivery(service: "Web Push", maxAttempts: configuration.maxAttempts, baseBackoff: configuration.baseBackoff)
+    }
+
+    public var health: PushHealth { record.health }
+    public var providerHealth: [PushProvider: PushHealth] { [.webPush: health] }
+    public var offer: PushOffer { PushOffer(providers: [.webPush], vapidPublicKey: vapid.publicKey) }
+
+    public func send(_ job: PushJob, to device: Device, logger: Logger) async -> PushOutcome {
+        guard let address = device.push, address.provider == .webPush, let key = address.webPushKey, let auth = address.webPushAuth else {
+            return .rejected
+        }
+        let logger = DeviceLogger(base: logger, deviceID: device.id, token: address.token)
+        let outcome = await delivery.run(deadline: PushDelivery.deadline(of: job), logger: logger) {
+            guard let message = ProviderMessages.webPush(for: job, now: Date()) else { throw PushRefusal(.tooLate, reason: "expired") }
+            try await post(message, endpoint: address.token, p256dh: key, auth: auth)
+        }
+        if outcome == .tokenDead { await disable(device, token: address.token, in: deadTokens, logger: logger) }
+        record.note(outcome)
+        return outcome
+    }
+
+    /// One encrypted POST to the endpoint; throws ``PushRefusal`` on any refusal.
+    func post(_ message: ProviderMessages.WebPush, endpoint: String, p256dh: Data, auth: Data) async throws {
+        guard let url = URL(string: endpoint), let audience = VAPIDSigner.audience(of: url) else {
+            throw PushRefusal(.tokenDead, reason: "bad_endpoint")
+        }
+        try await checkAddresses(of: url)
+        let body: Data
+        do {
+            body = try WebPushEncryption.encrypt(message.payload, p256dh: p256dh, auth: auth)
+        } catch {
+            throw PushRefusal(.rejected, reason: "encryption", detail: "\(error)")
+        }
+        var request = HTTPClientRequest(url: endpoint)
+        request.method = .POST
+        request.headers.add(name: "Authorization", value: try await vapid.authorization(audience: audience))
+        request.headers.add(name: "Content-Encoding", value: "aes128gcm")
+        request.headers.add(name: "Content-Type", value: "application/octet-stream")
+        request.headers.add(name: "TTL", value: String(message.ttl))
+        request.headers.add(name: "Urgency", value: message.urgency)
+        if let topic = message.topic { request.headers.add(name: "Topic", value: topic) }
+        request.body = .bytes(ByteBuffer(bytes: body))
+        let response = try await client.execute(request, timeout: .seconds(Int64(configuration.requestTimeout)))
+        let answer = try await response.body.collect(upTo: 16 * 1024)
+        let status = Int(response.status.code)
+        guard !(200...202).contains(status) else { return }
+        let detail = String(decoding: answer.readableBytesView.prefix(200), as: UTF8.self)
+        let retryAfter = FCMFailure.retryAfter(response.headers.first(name: "Retry-After"), now: Date())
+        throw Self.classify(status: status, detail: detail, retryAfter: retryAfter)
+    }
+
+    /// Sorts a push service's refusal as the contract says.
+    static func classify(status: Int, detail: String, retryAfter: TimeInterval?) -> PushRefusal {
+        let reason = "http_\(status)"
+        switch status {
+        case 404, 410: return PushRefusal(.tokenDead, reason: reason)
+        case 413: return PushRefusal(.rejected, reason: reason, detail: "payload too large: " + detail)
+        case 401, 403: return PushRefusal(.authFault, reason: reason, detail: detail, hint: "the push service refused our VAPID key or token")
+        case 429, 500...599: return PushRefusal(.retryable, reason: reason, retryAfter: retryAfter)
+        default: return PushRefusal(.rejected, reason: reason, detail: detail)
+        }
+    }
+
+    /// Refuses an endpoint whose host resolves to an address the policy
+    /// forbids (a name the device chose, pointed at the daemon's own network).
+    private func checkAddresses(of url: URL) async throws {
+        guard !configuration.endpoints.allowsPrivate, let host = url.host else { return }
+        let addresses = try await Self.resolve(host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")))
+        if addresses.isEmpty { throw PushRefusal(.retryable, reason: "dns", detail: "no address for the endpoint's host") }
+        if let forbidden = addresses.first(where: { !configuration.endpoints.allows(address: $0) }) {
+            throw PushRefusal(
+                .tokenDead, reason: "private_address",
+                detail: "the endpoint's host resolves to \(forbidden.count == 4 ? "a private IPv4" : "a private IPv6") address")
+        }
+    }
+
+    /// The host's addresses (4 or 16 bytes each), from the system resolver on NIO's thread pool.
+    static func resolve(_ host: String) async throws -> [[UInt8]] {
+        if let literal = IPNetwork.address(host) { return [literal] }
+        return try await NIOThreadPool.singleton.runIfActive {
+            var hints = addrinfo()
+            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+            var list: UnsafeMutablePointer<addrinfo>?
+            guard getaddrinfo(host, nil, &hints, &list) == 0, let first = list else { return [] }
+            defer { freeaddrinfo(first) }
+            var addresses: [[UInt8]] = []
+            var entry: UnsafeMutablePointer<addrinfo>? = first
+            while let current = entry {
+                if let address = current.pointee.ai_addr {
+                    switch Int32(address.pointee.sa_family) {
+                    case AF_INET:
+                        address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                            var value = $0.pointee.sin_addr
+                            addresses.append(withUnsafeBytes(of: &value) { Array($0) })
+                        }
+                    case AF_INET6:
+                        address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
+                            var value = $0.pointee.sin6_addr
+                            let bytes = withUnsafeBytes(of: &value) { Array($0) }
+                            // IPv4-mapped addresses are checked as the IPv4 address they carry.
+                            let mapped = bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF
+                            addresses.append(mapped ? Array(bytes[12...]) : bytes)
+                        }
+                    default: break
+                    }
+                }
+                entry = current.pointee.ai_next
+            }
+            return addresses
+        }
+    }
+}
+
+/// The daemon's VAPID identity (RFC 8292): an ES256 JWT per push service
+/// origin, `{"aud": origin, "exp": now + 12 h, "sub": subject}`, reused for an
+/// hour, sent as `vapid t=<jwt>, k=<public key>`.
+public final class VAPIDSigner: Sendable {
+    struct Claims: JWTPayload {
+        var aud: AudienceClaim
+        var exp: ExpirationClaim
+        var sub: SubjectClaim
+
+        func verify(using algorithm: some JWTAlgorithm) async throws {}
+    }
+
+    /// Base64url of the uncompressed public key: the `k` parameter, and the key apps subscribe with.
+    public let publicKey: String
+    let subject: String
+    private let keys: JWTKeyCollection
+    private let now: @Sendable () -> Date
+    private let cache = Mutex<[String: (value: String, madeAt: Date)]>([:])
+    static let reuse: TimeInterval = 3600
+    static let validity: TimeInterval = 12 * 3600
+
+    public init(key: P256.Signing.PrivateKey, subject: String, now: @escaping @Sendable () -> Date = { Date() }) async throws {
+        publicKey = SecureToken.base64URL(key.publicKey.x963Representation)
+        self.subject = subject
+        self.now = now
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .integerSecondsSince1970
+        let keys = JWTKeyCollection()
+        await keys.add(ecdsa: try ES256PrivateKey(backing: key), serializer: DefaultJWTSerializer(jsonEncoder: encoder))
+        self.keys = keys
+    }
+
+    /// The `Authorization` value for a push service at `audience` (its origin).
+    public func authorization(audience: String) async throws -> String {
+        let at = now()
+        if let cached = cache.withLock({ $0[audience] }), at.timeIntervalSince(cached.madeAt) < Self.reuse {
+            return "vapid t=\(cached.value), k=\(publicKey)"
+        }
+        let issued = Date(timeIntervalSince1970: at.timeIntervalSince1970.rounded(.down))
+        let jwt = try await keys.sign(
+            Claims(
+                aud: AudienceClaim(value: audience), exp: ExpirationClaim(value: issued.addingTimeInterval(Self.validity)),
+                sub: SubjectClaim(value: subject)))
+        cache.withLock { cache in
+            // Bounded: push services are few, but endpoints are the devices' choice.
+            if cache.count > 1000 { cache.removeAll() }
+            cache[audience] = (jwt, at)
+        }
+        return "vapid t=\(jwt), k=\(publicKey)"
+    }
+
+    /// The origin of an endpoint (`https://push.example.net[:port]`), the JWT's `aud`.
+    static func audience(of url: URL) -> String? {
+        guard let scheme = url.scheme?.lowercased(), let host = url.host else { return nil }
+        let shownHost = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        let defaultPort = scheme == "https" ? 443 : 80
+        return url.port.map { $0 == defaultPort ? "\(scheme)://\(shownHost)" : "\(scheme)://\(shownHost):\($0)" } ?? "\(scheme)://\(shownHost)"
+    }
+}
