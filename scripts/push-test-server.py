@@ -6,7 +6,7 @@ subscription key pair and auth secret. Every POST is decrypted with PyPI's
 http_ece (RFC 8291 aes128gcm) and its VAPID header (RFC 8292) verified with
 py_vapid; the claims are checked (aud = this origin, exp in the next 24 h,
 sub mailto: or https:). Scripted answers, by the endpoint's last path
-segment: gone… 410, big… 413, busy… 429 on the first POST then 201,
+segment: gone… 410, big… 413, busy… 429 on the first POST of each message type then 201,
 down… 500 always; anything else 201.
 
 --mode apns: an APNs look-alike over HTTP/2 with TLS (hypercorn + h2, a
@@ -15,8 +15,9 @@ ES256 JWT) with `cryptography` against --key (the .p8 the daemon signs with):
 signature, alg, kid (--key-id) and iss (--team-id); a bad token is 403
 InvalidProviderToken. Scripted answers, by the device token's first
 characters: dead… 410 Unregistered, bad0… 400 BadDeviceToken,
-ee… 403 ExpiredProviderToken for the first provider token it sees for that
-device then 200, 50… 500 on the first POST then 200; else 200.
+ee… 403 ExpiredProviderToken on the first POST of each message type to that
+device then 200, 50… 500 on the first POST of each message type then 200;
+else 200.
 
 Each request is written to DIR/NNNN.json (path, headers, the checks'
 results, the decrypted or JSON body, the answer's status). When listening it
@@ -181,7 +182,9 @@ def run_webpush(folder):
             elif name.startswith("big"):
                 status = 413
             elif name.startswith("busy"):
-                status = 429 if recorder.first_time(self.path) else 201
+                # Once per path and message type: each kind of message meets one 429.
+                kind = (record.get("payload") or {}).get("type")
+                status = 429 if recorder.first_time((self.path, kind)) else 201
             elif name.startswith("down"):
                 status = 500
             else:
@@ -282,11 +285,18 @@ def run_apns(folder, key_file, key_id, team_id):
         device = path.rsplit("/", 1)[-1]
         jwt = check_token(headers.get("authorization"))
         record = {"path": path, "method": scope["method"], "httpVersion": scope["http_version"], "headers": headers, "jwt": jwt}
+        record["bodyText"] = body.decode(errors="replace")
         try:
-            record["body"] = json.loads(body)
+            json.loads(body)
         except ValueError:
-            record["bodyError"] = body[:200].decode(errors="replace")
+            record["bodyError"] = "not JSON"
         reason = None
+        # Scripted once per device token and message type: each kind of message meets it.
+        kind = None
+        try:
+            kind = json.loads(body).get("type")
+        except (ValueError, AttributeError):
+            pass
         if not jwt["valid"]:
             status, reason = 403, "InvalidProviderToken"
         elif not path.startswith("/3/device/") or scope["method"] != "POST":
@@ -295,9 +305,9 @@ def run_apns(folder, key_file, key_id, team_id):
             status, reason = 410, "Unregistered"
         elif device.startswith("bad0"):
             status, reason = 400, "BadDeviceToken"
-        elif device.startswith("ee") and recorder.first_time(("expired", device)):
+        elif device.startswith("ee") and recorder.first_time(("expired", device, kind)):
             status, reason = 403, "ExpiredProviderToken"
-        elif device.startswith("50") and recorder.first_time(("down", device)):
+        elif device.startswith("50") and recorder.first_time(("down", device, kind)):
             status, reason = 500, "InternalServerError"
         else:
             status = 200
