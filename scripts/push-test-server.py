@@ -13,8 +13,8 @@ down… 500 always; anything else 201.
 self-signed certificate made at start). It verifies the provider token (an
 ES256 JWT) with `cryptography` against --key (the .p8 the daemon signs with):
 signature, alg, kid (--key-id) and iss (--team-id); a bad token is 403
-InvalidProviderToken. Scripted answers, by the device token's first
-characters: dead… 410 Unregistered, bad0… 400 BadDeviceToken,
+InvalidProviderToken, and one without apns-topic 400 MissingTopic. Scripted answers, by the device token's first
+characters: all zeros 400 BadDeviceToken (no such device), dead… 410 Unregistered, bad0… 400 BadDeviceToken,
 ee… 403 ExpiredProviderToken on the first POST of each message type to that
 device then 200, 50… 500 on the first POST of each message type then 200;
 else 200.
@@ -301,6 +301,10 @@ def run_apns(folder, key_file, key_id, team_id):
             status, reason = 403, "InvalidProviderToken"
         elif not path.startswith("/3/device/") or scope["method"] != "POST":
             status, reason = 404, "BadPath"
+        elif set(device) == {"0"}:
+            status, reason = 400, "BadDeviceToken"
+        elif "apns-topic" not in headers:
+            status, reason = 400, "MissingTopic"
         elif device.startswith("dead"):
             status, reason = 410, "Unregistered"
         elif device.startswith("bad0"):

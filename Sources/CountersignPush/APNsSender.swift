@@ -83,6 +83,20 @@ public final class APNsSender: PushSender {
         }
     }
 
+    /// Sends a silent notice to a device token that cannot exist (64 zeros),
+    /// for `push check`: APNs answers 400 (`BadDeviceToken`) when it accepts the
+    /// provider token, 403 when not. Nothing is delivered. Returns APNs' reason.
+    public func checkCredentials() async throws -> String {
+        let body = Data(#"{"aps":{"content-available":1}}"#.utf8)
+        let message = ProviderMessages.APNs(headers: [("apns-push-type", "background"), ("apns-priority", "5")], body: body)
+        do {
+            try await post(message, token: String(repeating: "0", count: 64), environment: .production)
+            return "200"
+        } catch let refusal as PushRefusal where refusal.kind == .tokenDead || refusal.kind == .rejected {
+            return refusal.reason
+        }
+    }
+
     /// Sorts an APNs error answer (`{"reason": "…"}`) as the contract says.
     static func classify(status: Int, body: Data, retryAfter: TimeInterval?) -> PushRefusal {
         let reason = ((try? JSONSerialization.jsonObject(with: body) as? [String: Any])?["reason"] as? String).map { String($0.prefix(64)) }

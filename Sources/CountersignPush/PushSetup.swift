@@ -80,7 +80,7 @@ public enum PushSetup {
     }
 
     /// A key file's text; one line naming it when it cannot be read.
-    static func keyText(_ path: String, what: String) throws -> String {
+    public static func keyText(_ path: String, what: String) throws -> String {
         guard let data = FileManager.default.contents(atPath: path) else { throw ServiceAccountError("cannot read the \(what) file \(path)") }
         return String(decoding: data, as: UTF8.self)
     }

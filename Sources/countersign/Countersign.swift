@@ -10,7 +10,8 @@ struct Countersign: AsyncParsableCommand {
         commandName: "countersign",
         abstract: "Phone-approval broker: approve sensitive actions, such as password resets, from a trusted device.",
         subcommands: [
-            Serve.self, UserCommand.self, DeviceCommand.self, IntegrationCommand.self, WebhookCommand.self, AuditCommand.self, FCMCommand.self,
+            Serve.self, UserCommand.self, DeviceCommand.self, IntegrationCommand.self, WebhookCommand.self, AuditCommand.self, PushCommand.self,
+            FCMCommand.self,
             MailCommand.self, Migrate.self, Demo.self,
         ],
         defaultSubcommand: Serve.self

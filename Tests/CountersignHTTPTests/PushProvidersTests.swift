@@ -253,8 +253,18 @@ import Testing
                 (["provider": "webpush", "endpoint": "https://127.0.0.1/push", "p256dh": goodKey, "auth": auth], "endpoint"),
                 (["provider": "webpush", "endpoint": "https://169.254.169.254/x", "p256dh": goodKey, "auth": auth], "endpoint"),
                 (["provider": "webpush", "endpoint": "http://push.example.net/x", "p256dh": goodKey, "auth": auth], "endpoint"),
-                (["provider": "webpush", "endpoint": "https://push.example.net/x", "p256dh": SecureToken.base64URL(Data(count: 65)), "auth": auth], "p256dh"),
-                (["provider": "webpush", "endpoint": "https://push.example.net/x", "p256dh": goodKey, "auth": SecureToken.base64URL(Data(count: 15))], "auth"),
+                (
+                    [
+                        "provider": "webpush", "endpoint": "https://push.example.net/x", "p256dh": SecureToken.base64URL(Data(count: 65)),
+                        "auth": auth,
+                    ], "p256dh"
+                ),
+                (
+                    [
+                        "provider": "webpush", "endpoint": "https://push.example.net/x", "p256dh": goodKey,
+                        "auth": SecureToken.base64URL(Data(count: 15)),
+                    ], "auth"
+                ),
                 (["provider": "webpush", "endpoint": "https://push.example.net/x", "p256dh": goodKey], "auth"),
                 (["provider": "pigeon", "token": "x"], "provider"),
             ]

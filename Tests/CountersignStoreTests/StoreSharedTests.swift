@@ -749,3 +749,42 @@ extension StoreTests {
         #expect(try await store.useBypassCode(userID: user.id, codeHash: "d", passwordReset: true, now: now))
     }
 }
+
+extension StoreTests {
+    /// push-providers.md: a device's address of any provider is kept as given,
+    /// one device's token or endpoint stays its own, a dead one is disabled.
+    @Test(arguments: Backend.available) func pushAddressesOfEveryProviderAreKeptOnBothBackends(backend: Backend) async throws {
+        let store = try await open(backend)
+        let ana = try await store.createUser(email: "ana@example.com", passwordHash: "h")
+        let bob = try await store.createUser(email: "bob@example.com", passwordHash: "h")
+        let apns = PushAddress.apns(token: String(repeating: "a1", count: 32), topic: "com.example.app", environment: .sandbox)
+        let web = PushAddress.webPush(
+            endpoint: "https://push.example.net/up/ana", key: Data([4] + [UInt8](repeating: 7, count: 64)), auth: Data(repeating: 1, count: 16))
+        let phone = try await store.registerDevice(userID: ana.id, name: "iPhone", platform: "iOS", push: apns, apiKeyHash: "k1", publicKey: nil)
+        let pixel = try await store.registerDevice(userID: ana.id, name: "Pixel", platform: "android", push: web, apiKeyHash: "k2", publicKey: nil)
+        #expect(try await store.device(id: phone.id)?.push == apns)
+        #expect(try await store.device(id: pixel.id)?.push == web)
+        // Another user presenting Ana's endpoint gets a pull-only device; Ana's keeps it.
+        let bobs = try await store.registerDevice(userID: bob.id, name: "Pixel", platform: "android", push: web, apiKeyHash: "k3", publicKey: nil)
+        #expect(bobs.push == nil)
+        #expect(try await store.device(id: pixel.id)?.push == web)
+        // The same endpoint again for Ana replaces that device, with the keys it brings now.
+        var renewed = web
+        renewed.webPushAuth = Data(repeating: 2, count: 16)
+        let again = try await store.registerDevice(
+            userID: ana.id, name: "Pixel 9", platform: "android", push: renewed, apiKeyHash: "k4", publicKey: nil)
+        #expect(again.id == pixel.id)
+        #expect(try await store.device(id: pixel.id)?.push == renewed)
+        // A dead endpoint is disabled only while the device still holds it.
+        try await store.disablePush(deviceID: phone.id, token: "someone else's")
+        #expect(try await store.device(id: phone.id)?.pushEnabled == true)
+        try await store.disablePush(deviceID: phone.id, token: apns.token)
+        #expect(try await store.device(id: phone.id)?.pushEnabled == false)
+        // A new address (another provider) brings push back.
+        try await store.updatePushAddress(deviceID: phone.id, push: .fcm("fcm-now"))
+        let updated = try await store.device(id: phone.id)
+        #expect(updated?.push == .fcm("fcm-now") && updated?.pushEnabled == true)
+        try await store.updatePushAddress(deviceID: phone.id, push: nil)
+        #expect(try await store.device(id: phone.id)?.push == nil)
+    }
+}

@@ -1,0 +1,149 @@
+import ArgumentParser
+import AsyncHTTPClient
+import CountersignCore
+import CountersignPush
+import CountersignRuntime
+import Crypto
+import Foundation
+import Logging
+
+/// `countersign push check`: each configured provider's credentials, as `serve` would load them.
+struct PushCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "push", abstract: "Push provider tools (FCM, APNs, Web Push).", subcommands: [Check.self])
+
+    struct Check: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check each configured provider's credentials: FCM's access token, APNs' provider token, the VAPID key.",
+            discussion: """
+                FCM: loads the service account and fetches an access token; with --token, FCM validates a message to \
+                that device (validate_only: nothing is delivered). APNs: signs a provider token and sends it with a \
+                device token that cannot exist: APNs answers BadDeviceToken when it accepts the credentials (nothing is \
+                delivered). Web Push: loads the VAPID key (never creates one) and prints its public key.
+                """)
+        @Option(help: "JSON config file (also COUNTERSIGN_CONFIG).") var config: String?
+        @OptionGroup var push: PushOptions
+        @Option(help: "Check only this provider: fcm, apns or webpush.") var provider: PushProvider?
+        @Option(help: "A device's FCM registration token: send it a validate_only message (nothing is delivered).") var token: String?
+
+        func run() async throws {
+            try await PushCheck(push: push, config: config, token: token).run(only: provider)
+        }
+    }
+}
+
+/// `countersign fcm check`: the older name of `push check --provider fcm`.
+struct FCMCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fcm", abstract: "Firebase Cloud Messaging tools (see push).", subcommands: [Check.self])
+
+    struct Check: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Same as push check --provider fcm: load the service account, fetch an access token and, with --token, validate a message."
+        )
+        @Option(help: "JSON config file (also COUNTERSIGN_CONFIG).") var config: String?
+        @OptionGroup var push: PushOptions
+        @Option(help: "A device's FCM registration token: send it a validate_only message (nothing is delivered).") var token: String?
+
+        func run() async throws {
+            try await PushCheck(push: push, config: config, token: token).run(only: .fcm)
+        }
+    }
+}
+
+extension PushProvider: ExpressibleByArgument {}
+
+struct PushCheck {
+    let push: PushOptions
+    let config: String?
+    let token: String?
+
+    func run(only: PushProvider?) async throws {
+        var settings = try await loadOrExit {
+            try ConfigurationLoader(flags: push.flags, environment: ProcessInfo.processInfo.environment, configFile: config).pushSettings()
+        }
+        // A check never creates the VAPID key: one made by another user than the daemon's would lock it out.
+        settings.webPush?.createKey = false
+        let configured: [PushProvider] =
+            [settings.serviceAccountFile.map { _ in .fcm }, settings.apns.map { _ in .apns }, settings.webPush.map { _ in .webPush }]
+            .compactMap { $0 }
+        let chosen = only.map { [$0] } ?? configured
+        guard !chosen.isEmpty else {
+            throw ValidationError("no push provider configured (--fcm-service-account, --apns-key-file, --vapid-subject; see --help)")
+        }
+        var logger = Logger(label: "countersign")
+        logger.logLevel = .warning
+        var failed = false
+        for provider in chosen {
+            do {
+                switch provider {
+                case .fcm: try await checkFCM(settings, logger: logger)
+                case .apns: try await checkAPNs(settings)
+                case .webPush: try checkWebPush(settings, logger: logger)
+                }
+            } catch {
+                FileHandle.standardError.write(Data("✗ \(provider.rawValue): \(error)\n".utf8))
+                failed = true
+            }
+        }
+        if failed { throw ExitCode.failure }
+    }
+
+    func checkFCM(_ settings: PushSettings, logger: Logger) async throws {
+        guard let file = settings.serviceAccountFile else {
+            throw CheckFailure(
+                "no FCM service account configured (--fcm-service-account, COUNTERSIGN_FCM_SERVICE_ACCOUNT, fcm.serviceAccountFile or $CREDENTIALS_DIRECTORY)"
+            )
+        }
+        let account = try ServiceAccount.load(path: file)
+        print("✓ service account: \(account)")
+        let client = try PushSetup.makeClient(caFile: settings.caFile)
+        do {
+            let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
+            _ = try await tokens.token()
+            print("✓ access token obtained from \(account.tokenURI)")
+            if let token {
+                // Only `post` is used: no device is marked whatever FCM answers.
+                let sender = FCMSender(
+                    account: account, tokens: tokens, client: client, configuration: FCMSender.Configuration(endpoint: settings.endpoint),
+                    deadTokens: nil)
+                let job = PushJob.resolved(requestID: "countersign-fcm-check", userID: "check", status: .cancelled)
+                if let message = FCMMessageBuilder.message(for: job, token: token, now: Date()) {
+                    try await sender.post(message, validateOnly: true)
+                    print("✓ FCM accepted a validate_only message for token \(Device.tokenSuffix(token)) at \(settings.endpoint)")
+                }
+            }
+            try await client.shutdown()
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+    }
+
+    func checkAPNs(_ settings: PushSettings) async throws {
+        guard let apns = settings.apns else { throw CheckFailure("APNs is not configured (--apns-key-file, --apns-key-id, --apns-team-id)") }
+        let pem = try PushSetup.keyText(apns.keyFile, what: "APNs key")
+        let tokens = try await APNsProviderToken(pem: pem, keyID: apns.keyID, teamID: apns.teamID)
+        _ = try await tokens.token()
+        print("✓ APNs key \(apns.keyID) of team \(apns.teamID) signs provider tokens")
+        let client = try PushSetup.makeClient(caFile: apns.caFile)
+        defer { Task { try? await client.shutdown() } }
+        let configuration = apns.url.map(APNsSender.Configuration.init(url:)) ?? APNsSender.Configuration()
+        let sender = APNsSender(tokens: tokens, client: client, configuration: configuration, deadTokens: nil)
+        let reason = try await sender.checkCredentials()
+        print("✓ APNs at \(configuration.productionURL) accepted the provider token (it answered \(reason) for a device token that cannot exist)")
+        try await client.shutdown()
+    }
+
+    func checkWebPush(_ settings: PushSettings, logger: Logger) throws {
+        guard let webPush = settings.webPush else { throw CheckFailure("Web Push is not configured (--vapid-subject)") }
+        let key = try VAPIDKeyFile.load(path: webPush.vapidKeyFile, create: false, logger: logger)
+        print(
+            "✓ VAPID key \(webPush.vapidKeyFile): public key \(SecureToken.base64URL(key.publicKey.x963Representation)), subject \(webPush.subject)")
+    }
+}
+
+struct CheckFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
