@@ -31,6 +31,9 @@ Rows:
              to the nginx stub ÷ firebase-admin's send_each/send_each_async to
              the same stub; and the same daemon against the stub's early-answer
              mode (complete 200, then RST_STREAM(NO_ERROR))
+  providers  the same through APNs (HTTP/2 over TLS, normal and early-answer)
+             and Web Push (encrypted, VAPID-signed, HTTP/1.1) to the nginx stubs
+             in benchmarks/provider-stub/
 """
 import argparse, http.client, json, os, platform, re, resource, selectors, shutil, signal, socket, statistics
 import subprocess, sys, tempfile, threading, time
@@ -160,10 +163,12 @@ def initiate(client, email):
     return answer
 
 
-def login(client, email, token=None):
+def login(client, email, token=None, push=None):
     body = {"email": email, "password": PASSWORD, "deviceName": "bench", "platform": "android"}
     if token:
         body["fcmToken"] = token
+    if push:
+        body["push"] = push
     status, answer = client.call("POST", "/api/mobile/auth/login", body)
     assert status == 200, (status, answer)
     return answer["apiKey"]
@@ -493,9 +498,12 @@ def stop_stub(folder):
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def daemon_push_rate(args, folder):
-    extra = RAISED + ["--request-ttl", "3600", "--fcm-service-account", f"{folder}/sa.json", "--fcm-ca-file", f"{folder}/ca.pem",
-                      "--fcm-endpoint", "https://127.0.0.1:18443"]
+def daemon_push_rate(args, folder, provider_flags=None, address=None):
+    """Prompts/s through the whole daemon to a stub: FCM by default, else the
+    flags of another provider and the push address of each user's device."""
+    extra = RAISED + ["--request-ttl", "3600"] + (provider_flags or [
+        "--fcm-service-account", f"{folder}/sa.json", "--fcm-ca-file", f"{folder}/ca.pem", "--fcm-endpoint", "https://127.0.0.1:18443"])
+    address = address or (lambda index, device: {"provider": "fcm", "token": f"bench-token-{index}-{device}-" + "x" * 120})
     users, devices = args.push_users, args.push_devices
     with Daemon(args.binary, extra) as daemon:
         for index in range(users):
@@ -505,7 +513,7 @@ def daemon_push_rate(args, folder):
         def enrol(index):
             client = Client(daemon.port)
             for device in range(devices):
-                login(client, f"user{index}@bench.test", token=f"bench-token-{index}-{device}-" + "x" * 120)
+                login(client, f"user{index}@bench.test", push=address(index, device))
 
         threads = [threading.Thread(target=enrol, args=(index,)) for index in range(users)]
         for thread in threads:
@@ -614,8 +622,51 @@ def row_push(args, rows):
                  f"{early:,.0f} ({sent:,}/{expected:,} sent, {others} not; {early / rate:.2f} of the normal stub)", "same rate, nothing dropped"))
 
 
+def row_providers(args, rows):
+    """APNs (HTTP/2 over TLS, normal and early-answer) and Web Push (RFC 8291
+    encryption and VAPID per message, HTTP/1.1 to 127.0.0.1) to nginx stubs."""
+    if not shutil.which("nginx"):
+        rows.append(("push providers", "not measured: nginx is not installed (apt-get install nginx-light)", ""))
+        return
+    stub = os.path.join(ROOT, "benchmarks", "provider-stub")
+    rates = {}
+    for mode in (None, "early-answer"):
+        folder = tempfile.mkdtemp(prefix="countersign-provider-stub-")
+        environment = dict(os.environ, **({"MODE": mode} if mode else {}))
+        subprocess.run([os.path.join(stub, "start.sh"), folder], env=environment, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            apns = ["--apns-key-file", f"{folder}/apns.p8", "--apns-key-id", "BENCH00001", "--apns-team-id", "BENCHTEAM1",
+                    "--apns-url", "https://127.0.0.1:18453", "--apns-ca-file", f"{folder}/ca.pem"]
+            token = lambda index, device: f"{index:04x}{device:04x}" + "ab" * 30
+            rate, sent, expected, others = daemon_push_rate(
+                args, folder, apns, lambda index, device: {"provider": "apns", "token": token(index, device), "topic": "bench.app"})
+            rates[("apns", mode)] = (rate, sent, expected, others)
+            log(f"push, APNs{' (early answer)' if mode else ''}: {rate:,.0f} msg/s ({sent:,} of {expected:,} sent, {others} other outcomes)")
+            if not mode:
+                p256dh, auth = open(f"{folder}/p256dh").read(), open(f"{folder}/auth").read()
+                webpush = ["--vapid-subject", "mailto:bench@example.com", "--vapid-key-file", f"{folder}/vapid.pem",
+                           "--push-allow-private-endpoints"]
+                rate, sent, expected, others = daemon_push_rate(
+                    args, folder, webpush, lambda index, device: {"provider": "webpush", "endpoint": f"http://127.0.0.1:18454/push/{index}-{device}",
+                                                                  "p256dh": p256dh, "auth": auth})
+                rates[("webpush", None)] = (rate, sent, expected, others)
+                log(f"push, Web Push: {rate:,.0f} msg/s ({sent:,} of {expected:,} sent, {others} other outcomes)")
+        finally:
+            stop_stub(folder)
+    for (provider, mode), (rate, sent, expected, others) in rates.items():
+        name = {"apns": "APNs, HTTP/2 + TLS", "webpush": "Web Push, encrypted + VAPID, HTTP/1.1"}[provider]
+        if mode:
+            normal = rates[(provider, None)][0]
+            rows.append((f"push msg/s, {name}, stub answers early then RST_STREAM(NO_ERROR)",
+                         f"{rate:,.0f} ({sent:,}/{expected:,} sent, {others} not; {rate / normal:.2f} of the normal stub)",
+                         "same rate, nothing dropped"))
+        else:
+            rows.append((f"push msg/s, whole daemon, {name}, nginx stub", f"{rate:,.0f} ({sent:,}/{expected:,} sent, {others} not)",
+                         "nothing dropped"))
+
+
 ROWS = {"status": row_status, "wake": row_wake, "creates": row_creates, "memory": row_memory_and_restart,
-        "longpoll": row_longpoll, "push": row_push}
+        "longpoll": row_longpoll, "push": row_push, "providers": row_providers}
 
 
 def main():
