@@ -72,8 +72,9 @@ public actor CountersignDevice {
     /// Signs in with the user's password: the device becomes a trusted device
     /// of the user, bound to its key, and may answer password resets.
     @discardableResult
+    /// `push` says where its pushes go (any provider); `pushToken` is the older form, an FCM token.
     public func signIn(
-        email: String, password: String, name: String, platform: String, pushToken: String? = nil
+        email: String, password: String, name: String, platform: String, pushToken: String? = nil, push: PushRegistration? = nil
     ) async throws
         -> DeviceCredentials
     {
@@ -81,17 +82,21 @@ public actor CountersignDevice {
             "email": email, "password": password, "deviceName": name, "platform": platform, "publicKey": try await publicKey(),
         ]
         if let pushToken { body["fcmToken"] = pushToken }
+        if let push { body["push"] = push.json }
         return try await register("/api/mobile/auth/login", body)
     }
 
     /// Enrolls with the one-time code a relying service issued (no password):
     /// the device answers that user's approvals, not a password reset.
     @discardableResult
-    public func enroll(code: String, name: String, platform: String, pushToken: String? = nil) async throws -> DeviceCredentials {
+    public func enroll(
+        code: String, name: String, platform: String, pushToken: String? = nil, push: PushRegistration? = nil
+    ) async throws -> DeviceCredentials {
         var body: [String: any Sendable] = [
             "enrollmentCode": code, "deviceName": name, "platform": platform, "publicKey": try await publicKey(),
         ]
         if let pushToken { body["fcmToken"] = pushToken }
+        if let push { body["push"] = push.json }
         return try await register("/api/mobile/auth/enroll", body)
     }
 
@@ -122,6 +127,18 @@ public actor CountersignDevice {
     /// Tells the daemon the device's current push token (FCM rotates them); `nil` or empty: pull only.
     public func updatePushToken(_ token: String?) async throws {
         _ = try await call("PUT", "/api/mobile/device/fcm-token", ["fcmToken": token ?? ""], as: Empty.self)
+    }
+
+    /// Tells the daemon where the device's pushes go now: an FCM or APNs token,
+    /// or a UnifiedPush / Web Push subscription; `nil`: pull only.
+    public func updatePush(_ push: PushRegistration?) async throws {
+        _ = try await call("PUT", "/api/mobile/device/push", (push ?? .fcm(token: "")).json, as: Empty.self)
+    }
+
+    /// The push providers the daemon sends through and, with Web Push on, the
+    /// VAPID key to subscribe the UnifiedPush distributor with.
+    public func pushOffer() async throws -> PushOffer {
+        try await call("GET", "/api/mobile/push/config", nil, as: PushOffer.self)
     }
 
     // MARK: Answering

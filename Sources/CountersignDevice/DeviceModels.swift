@@ -95,3 +95,30 @@ public enum DeviceError: Error, Equatable, CustomStringConvertible {
         }
     }
 }
+
+/// Where a device's pushes go, as it tells the daemon.
+public enum PushRegistration: Sendable, Equatable {
+    /// A Firebase Cloud Messaging registration token.
+    case fcm(token: String)
+    /// An APNs device token (hex), the app's bundle id, and whether it is a development build.
+    case apns(token: String, topic: String, sandbox: Bool = false)
+    /// A UnifiedPush / Web Push subscription: its endpoint and keys (base64url), as the distributor gives them.
+    case webPush(endpoint: String, p256dh: String, auth: String)
+
+    var json: [String: any Sendable] {
+        switch self {
+        case .fcm(let token): ["provider": "fcm", "token": token]
+        case .apns(let token, let topic, let sandbox):
+            ["provider": "apns", "token": token, "topic": topic, "environment": sandbox ? "sandbox" : "production"]
+        case .webPush(let endpoint, let p256dh, let auth): ["provider": "webpush", "endpoint": endpoint, "p256dh": p256dh, "auth": auth]
+        }
+    }
+}
+
+/// The push providers a daemon sends through, and its VAPID key when Web Push is on.
+public struct PushOffer: Decodable, Sendable, Equatable {
+    /// `fcm`, `apns`, `webpush`.
+    public var providers: [String]
+    /// Base64url of the uncompressed P-256 key: the `applicationServerKey` to subscribe with.
+    public var vapidPublicKey: String?
+}

@@ -166,3 +166,41 @@ import Testing
         #expect(DeviceNotice(pushData: ["type": "something else"]) == nil)
     }
 }
+
+extension DeviceLibraryTests {
+    /// push-providers.md with the device library and the real binary: a device
+    /// subscribed through UnifiedPush gets its prompt as Web Push, reads the
+    /// notice from the decrypted payload, and moves to another provider.
+    @Test func aDeviceSubscribedThroughWebPushGetsItsPromptsThere() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            let server = try await PushTestServer(.webPush, folder: folder)
+            defer { server.stop() }
+            let (daemon, _) = try await OfflineCodeProcessTests.start(
+                folder, extra: ["--vapid-subject", "mailto:ops@example.com", "--push-allow-private-endpoints"])
+            defer { daemon.stop() }
+            let phone = CountersignDevice(baseURL: daemon.base, store: MemoryKeyStore())
+            let endpoint = "\(server.base)/push/library-phone"
+            try await phone.signIn(
+                email: Self.email, password: OfflineCodeProcessTests.password, name: "Ana's Fairphone", platform: "android",
+                push: .webPush(endpoint: endpoint, p256dh: try #require(server.p256dh), auth: try #require(server.auth)))
+            let offer = try await phone.pushOffer()
+            #expect(offer.providers == ["webpush"])
+            // The key was made on first start, beside the database.
+            #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("countersign.vapid.pem").path))
+
+            let (id, _) = try await OfflineCodeProcessTests.initiate(daemon.base)
+            let received = try await server.wait { $0.contains { $0.payload?["requestId"] == id } }
+            let prompt = try #require(received.first { $0.payload?["requestId"] == id })
+            #expect(prompt.vapid?.valid == true && prompt.vapid?.k == offer.vapidPublicKey)
+            let notice = DeviceNotice(pushData: try #require(prompt.payload))
+            #expect(notice == .approvalRequest(requestID: id, action: "password_reset", expiresAt: prompt.payload?["expiresAt"] ?? "", title: "Approve password reset?"))
+
+            // Moving to APNs: the daemon keeps the new address (the provider is not configured here: nothing is sent).
+            try await phone.updatePush(.apns(token: String(repeating: "0f", count: 32), topic: "com.example.app", sandbox: true))
+            try await phone.updatePush(nil)
+            await #expect(throws: DeviceError.self) {
+                try await phone.updatePush(.webPush(endpoint: "https://10.0.0.1/push", p256dh: "x", auth: "y"))
+            }
+        }
+    }
+}
