@@ -7,7 +7,7 @@ http_ece (RFC 8291 aes128gcm) and its VAPID header (RFC 8292) verified with
 py_vapid; the claims are checked (aud = this origin, exp in the next 24 h,
 sub mailto: or https:). Scripted answers, by the endpoint's last path
 segment: gone… 410, big… 413, busy… 429 on the first POST of each message type then 201,
-down… 500 always; anything else 201.
+down… 500 always, redirect… 307 to /push/redirected-…; anything else 201.
 
 --mode apns: an APNs look-alike over HTTP/2 with TLS (hypercorn + h2, a
 self-signed certificate made at start). It verifies the provider token (an
@@ -167,6 +167,7 @@ def run_webpush(folder):
             body = self.rfile.read(length)
             name = self.path.rstrip("/").rsplit("/", 1)[-1]
             record = {
+                "at": time.time(),
                 "path": self.path,
                 "headers": {key.lower(): value for key, value in self.headers.items()},
                 "vapid": check_vapid(self.headers.get("Authorization")),
@@ -187,6 +188,8 @@ def run_webpush(folder):
                 status = 429 if recorder.first_time((self.path, kind)) else 201
             elif name.startswith("down"):
                 status = 500
+            elif name.startswith("redirect"):
+                status = 307
             else:
                 status = 201
             record["status"] = status
@@ -194,6 +197,8 @@ def run_webpush(folder):
             self.send_response(status)
             if status == 429:
                 self.send_header("Retry-After", "1")
+            if status == 307:
+                self.send_header("Location", f"/push/redirected-{name}")
             self.send_header("Content-Length", "0")
             self.end_headers()
 
@@ -301,10 +306,10 @@ def run_apns(folder, key_file, key_id, team_id):
             status, reason = 403, "InvalidProviderToken"
         elif not path.startswith("/3/device/") or scope["method"] != "POST":
             status, reason = 404, "BadPath"
-        elif set(device) == {"0"}:
-            status, reason = 400, "BadDeviceToken"
         elif "apns-topic" not in headers:
             status, reason = 400, "MissingTopic"
+        elif set(device) == {"0"}:
+            status, reason = 400, "BadDeviceToken"
         elif device.startswith("dead"):
             status, reason = 410, "Unregistered"
         elif device.startswith("bad0"):

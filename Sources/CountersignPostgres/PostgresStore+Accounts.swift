@@ -68,13 +68,13 @@ extension PostgresStore: AccountStore {
         var push = try await Self.addressUnlessClaimed(registration.push, byOtherThan: userID, connection, logger)
         // An enrollment never takes a device over (see the SQLite store): with a held token it is pull only.
         if !registration.mayApproveResets, let token = push?.token,
-            try await connection.run("SELECT 1 FROM devices WHERE user_id = \(userID) AND push_token = \(token)", logger) > 0
+            try await connection.run("SELECT 1 FROM devices WHERE user_id = \(userID) AND fcm_token = \(token)", logger) > 0
         {
             push = nil
         }
         if let push,
             let existing = try await connection.rows(
-                "SELECT * FROM devices WHERE user_id = \(userID) AND push_token = \(push.token) FOR UPDATE", logger
+                "SELECT * FROM devices WHERE user_id = \(userID) AND fcm_token = \(push.token) FOR UPDATE", logger
             ).first
         {
             // The same phone again for this user: replace that device, keeping its id.
@@ -106,7 +106,7 @@ extension PostgresStore: AccountStore {
         try await connection.run(
             """
             INSERT INTO devices (
-                id, user_id, name, platform, push_token, push_provider, push_options, push_enabled, api_key_hash, created_at, public_key,
+                id, user_id, name, platform, fcm_token, push_provider, push_options, push_enabled, api_key_hash, created_at, public_key,
                 may_approve_resets, offline_secret)
             VALUES (\(device.id), \(userID), \(device.name), \(device.platform), \(push?.token),
                 \(push?.provider.rawValue ?? PushProvider.fcm.rawValue), \(push?.storedOptions), \(device.pushEnabled), \(registration.apiKeyHash),
@@ -179,13 +179,13 @@ extension PostgresStore: AccountStore {
                 // The phone moved to this device of the same user: the old one stops getting its prompts.
                 try await connection.run(
                     """
-                    UPDATE devices SET push_token = NULL, push_enabled = false
-                    WHERE push_token = \(push.token) AND user_id = \(userID) AND id != \(deviceID) RETURNING id
+                    UPDATE devices SET fcm_token = NULL, push_enabled = false
+                    WHERE fcm_token = \(push.token) AND user_id = \(userID) AND id != \(deviceID) RETURNING id
                     """, self.logger)
             }
             try await connection.run(
                 """
-                UPDATE devices SET push_token = \(push?.token), push_provider = \(push?.provider.rawValue ?? PushProvider.fcm.rawValue),
+                UPDATE devices SET fcm_token = \(push?.token), push_provider = \(push?.provider.rawValue ?? PushProvider.fcm.rawValue),
                     push_options = \(push?.storedOptions), push_enabled = \(push != nil)
                 WHERE id = \(deviceID) RETURNING id
                 """, self.logger)
@@ -200,12 +200,12 @@ extension PostgresStore: AccountStore {
     {
         guard let push else { return nil }
         let claimed = try await connection.run(
-            "SELECT 1 FROM devices WHERE push_token = \(push.token) AND user_id != \(userID) LIMIT 1", logger)
+            "SELECT 1 FROM devices WHERE fcm_token = \(push.token) AND user_id != \(userID) LIMIT 1", logger)
         return claimed > 0 ? nil : push
     }
 
     public func disablePush(deviceID: String, token: String) async throws {
-        try await rows("UPDATE devices SET push_enabled = false WHERE id = \(deviceID) AND push_token = \(token) RETURNING id")
+        try await rows("UPDATE devices SET push_enabled = false WHERE id = \(deviceID) AND fcm_token = \(token) RETURNING id")
     }
 
     public func silencePrompts(userID: String, until: Date?) async throws {
@@ -233,8 +233,8 @@ extension Device {
             userID: try row.get("user_id"),
             name: try row.get("name"),
             platform: try row.get("platform"),
-            push: try PushAddress(
-                storedProvider: try row.get("push_provider"), token: try row.get("push_token"), options: try row.get("push_options")),
+            push: PushAddress(
+                storedProvider: try row.get("push_provider"), token: try row.get("fcm_token"), options: try row.get("push_options")),
             pushEnabled: try row.get("push_enabled"),
             createdAt: try row.date("created_at"),
             publicKey: try (try row.get("public_key", as: String?.self)).map { stored throws(DeviceKey.Invalid) in try DeviceKey(stored: stored) },

@@ -177,7 +177,6 @@ extension PostgresStore {
             // The same change as SQLite's v10-push-providers.
             "v10-push-providers",
             [
-                "ALTER TABLE devices RENAME COLUMN fcm_token TO push_token",
                 "ALTER TABLE devices ADD COLUMN push_provider text NOT NULL DEFAULT 'fcm'",
                 "ALTER TABLE devices ADD COLUMN push_options text",
             ]

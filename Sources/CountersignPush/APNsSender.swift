@@ -52,9 +52,7 @@ public final class APNsSender: PushSender {
         guard let address = device.push, address.provider == .apns, let topic = address.apnsTopic else { return .rejected }
         let logger = DeviceLogger(base: logger, deviceID: device.id, token: address.token)
         let outcome = await delivery.run(deadline: PushDelivery.deadline(of: job), logger: logger) {
-            guard let message = ProviderMessages.apns(for: job, topic: topic, now: Date()) else {
-                throw PushRefusal(.tooLate, reason: "expired")
-            }
+            guard let message = ProviderMessages.apns(for: job, topic: topic, now: Date()) else { throw PushRefusal.unsendable(job) }
             try await post(message, token: address.token, environment: address.apnsEnvironment ?? .production)
         }
         if outcome == .tokenDead { await disable(device, token: address.token, in: deadTokens, logger: logger) }
@@ -73,28 +71,30 @@ public final class APNsSender: PushSender {
         request.headers.add(name: "content-type", value: "application/json")
         request.body = .bytes(ByteBuffer(bytes: message.body))
         let response = try await client.execute(request, timeout: .seconds(Int64(configuration.requestTimeout)))
-        let answer = try await response.body.collect(upTo: 16 * 1024)
+        let answer = try await response.body.prefix(1024)
         guard response.status == .ok else {
             let refusal = Self.classify(
-                status: Int(response.status.code), body: Data(answer.readableBytesView),
+                status: Int(response.status.code), body: answer,
                 retryAfter: FCMFailure.retryAfter(response.headers.first(name: "retry-after"), now: Date()))
             if refusal.kind == .staleCredential { await tokens.invalidate(providerToken) }
             throw refusal
         }
     }
 
-    /// Sends a silent notice to a device token that cannot exist (64 zeros),
-    /// for `push check`: APNs answers 400 (`BadDeviceToken`) when it accepts the
-    /// provider token, 403 when not. Nothing is delivered. Returns APNs' reason.
-    public func checkCredentials() async throws -> String {
+    /// Sends a silent notice for app `topic` to a device token that cannot
+    /// exist (64 zeros), for `push check`: APNs answers 400 `BadDeviceToken`
+    /// only once it has accepted the provider token (403 when not). Nothing is
+    /// delivered. Any other answer throws.
+    public func checkCredentials(topic: String) async throws {
         let body = Data(#"{"aps":{"content-available":1}}"#.utf8)
-        let message = ProviderMessages.APNs(headers: [("apns-push-type", "background"), ("apns-priority", "5")], body: body)
+        let message = ProviderMessages.APNs(
+            headers: [("apns-topic", topic), ("apns-push-type", "background"), ("apns-priority", "5")], body: body)
         do {
             try await post(message, token: String(repeating: "0", count: 64), environment: .production)
-            return "200"
-        } catch let refusal as PushRefusal where refusal.kind == .tokenDead || refusal.kind == .rejected {
-            return refusal.reason
+        } catch let refusal as PushRefusal where refusal.reason == "BadDeviceToken" {
+            return
         }
+        throw PushRefusal(.rejected, reason: "unexpected", detail: "APNs accepted a push to a device token that cannot exist")
     }
 
     /// Sorts an APNs error answer (`{"reason": "…"}`) as the contract says.

@@ -1,6 +1,8 @@
+import AsyncHTTPClient
 import CountersignCore
 import Foundation
 import Logging
+import NIOCore
 import Synchronization
 
 /// One push attempt refused, sorted the same way for every provider.
@@ -41,6 +43,27 @@ public struct PushRefusal: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { detail.isEmpty ? reason : "\(reason): \(detail)" }
+
+    /// A message that could not be made for `job`: a prompt whose request
+    /// expires within the second is too late; anything else is too large, a bug.
+    static func unsendable(_ job: PushJob, now: Date = Date()) -> PushRefusal {
+        if case .prompt(_, _, _, let expiresAt, _, _) = job, expiresAt.timeIntervalSince(now) < 1 {
+            return PushRefusal(.tooLate, reason: "expired")
+        }
+        return PushRefusal(.rejected, reason: "too_large", detail: "the message does not fit the provider's size limit")
+    }
+}
+
+extension HTTPClientResponse.Body {
+    /// The first `limit` bytes of an answer's body; the rest is read and dropped
+    /// (a large body is no reason to send again what was accepted).
+    func prefix(_ limit: Int) async throws -> Data {
+        var kept = Data()
+        for try await chunk in self where kept.count < limit {
+            kept.append(contentsOf: chunk.readableBytesView.prefix(limit - kept.count))
+        }
+        return kept
+    }
 }
 
 /// The retry loop every provider's sends share: one refresh of a stale
@@ -74,7 +97,8 @@ struct PushDelivery: Sendable {
             } catch {
                 refusal = PushRefusal(.retryable, reason: "transport", detail: "\(error)")
             }
-            let metadata: Logger.Metadata = ["provider": "\(service)", "reason": "\(refusal.reason)"]
+            var metadata: Logger.Metadata = ["provider": "\(service)", "reason": "\(refusal.reason)"]
+            if refusal.kind == .retryable, !refusal.detail.isEmpty { metadata["detail"] = "\(refusal.detail)" }
             switch refusal.kind {
             case .tooLate:
                 logger.tagged.notice("push dropped: it can no longer arrive before the request expires")

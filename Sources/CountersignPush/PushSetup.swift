@@ -117,6 +117,9 @@ public enum PushSetup {
         // under that count; the pool opens the next connection while the last
         // streams of the old one finish.
         configuration.maximumUsesPerConnection = streamsPerConnection
+        // Never follow a redirect: a Web Push endpoint is a device's choice, and a
+        // redirect would take the POST past the endpoint's address checks.
+        configuration.redirectConfiguration = .disallow
         // No distributed tracing here: without a tracer the client skips a span,
         // and a second parse of the URL, on every send.
         configuration.tracing.tracer = nil

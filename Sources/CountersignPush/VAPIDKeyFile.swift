@@ -9,8 +9,7 @@ public enum VAPIDKeyFile {
     public static func load(path: String, create: Bool, logger: Logger) throws -> P256.Signing.PrivateKey {
         if !FileManager.default.fileExists(atPath: path) {
             guard create else { throw ServiceAccountError("VAPID key file \(path) does not exist") }
-            try make(path: path)
-            logger.notice("created the daemon's VAPID key for Web Push", metadata: ["file": "\(path)"])
+            if try make(path: path) { logger.notice("created the daemon's VAPID key for Web Push", metadata: ["file": "\(path)"]) }
         }
         guard let data = FileManager.default.contents(atPath: path) else { throw ServiceAccountError("cannot read the VAPID key file \(path)") }
         do {
@@ -20,19 +19,25 @@ public enum VAPIDKeyFile {
         }
     }
 
-    /// Writes a new key; never replaces an existing file (two processes starting at once keep the first).
-    static func make(path: String) throws {
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        if descriptor < 0 {
-            if errno == EEXIST { return }
+    /// Writes a new key whole to a file of its own, then links it into place:
+    /// never replaces an existing file, and a process starting at the same
+    /// moment never reads a half-written one. `false`: another process made it first.
+    static func make(path: String) throws -> Bool {
+        let staging = "\(path).\(getpid()).new"
+        let descriptor = open(staging, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
             throw ServiceAccountError("cannot create the VAPID key file \(path): \(String(cString: strerror(errno)))")
         }
-        defer { close(descriptor) }
+        defer { unlink(staging) }
         let pem = Array(P256.Signing.PrivateKey().pemRepresentation.utf8) + [0x0A]
         let written = pem.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-        guard written == pem.count, fsync(descriptor) == 0 else {
-            unlink(path)
-            throw ServiceAccountError("cannot write the VAPID key file \(path): \(String(cString: strerror(errno)))")
+        let synced = written == pem.count && fsync(descriptor) == 0
+        close(descriptor)
+        guard synced else { throw ServiceAccountError("cannot write the VAPID key file \(path): \(String(cString: strerror(errno)))") }
+        guard link(staging, path) == 0 else {
+            if errno == EEXIST { return false }
+            throw ServiceAccountError("cannot create the VAPID key file \(path): \(String(cString: strerror(errno)))")
         }
+        return true
     }
 }

@@ -50,7 +50,7 @@ public final class WebPushSender: PushSender {
         }
         let logger = DeviceLogger(base: logger, deviceID: device.id, token: address.token)
         let outcome = await delivery.run(deadline: PushDelivery.deadline(of: job), logger: logger) {
-            guard let message = ProviderMessages.webPush(for: job, now: Date()) else { throw PushRefusal(.tooLate, reason: "expired") }
+            guard let message = ProviderMessages.webPush(for: job, now: Date()) else { throw PushRefusal.unsendable(job) }
             try await post(message, endpoint: address.token, p256dh: key, auth: auth)
         }
         if outcome == .tokenDead { await disable(device, token: address.token, in: deadTokens, logger: logger) }
@@ -80,10 +80,10 @@ public final class WebPushSender: PushSender {
         if let topic = message.topic { request.headers.add(name: "Topic", value: topic) }
         request.body = .bytes(ByteBuffer(bytes: body))
         let response = try await client.execute(request, timeout: .seconds(Int64(configuration.requestTimeout)))
-        let answer = try await response.body.collect(upTo: 16 * 1024)
+        let answer = try await response.body.prefix(200)
         let status = Int(response.status.code)
         guard !(200...202).contains(status) else { return }
-        let detail = String(decoding: answer.readableBytesView.prefix(200), as: UTF8.self)
+        let detail = String(decoding: answer, as: UTF8.self)
         let retryAfter = FCMFailure.retryAfter(response.headers.first(name: "Retry-After"), now: Date())
         throw Self.classify(status: status, detail: detail, retryAfter: retryAfter)
     }
@@ -94,7 +94,8 @@ public final class WebPushSender: PushSender {
         switch status {
         case 404, 410: return PushRefusal(.tokenDead, reason: reason)
         case 413: return PushRefusal(.rejected, reason: reason, detail: "payload too large: " + detail)
-        case 401, 403: return PushRefusal(.authFault, reason: reason, detail: detail, hint: "the push service refused our VAPID key or token")
+        // A refusal of our VAPID token by an endpoint the device chose says nothing of
+        // our configuration: it is that device's push failing, not `auth_error`.
         case 429, 500...599: return PushRefusal(.retryable, reason: reason, retryAfter: retryAfter)
         default: return PushRefusal(.rejected, reason: reason, detail: detail)
         }
@@ -113,10 +114,19 @@ public final class WebPushSender: PushSender {
         }
     }
 
-    /// The host's addresses (4 or 16 bytes each), from the system resolver on NIO's thread pool.
+    /// Threads of their own for the system resolver, which blocks: a device's
+    /// name on a slow DNS server holds one of these, never one of the pool the
+    /// password hashing runs on.
+    static let resolverPool: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 4)
+        pool.start()
+        return pool
+    }()
+
+    /// The host's addresses (4 or 16 bytes each), from the system resolver on its own threads.
     static func resolve(_ host: String) async throws -> [[UInt8]] {
         if let literal = IPNetwork.address(host) { return [literal] }
-        return try await NIOThreadPool.singleton.runIfActive {
+        return try await resolverPool.runIfActive {
             var hints = addrinfo()
             hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
             var list: UnsafeMutablePointer<addrinfo>?
@@ -203,7 +213,7 @@ public final class VAPIDSigner: Sendable {
 
     /// The origin of an endpoint (`https://push.example.net[:port]`), the JWT's `aud`.
     static func audience(of url: URL) -> String? {
-        guard let scheme = url.scheme?.lowercased(), let host = url.host else { return nil }
+        guard let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased() else { return nil }
         let shownHost = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
         let defaultPort = scheme == "https" ? 443 : 80
         return url.port.map { $0 == defaultPort ? "\(scheme)://\(shownHost)" : "\(scheme)://\(shownHost):\($0)" } ?? "\(scheme)://\(shownHost)"

@@ -73,7 +73,7 @@ extension SQLiteStore: AccountStore {
         // An enrollment never takes a device over (its key, its right to answer
         // resets): with a token one of the user's devices holds, it is pull only.
         if !registration.mayApproveResets, let token = push?.token,
-            try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM devices WHERE user_id = ? AND push_token = ?"), arguments: [userID, token])
+            try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM devices WHERE user_id = ? AND fcm_token = ?"), arguments: [userID, token])
                 ?? false
         {
             push = nil
@@ -81,7 +81,7 @@ extension SQLiteStore: AccountStore {
         if let push {
             // The same phone again for this user: replace that device, keeping its id.
             if let existing = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT * FROM devices WHERE user_id = ? AND push_token = ?"),
+                db.cachedStatement(sql: "SELECT * FROM devices WHERE user_id = ? AND fcm_token = ?"),
                 arguments: [userID, push.token]
             ) {
                 var device = try Device(row: existing)
@@ -116,7 +116,7 @@ extension SQLiteStore: AccountStore {
         try db.cachedStatement(
             sql: """
                 INSERT INTO devices (
-                    id, user_id, name, platform, push_token, push_provider, push_options, push_enabled, api_key_hash, created_at, public_key,
+                    id, user_id, name, platform, fcm_token, push_provider, push_options, push_enabled, api_key_hash, created_at, public_key,
                     may_approve_resets, offline_secret)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
@@ -194,11 +194,11 @@ extension SQLiteStore: AccountStore {
             let push = try Self.addressUnlessClaimed(push, byOtherThan: userID, db)
             if let push {
                 // The phone moved to this device of the same user: the old one stops getting its prompts.
-                try db.cachedStatement(sql: "UPDATE devices SET push_token = NULL, push_enabled = 0 WHERE push_token = ? AND user_id = ? AND id != ?")
+                try db.cachedStatement(sql: "UPDATE devices SET fcm_token = NULL, push_enabled = 0 WHERE fcm_token = ? AND user_id = ? AND id != ?")
                     .execute(arguments: [push.token, userID, deviceID]
                     )
             }
-            try db.cachedStatement(sql: "UPDATE devices SET push_token = ?, push_provider = ?, push_options = ?, push_enabled = ? WHERE id = ?")
+            try db.cachedStatement(sql: "UPDATE devices SET fcm_token = ?, push_provider = ?, push_options = ?, push_enabled = ? WHERE id = ?")
                 .execute(arguments: [
                     push?.token, push?.provider.rawValue ?? PushProvider.fcm.rawValue, push?.storedOptions, push != nil, deviceID,
                 ])
@@ -210,14 +210,14 @@ extension SQLiteStore: AccountStore {
         guard let push else { return nil }
         let claimed =
             try Bool.fetchOne(
-                db.cachedStatement(sql: "SELECT 1 FROM devices WHERE push_token = ? AND user_id != ? LIMIT 1"), arguments: [push.token, userID])
+                db.cachedStatement(sql: "SELECT 1 FROM devices WHERE fcm_token = ? AND user_id != ? LIMIT 1"), arguments: [push.token, userID])
             ?? false
         return claimed ? nil : push
     }
 
     public func disablePush(deviceID: String, token: String) async throws {
         try await pool.write { db in
-            try db.cachedStatement(sql: "UPDATE devices SET push_enabled = 0 WHERE id = ? AND push_token = ?").execute(arguments: [deviceID, token]
+            try db.cachedStatement(sql: "UPDATE devices SET push_enabled = 0 WHERE id = ? AND fcm_token = ?").execute(arguments: [deviceID, token]
             )
         }
     }
@@ -256,7 +256,7 @@ extension Device {
             userID: row["user_id"],
             name: row["name"],
             platform: row["platform"],
-            push: try PushAddress(storedProvider: row["push_provider"], token: row["push_token"], options: row["push_options"]),
+            push: PushAddress(storedProvider: row["push_provider"], token: row["fcm_token"], options: row["push_options"]),
             pushEnabled: row["push_enabled"],
             createdAt: Date(stored: row["created_at"]),
             publicKey: try (row["public_key"] as String?).map { stored throws(DeviceKey.Invalid) in try DeviceKey(stored: stored) },

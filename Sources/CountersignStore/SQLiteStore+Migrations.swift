@@ -230,11 +230,12 @@ extension SQLiteStore {
         }
         migrator.registerMigration("v10-push-providers") { db in
             // A device's push address names its provider (fcm, apns, webpush); the
-            // token column holds an FCM or APNs token or a Web Push endpoint, and
-            // what else the provider needs (APNs topic and environment, Web Push keys) is JSON.
+            // token column keeps its first name and holds an FCM or APNs token or a
+            // Web Push endpoint, and what else the provider needs (APNs topic and
+            // environment, Web Push keys) is JSON. Nothing is renamed: on PostgreSQL,
+            // nodes of the previous version keep working while a cluster is upgraded.
             try db.execute(
                 sql: """
-                    ALTER TABLE devices RENAME COLUMN fcm_token TO push_token;
                     ALTER TABLE devices ADD COLUMN push_provider TEXT NOT NULL DEFAULT 'fcm';
                     ALTER TABLE devices ADD COLUMN push_options TEXT;
                     """)

@@ -17,17 +17,18 @@ struct PushCommand: AsyncParsableCommand {
             abstract: "Check each configured provider's credentials: FCM's access token, APNs' provider token, the VAPID key.",
             discussion: """
                 FCM: loads the service account and fetches an access token; with --token, FCM validates a message to \
-                that device (validate_only: nothing is delivered). APNs: signs a provider token and sends it with a \
-                device token that cannot exist: APNs answers BadDeviceToken when it accepts the credentials (nothing is \
-                delivered). Web Push: loads the VAPID key (never creates one) and prints its public key.
+                that device (validate_only: nothing is delivered). APNs: signs a provider token and, with --apns-topic, \
+                sends it with a device token that cannot exist: APNs answers BadDeviceToken only when it accepts the \
+                credentials (nothing is delivered). Web Push: loads the VAPID key (never creates one) and prints its public key.
                 """)
         @Option(help: "JSON config file (also COUNTERSIGN_CONFIG).") var config: String?
         @OptionGroup var push: PushOptions
         @Option(help: "Check only this provider: fcm, apns or webpush.") var provider: PushProvider?
         @Option(help: "A device's FCM registration token: send it a validate_only message (nothing is delivered).") var token: String?
+        @Option(help: "The app's bundle id, for the APNs check (APNs checks the key against it).") var apnsTopic: String?
 
         func run() async throws {
-            try await PushCheck(push: push, config: config, token: token).run(only: provider)
+            try await PushCheck(push: push, config: config, token: token, apnsTopic: apnsTopic).run(only: provider)
         }
     }
 }
@@ -46,7 +47,7 @@ struct FCMCommand: AsyncParsableCommand {
         @Option(help: "A device's FCM registration token: send it a validate_only message (nothing is delivered).") var token: String?
 
         func run() async throws {
-            try await PushCheck(push: push, config: config, token: token).run(only: .fcm)
+            try await PushCheck(push: push, config: config, token: token, apnsTopic: nil).run(only: .fcm)
         }
     }
 }
@@ -57,6 +58,7 @@ struct PushCheck {
     let push: PushOptions
     let config: String?
     let token: String?
+    let apnsTopic: String?
 
     func run(only: PushProvider?) async throws {
         var settings = try await loadOrExit {
@@ -126,13 +128,21 @@ struct PushCheck {
         let tokens = try await APNsProviderToken(pem: pem, keyID: apns.keyID, teamID: apns.teamID)
         _ = try await tokens.token()
         print("✓ APNs key \(apns.keyID) of team \(apns.teamID) signs provider tokens")
+        guard let topic = apnsTopic else {
+            print("  (give --apns-topic BUNDLE_ID to have APNs check the key: nothing is delivered)")
+            return
+        }
         let client = try PushSetup.makeClient(caFile: apns.caFile)
-        defer { Task { try? await client.shutdown() } }
         let configuration = apns.url.map(APNsSender.Configuration.init(url:)) ?? APNsSender.Configuration()
         let sender = APNsSender(tokens: tokens, client: client, configuration: configuration, deadTokens: nil)
-        let reason = try await sender.checkCredentials()
-        print("✓ APNs at \(configuration.productionURL) accepted the provider token (it answered \(reason) for a device token that cannot exist)")
-        try await client.shutdown()
+        do {
+            try await sender.checkCredentials(topic: topic)
+            try await client.shutdown()
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+        print("✓ APNs at \(configuration.productionURL) accepted the provider token for \(topic) (BadDeviceToken for a device that cannot exist)")
     }
 
     func checkWebPush(_ settings: PushSettings, logger: Logger) throws {

@@ -60,6 +60,11 @@ import Testing
         #expect(field("https://metadata.google.internal/computeMetadata/v1/") == "endpoint")
         #expect(field("https://user:pw@ntfy.example.net/up") == "endpoint")
         #expect(field("ntfy.example.net/up") == "endpoint")
+        #expect(field("https://2130706433/up") == "endpoint")
+        #expect(field("https://0x7f.1/up") == "endpoint")
+        #expect(field("https://127.1/up") == "endpoint")
+        #expect(field("https://ntfy.example.net./up") == nil)
+        #expect(field("https://localhost./up") == "endpoint")
         #expect(field("https://93.184.215.14/up") == nil)
         // A point not on the curve, a compressed key, a short secret.
         var offCurve = try #require(DeviceKey.decode(Self.key))
@@ -90,12 +95,14 @@ import Testing
         let web = try PushAddress.checkedWebPush(
             endpoint: "https://ntfy.example.net/up", p256dh: Self.key, auth: Self.auth, policy: PushEndpointPolicy())
         for address in [PushAddress.fcm("fcm-token"), apns, web] {
-            let read = try PushAddress(storedProvider: address.provider.rawValue, token: address.token, options: address.storedOptions)
+            let read = PushAddress(storedProvider: address.provider.rawValue, token: address.token, options: address.storedOptions)
             #expect(read == address)
         }
         #expect(PushAddress.fcm("t").storedOptions == nil)
-        #expect(try PushAddress(storedProvider: "fcm", token: nil, options: nil) == nil)
-        #expect(throws: StoredPushAddressError.self) { try PushAddress(storedProvider: "carrier-pigeon", token: "t", options: nil) }
+        #expect(PushAddress(storedProvider: "fcm", token: nil, options: nil) == nil)
+        // A row a newer release wrote leaves that device pull only here, and readable.
+        #expect(PushAddress(storedProvider: "carrier-pigeon", token: "t", options: nil) == nil)
+        #expect(PushAddress(storedProvider: "apns", token: "t", options: "{not json") == nil)
         #expect(web.described == "webpush …net/up")
     }
 }

@@ -1,6 +1,7 @@
 import CountersignDevice
 import Foundation
 import NIOHTTP1
+import TestSupport
 import Testing
 
 /// The `CountersignDevice` library against the real daemon, as an app would use it.
@@ -193,13 +194,27 @@ extension DeviceLibraryTests {
             let prompt = try #require(received.first { $0.payload?["requestId"] == id })
             #expect(prompt.vapid?.valid == true && prompt.vapid?.k == offer.vapidPublicKey)
             let notice = DeviceNotice(pushData: try #require(prompt.payload))
-            #expect(notice == .approvalRequest(requestID: id, action: "password_reset", expiresAt: prompt.payload?["expiresAt"] ?? "", title: "Approve password reset?"))
+            #expect(
+                notice
+                    == .approvalRequest(
+                        requestID: id, action: "password_reset", expiresAt: prompt.payload?["expiresAt"] ?? "", title: "Approve password reset?"))
 
-            // Moving to APNs: the daemon keeps the new address (the provider is not configured here: nothing is sent).
-            try await phone.updatePush(.apns(token: String(repeating: "0f", count: 32), topic: "com.example.app", sandbox: true))
+            // Moving to APNs: the daemon keeps the new address (APNs is not configured here: nothing is sent),
+            // and the operator's device list shows its provider and last characters only.
+            let apnsToken = String(repeating: "0f", count: 31) + "c0ffee"
+            try await phone.updatePush(.apns(token: apnsToken, topic: "com.example.app", sandbox: true))
+            let database = folder.appendingPathComponent("countersign.sqlite").path
+            let listed = try await DeviceSimulateTests.run(["device", "list", Self.email, "--database", database], input: "")
+            #expect(listed.output.contains("push apns …c0ffee"), "\(listed.output)")
+            #expect(!listed.output.contains(apnsToken))
             try await phone.updatePush(nil)
-            await #expect(throws: DeviceError.self) {
-                try await phone.updatePush(.webPush(endpoint: "https://10.0.0.1/push", p256dh: "x", auth: "y"))
+            #expect(
+                try await DeviceSimulateTests.run(["device", "list", Self.email, "--database", database], input: "").output.contains("pull only"))
+            // A bad subscription is refused with the field named.
+            await #expect(
+                throws: DeviceError.refused(status: 400, error: "invalid_request", message: "The field `auth` must be 16 bytes, base64url.")
+            ) {
+                try await phone.updatePush(.webPush(endpoint: endpoint, p256dh: try #require(server.p256dh), auth: "c2hvcnQ"))
             }
         }
     }

@@ -23,7 +23,7 @@ import Testing
         func check(_ key: String) async throws -> (status: Int32, output: String) {
             try await DaemonProcessTests.command([
                 "push", "check", "--provider", "apns", "--apns-key-file", key, "--apns-key-id", Self.keyID, "--apns-team-id", Self.teamID,
-                "--apns-url", server.base, "--apns-ca-file", ca,
+                "--apns-url", server.base, "--apns-ca-file", ca, "--apns-topic", "com.example.countersign",
             ])
         }
         let (status, output) = try await check(keyFile)

@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import CountersignCore
 import Crypto
 import Foundation
@@ -137,8 +138,29 @@ import Testing
         #expect(WebPushSender.classify(status: 413, detail: "", retryAfter: nil).kind == .rejected)
         #expect(WebPushSender.classify(status: 429, detail: "", retryAfter: 3).kind == .retryable)
         #expect(WebPushSender.classify(status: 502, detail: "", retryAfter: nil).kind == .retryable)
-        #expect(WebPushSender.classify(status: 401, detail: "", retryAfter: nil).kind == .authFault)
+        // The endpoint is the device's choice: its refusal of our VAPID token is that device's failure, not ours.
+        #expect(WebPushSender.classify(status: 401, detail: "", retryAfter: nil).kind == .rejected)
+        #expect(WebPushSender.classify(status: 403, detail: "", retryAfter: nil).kind == .rejected)
         #expect(WebPushSender.classify(status: 400, detail: "", retryAfter: nil).kind == .rejected)
+    }
+
+    /// The endpoint's host is resolved before each push: a name that resolves
+    /// to a private address is refused, whatever it looked like when it was registered.
+    @Test func aHostResolvingToAPrivateAddressIsRefusedAtSendTime() async throws {
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        let vapid = try await VAPIDSigner(key: P256.Signing.PrivateKey(), subject: "mailto:ops@example.com")
+        let sender = WebPushSender(vapid: vapid, client: client, configuration: .init(), deadTokens: nil)
+        let message = try #require(ProviderMessages.webPush(for: Self.prompt(expiresIn: 3600), now: Date()))
+        let receiver = P256.KeyAgreement.PrivateKey().publicKey.x963Representation
+        for endpoint in ["https://localhost:9/push", "https://127.1:9/push", "https://[::1]:9/push"] {
+            do {
+                try await sender.post(message, endpoint: endpoint, p256dh: receiver, auth: Data(count: 16))
+                Issue.record("\(endpoint) was posted to")
+            } catch let refusal as PushRefusal {
+                #expect(refusal.kind == .tokenDead && refusal.reason == "private_address", "\(endpoint): \(refusal)")
+            }
+        }
+        try await client.shutdown()
     }
 
     // MARK: Credentials

@@ -13,6 +13,8 @@ public final class PushTestServer: @unchecked Sendable {
 
     /// One request as the server saw it.
     public struct Received: Decodable, Sendable {
+        /// When it arrived (Web Push), seconds since 1970.
+        public var at: Double?
         public var path: String
         public var headers: [String: String]
         public var status: Int

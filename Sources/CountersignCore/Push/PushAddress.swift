@@ -76,14 +76,15 @@ extension PushAddress {
         return (try? Self.storedEncoder.encode(options)).map { String(decoding: $0, as: UTF8.self) }
     }
 
-    /// The address a row holds; `nil` when it holds no token. A provider this
-    /// version does not know, or options it cannot read, throw.
-    public init?(storedProvider: String?, token: String?, options: String?) throws {
-        guard let token else { return nil }
-        guard let provider = PushProvider(rawValue: storedProvider ?? PushProvider.fcm.rawValue) else {
-            throw StoredPushAddressError("unknown push provider \(storedProvider ?? "")")
+    /// The address a row holds; `nil` when it holds no token, or one this
+    /// version cannot use (a provider it does not know, options it cannot
+    /// read: a row written by a newer release): that device is pull only here,
+    /// and the user's other devices stay readable.
+    public init?(storedProvider: String?, token: String?, options: String?) {
+        guard let token, let provider = PushProvider(rawValue: storedProvider ?? PushProvider.fcm.rawValue) else { return nil }
+        guard let stored = options.map({ try? JSONDecoder().decode(StoredOptions.self, from: Data($0.utf8)) }) ?? StoredOptions() else {
+            return nil
         }
-        let stored = try options.map { try JSONDecoder().decode(StoredOptions.self, from: Data($0.utf8)) } ?? StoredOptions()
         self.init(
             provider: provider, token: token, apnsTopic: stored.topic, apnsEnvironment: stored.environment,
             webPushKey: stored.p256dh.flatMap(DeviceKey.decode), webPushAuth: stored.auth.flatMap(DeviceKey.decode))
@@ -101,11 +102,6 @@ extension PushAddress {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return encoder
     }()
-}
-
-public struct StoredPushAddressError: Error, CustomStringConvertible {
-    public let description: String
-    init(_ description: String) { self.description = description }
 }
 
 // MARK: - Checking what a device sends

@@ -25,7 +25,9 @@ extension Field {
         do {
             switch PushProvider(rawValue: body.provider) {
             case .fcm:
-                let token = try text(body.token ?? "", prefix + "token", maxBytes: PushAddress.maximumTokenBytes, allowEmpty: true)
+                // Empty (or "unknown") means pull only, as `fcmToken` always has; absent is a mistake.
+                guard let given = body.token else { throw APIError.invalidRequest("The field `\(prefix)token` is required for provider fcm.") }
+                let token = try text(given, prefix + "token", maxBytes: PushAddress.maximumTokenBytes, allowEmpty: true)
                 return Device.pushToken(from: token).map(PushAddress.fcm)
             case .apns:
                 return try PushAddress.checkedAPNs(
