@@ -36,7 +36,9 @@ import Testing
                 return await group.reduce(into: []) { $0.append($1) }
             }
             #expect(outcomes.allSatisfy { $0 == .sent })
-            #expect(harness.fake.delivered == 40)
+            // Every device got its message (on a busy machine an answer may come after the send's
+            // timeout, and that send is tried again: push is at least once, so count devices, not sends).
+            #expect(Set(harness.fake.received.map(\.token)).count == 40)
             #expect(harness.fake.exchanges == 1)
             #expect(await harness.tokens.exchanges == 1)
         }
