@@ -16,7 +16,7 @@ signature, alg, kid (--key-id) and iss (--team-id); a bad token is 403
 InvalidProviderToken, and one without apns-topic 400 MissingTopic. Scripted answers, by the device token's first
 characters: all zeros 400 BadDeviceToken (no such device), dead… 410 Unregistered, bad0… 400 BadDeviceToken,
 ee… 403 ExpiredProviderToken on the first POST of each message type to that
-device then 200, 50… 500 on the first POST of each message type then 200;
+device then 200, 50… 500 and 42… 429 (Retry-After: 1) on the first POST of each message type then 200;
 else 200.
 
 Each request is written to DIR/NNNN.json (path, headers, the checks'
@@ -27,8 +27,6 @@ Stops on SIGTERM or SIGINT, or when its parent process goes away.
 import argparse
 import asyncio
 import base64
-import datetime
-import ipaddress
 import json
 import os
 import signal
@@ -39,11 +37,10 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 try:
-    from cryptography import x509
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec, utils
-    from cryptography.x509.oid import NameOID
+    from test_certificate import make_certificate
 except ImportError as error:
     sys.stderr.write(f"push-test-server: {error}; install with: python3 -m pip install cryptography\n")
     sys.exit(3)
@@ -211,36 +208,6 @@ def run_webpush(folder):
 # MARK: - APNs
 
 
-def make_certificate(folder):
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "countersign test APNs")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path = os.path.join(folder, "apns-cert.pem")
-    key_path = os.path.join(folder, "apns-key.pem")
-    with open(cert_path, "wb") as handle:
-        handle.write(certificate.public_bytes(serialization.Encoding.PEM))
-    with open(key_path, "wb") as handle:
-        handle.write(
-            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-        )
-    return cert_path, key_path
-
-
 def run_apns(folder, key_file, key_id, team_id):
     try:
         from hypercorn.asyncio import serve
@@ -289,7 +256,7 @@ def run_apns(folder, key_file, key_id, team_id):
         path = scope["path"]
         device = path.rsplit("/", 1)[-1]
         jwt = check_token(headers.get("authorization"))
-        record = {"path": path, "method": scope["method"], "httpVersion": scope["http_version"], "headers": headers, "jwt": jwt}
+        record = {"at": time.time(), "path": path, "method": scope["method"], "httpVersion": scope["http_version"], "headers": headers, "jwt": jwt}
         record["bodyText"] = body.decode(errors="replace")
         try:
             json.loads(body)
@@ -318,6 +285,8 @@ def run_apns(folder, key_file, key_id, team_id):
             status, reason = 403, "ExpiredProviderToken"
         elif device.startswith("50") and recorder.first_time(("down", device, kind)):
             status, reason = 500, "InternalServerError"
+        elif device.startswith("42") and recorder.first_time(("busy", device, kind)):
+            status, reason = 429, "TooManyRequests"
         else:
             status = 200
         record["status"] = status
@@ -325,12 +294,14 @@ def run_apns(folder, key_file, key_id, team_id):
         recorder.write(record)
         answer = json.dumps({"reason": reason}).encode() if reason else b""
         response_headers = [(b"apns-id", b"00000000-0000-0000-0000-000000000000")]
+        if status == 429:
+            response_headers.append((b"retry-after", b"1"))
         if answer:
             response_headers.append((b"content-type", b"application/json"))
         await send({"type": "http.response.start", "status": status, "headers": response_headers})
         await send({"type": "http.response.body", "body": answer})
 
-    cert_path, cert_key_path = make_certificate(folder)
+    cert_path, cert_key_path = make_certificate(folder, "apns")
     port = free_port()
     config = Config()
     config.bind = [f"127.0.0.1:{port}"]

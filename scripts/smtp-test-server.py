@@ -18,8 +18,6 @@ Stops on SIGTERM or SIGINT, or when its parent process goes away.
 Usage: smtp-test-server.py --dir DIR --user USER --password-file FILE [--port P] [--implicit-tls]
 """
 import argparse
-import datetime
-import ipaddress
 import json
 import os
 import signal
@@ -33,41 +31,10 @@ from email import message_from_bytes, policy
 try:
     from aiosmtpd.controller import Controller
     from aiosmtpd.smtp import AuthResult, LoginPassword
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    from test_certificate import make_certificate
 except ImportError as error:  # said plainly: the tests name what is missing
     sys.stderr.write(f"smtp-test-server: {error}; install with: python3 -m pip install aiosmtpd cryptography\n")
     sys.exit(3)
-
-
-def make_certificate(folder):
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "countersign test SMTP")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path = os.path.join(folder, "smtp-cert.pem")
-    key_path = os.path.join(folder, "smtp-key.pem")
-    with open(cert_path, "wb") as out:
-        out.write(certificate.public_bytes(serialization.Encoding.PEM))
-    with open(key_path, "wb") as out:
-        out.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    return cert_path, key_path
 
 
 class Handler:
@@ -134,7 +101,7 @@ def main():
     os.makedirs(arguments.dir, exist_ok=True)
     with open(arguments.password_file) as source:
         password = source.read().strip()
-    cert_path, key_path = make_certificate(arguments.dir)
+    cert_path, key_path = make_certificate(arguments.dir, "smtp")
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert_path, key_path)
 

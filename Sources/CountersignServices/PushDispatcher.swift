@@ -1,15 +1,17 @@
 import CountersignCore
 import Logging
 import ServiceLifecycle
-import Synchronization
 
 /// Takes push jobs from the broker's queue, finds the user's push-enabled
 /// devices and hands each message to the ``PushSender``.
 ///
-/// Each provider has a lane of its own, with at most `maxConcurrent` sends in
-/// flight: a provider that answers slowly holds only its own lane. A Web Push
-/// endpoint is a device's choice, so one that never answers must not hold up
-/// the FCM and APNs prompts of every other user.
+/// Each configured provider has a lane of its own (and one more takes the
+/// devices of providers not configured here), with at most `maxConcurrent`
+/// sends in flight: a provider that answers slowly holds only its own lane. A
+/// Web Push endpoint is a device's choice, so one that never answers must not
+/// hold up the FCM and APNs prompts of every other user. A lane is a
+/// ``PromptFirstQueue`` of jobs with their devices, bounded like the push
+/// queue: prompts first, the oldest dropped when a stalled lane fills up.
 public struct PushDispatcher: Service {
     let queue: PushQueue
     let accounts: any PushTargetStore
@@ -17,10 +19,9 @@ public struct PushDispatcher: Service {
     let audit: AuditLog
     let metrics: AppMetrics
     let logger: Logger
-    /// Sends in flight per provider.
+    /// Sends in flight per lane.
     var maxConcurrent = 64
-    /// Sends waiting in one lane before the oldest is dropped (a prompt that
-    /// waited that long is stale anyway).
+    /// Jobs waiting in one lane before the oldest of its kind is dropped.
     var laneCapacity = 10_000
 
     public init(queue: PushQueue, accounts: any PushTargetStore, sender: any PushSender, audit: AuditLog, metrics: AppMetrics, logger: Logger) {
@@ -32,19 +33,22 @@ public struct PushDispatcher: Service {
         self.logger = logger
     }
 
-    struct Send: Sendable {
+    /// One job's devices that one lane sends to.
+    struct Sends: Sendable {
         let job: PushJob
-        let device: Device
+        let devices: [Device]
     }
 
     public func run() async throws {
-        let lanes = Dictionary(
-            uniqueKeysWithValues: PushProvider.allCases.map { ($0, AsyncStream<Send>.makeStream(bufferingPolicy: .bufferingNewest(laneCapacity))) })
-        // Once the queue ends (shutdown), what still waits in a lane is dropped; sends in flight finish.
-        let stopping = StopFlag()
+        let configured = Set(sender.offer.providers)
+        // `nil`: the devices of providers not configured here (with push off, all of them).
+        let lanes: [PushProvider?: PromptFirstQueue<Sends>] = Dictionary(
+            uniqueKeysWithValues: (configured.map { Optional($0) } + [nil]).map {
+                ($0, PromptFirstQueue(capacity: laneCapacity, isPrompt: \.job.isPrompt))
+            })
         await withTaskGroup(of: Void.self) { group in
             for lane in lanes.values {
-                group.addTask { await drain(lane.stream, stopping: stopping) }
+                group.addTask { await drain(lane) }
             }
             for await job in queue.cancelOnGracefulShutdown() {
                 let devices: [Device]
@@ -56,38 +60,42 @@ public struct PushDispatcher: Service {
                     logger.error("cannot read devices for push", metadata: ["error": "\(error)"])
                     continue
                 }
-                for device in devices {
-                    let provider = device.push?.provider ?? .fcm
-                    if case .dropped(let old) = lanes[provider]?.continuation.yield(Send(job: job, device: device)) {
-                        logger.warning(
-                            "push dropped: too many sends wait for this provider",
-                            metadata: ["provider": "\(provider.rawValue)", "type": "\(old.job.type)", "device": "\(old.device.id)"])
-                        metrics.push(type: old.job.type, outcome: .dropped, provider: provider)
+                let byLane = Dictionary(grouping: devices) { device in device.push.map(\.provider).flatMap { configured.contains($0) ? $0 : nil } }
+                for (provider, devices) in byLane {
+                    guard let dropped = lanes[provider]?.enqueue(Sends(job: job, devices: devices)) else { continue }
+                    logger.warning(
+                        "push dropped: too many jobs wait for this provider",
+                        metadata: [
+                            "provider": "\(provider?.rawValue ?? "none")", "type": "\(dropped.job.type)", "devices": "\(dropped.devices.count)",
+                        ])
+                    for device in dropped.devices {
+                        metrics.push(type: dropped.job.type, outcome: .dropped, provider: device.push?.provider ?? .fcm)
                     }
                 }
             }
-            stopping.raise()
-            for lane in lanes.values { lane.continuation.finish() }
+            // Shutting down: sends in flight finish; what still waits in a lane is left, as in the push queue.
+            for lane in lanes.values { lane.finish() }
         }
     }
 
     /// Sends one lane's messages, `maxConcurrent` at a time.
-    private func drain(_ sends: AsyncStream<Send>, stopping: StopFlag) async {
+    private func drain(_ lane: PromptFirstQueue<Sends>) async {
         await withTaskGroup(of: Void.self) { group in
             var inFlight = 0
-            for await send in sends where !stopping.isRaised {
-                if inFlight >= maxConcurrent {
-                    await group.next()
-                    inFlight -= 1
+            for await sends in lane {
+                for device in sends.devices {
+                    if inFlight >= maxConcurrent {
+                        await group.next()
+                        inFlight -= 1
+                    }
+                    inFlight += 1
+                    group.addTask { await deliver(sends.job, to: device) }
                 }
-                inFlight += 1
-                group.addTask { await deliver(send) }
             }
         }
     }
 
-    private func deliver(_ send: Send) async {
-        let (job, device) = (send.job, send.device)
+    private func deliver(_ job: PushJob, to device: Device) async {
         let outcome = await sender.send(job, to: device, logger: logger)
         let provider = device.push?.provider ?? .fcm
         metrics.push(type: job.type, outcome: outcome, provider: provider)
@@ -98,11 +106,4 @@ public struct PushDispatcher: Service {
                     detail: "\(job.type): \(outcome.rawValue) (\(provider.rawValue))"))
         }
     }
-}
-
-/// Set once, read by every lane.
-final class StopFlag: Sendable {
-    private let raised = Mutex(false)
-    func raise() { raised.withLock { $0 = true } }
-    var isRaised: Bool { raised.withLock { $0 } }
 }

@@ -212,10 +212,14 @@ import Testing
                 let expired = "ee" + String(repeating: "b2", count: 31)
                 let dead = "dead" + String(repeating: "c3", count: 30)
                 let flaky = "50" + String(repeating: "d4", count: 31)
+                let busy = "42" + String(repeating: "e5", count: 31)
+                let malformed = "bad0" + String(repeating: "f6", count: 30)
                 _ = try await Self.login(daemon, device: "iPhone", push: Self.apnsAddress(fine))
                 _ = try await Self.login(daemon, device: "iPad", push: Self.apnsAddress(expired))
                 _ = try await Self.login(daemon, device: "Mac", push: Self.apnsAddress(flaky))
+                _ = try await Self.login(daemon, device: "Watch", push: Self.apnsAddress(busy))
                 // The dead one signs in last: the others' `device_added` notices do not reach it before the prompt.
+                let (_, malformedID, _) = try await Self.login(daemon, device: "Old iPad", push: Self.apnsAddress(malformed))
                 let (_, deadID, _) = try await Self.login(daemon, device: "Old iPhone", push: Self.apnsAddress(dead))
                 let (id, _) = try await daemon.initiate(Fixture.email, newPassword: "staple orbit lantern")
                 let expiresAt = try #require(try await daemon.server.store.request(id: id)?.expiresAt)
@@ -227,6 +231,7 @@ import Testing
                 }
                 let all = try await server.wait {
                     !prompts(fine, $0).isEmpty && prompts(expired, $0).count >= 2 && !prompts(dead, $0).isEmpty && prompts(flaky, $0).count >= 2
+                        && prompts(busy, $0).count >= 2 && !prompts(malformed, $0).isEmpty
                 }
                 let sent = try #require(prompts(fine, all).first)
                 #expect(sent.status == 200)
@@ -251,8 +256,17 @@ import Testing
                 #expect(twice[0].jwt?.token != twice[1].jwt?.token)
                 // 500: retried with back-off.
                 #expect(prompts(flaky, all).map(\.status) == [500, 200])
-                // 410 Unregistered: the device's push is off.
+                // 429: retried no sooner than Retry-After (a lower bound: a busy machine only makes it longer).
+                let waited = prompts(busy, all)
+                #expect(waited.map(\.status) == [429, 200])
+                #expect((waited.last?.at ?? 0) - (waited.first?.at ?? 0) >= 0.9)
+                // 410 Unregistered and 400 BadDeviceToken: the device's push is off.
                 #expect(prompts(dead, all).map(\.status) == [410])
+                #expect(prompts(malformed, all).map(\.status) == [400])
+                try await PushFlowTests.eventually {
+                    (try? await daemon.server.store.devices(userID: user.id).first { $0.id == malformedID }?.pushEnabled) == false
+                }
+                #expect(try await daemon.server.store.devices(userID: user.id).first { $0.id == malformedID }?.pushEnabled == false)
                 try await PushFlowTests.eventually {
                     (try? await daemon.server.store.devices(userID: user.id).first { $0.id == deadID }?.pushEnabled) == false
                 }
@@ -319,6 +333,7 @@ import Testing
                 ),
                 (["provider": "webpush", "endpoint": "https://push.example.net/x", "p256dh": goodKey], "auth"),
                 (["provider": "pigeon", "token": "x"], "provider"),
+                (["provider": "fcm"], "token"),
             ]
             for (body, field) in cases {
                 let answer = try await daemon.call(.PUT, "/api/mobile/device/push", json: body, apiKey: key)

@@ -12,6 +12,7 @@ import Testing
 @Suite struct PushDispatcherTests {
     /// Web Push sends wait until released; the others are answered at once.
     final class StalledWebPush: PushSender {
+        var offer: PushOffer { PushOffer(providers: [.fcm, .apns, .webPush]) }
         let delivered = Mutex<[String]>([])
         let stalled = Mutex<[CheckedContinuation<Void, Never>]>([])
 

@@ -62,16 +62,8 @@ public final class SMTPTestServer: @unchecked Sendable {
                 + (port.map { ["--port", String($0)] } ?? []) + (implicitTLS ? ["--implicit-tls"] : []),
             output: logHandle)
         let ready = mailFolder.appendingPathComponent("ready.json")
-        let clock = ContinuousClock()
-        let start = clock.now
-        while !FileManager.default.fileExists(atPath: ready.path) {
-            guard process.isRunning, clock.now - start < .seconds(30) else {
-                process.stop()
-                let said = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-                throw SMTPTestServerError("the SMTP test server did not start (python3 with aiosmtpd and cryptography is needed): \(said)")
-            }
-            try await Task.sleep(for: .milliseconds(50))
-        }
+        try await waitForReadyFile(
+            ready, of: process, log: log, failure: "the SMTP test server did not start (python3 with aiosmtpd and cryptography is needed)")
         struct Ready: Decodable {
             var port: Int
             var ca: String
@@ -114,11 +106,6 @@ public func withSMTPTestServer<T>(folder: URL, implicitTLS: Bool = false, _ body
     let server = try await SMTPTestServer(folder: folder, implicitTLS: implicitTLS)
     defer { server.stop() }
     return try await body(server)
-}
-
-public struct SMTPTestServerError: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
 }
 
 extension SMTPTestServer.Mail {

@@ -13,7 +13,7 @@ public final class PushTestServer: @unchecked Sendable {
 
     /// One request as the server saw it.
     public struct Received: Decodable, Sendable {
-        /// When it arrived (Web Push), seconds since 1970.
+        /// When it arrived, seconds since 1970.
         public var at: Double?
         public var path: String
         public var headers: [String: String]
@@ -72,16 +72,9 @@ public final class PushTestServer: @unchecked Sendable {
         if let apnsKeyFile, let keyID, let teamID { arguments += ["--key", apnsKeyFile, "--key-id", keyID, "--team-id", teamID] }
         process = try TiedProcess(URL(fileURLWithPath: "/usr/bin/env"), arguments, output: logHandle)
         let ready = self.folder.appendingPathComponent("ready.json")
-        let clock = ContinuousClock()
-        let start = clock.now
-        while !FileManager.default.fileExists(atPath: ready.path) {
-            guard process.isRunning, clock.now - start < .seconds(30) else {
-                process.stop()
-                let said = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-                throw RunError("the push test server did not start (python3 with cryptography, http_ece, py_vapid, hypercorn and h2): \(said)")
-            }
-            try await Task.sleep(for: .milliseconds(50))
-        }
+        try await waitForReadyFile(
+            ready, of: process, log: log,
+            failure: "the push test server did not start (python3 with cryptography, http_ece, py_vapid, hypercorn and h2)")
         struct Ready: Decodable {
             var port: Int
             var p256dh: String?
@@ -117,4 +110,20 @@ public final class PushTestServer: @unchecked Sendable {
     public func stop() { process.stop() }
 
     deinit { stop() }
+}
+
+/// Waits until a test server started as `process` writes `ready` (it listens);
+/// one that exits first, or takes over 30 s, is stopped and `failure` thrown
+/// with what it wrote to `log`.
+public func waitForReadyFile(_ ready: URL, of process: TiedProcess, log: URL, failure: String) async throws {
+    let clock = ContinuousClock()
+    let start = clock.now
+    while !FileManager.default.fileExists(atPath: ready.path) {
+        guard process.isRunning, clock.now - start < .seconds(30) else {
+            process.stop()
+            let said = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+            throw RunError("\(failure): \(said)")
+        }
+        try await Task.sleep(for: .milliseconds(50))
+    }
 }

@@ -6,61 +6,92 @@ import Synchronization
 /// taken only while no prompt waits, so a burst of answers never delays the
 /// next user's prompt. Bounded per kind: under a flood the oldest job of that
 /// kind is dropped (a prompt that waited that long is stale anyway), and
-/// ``enqueue(_:)`` hands it back so the broker can count and audit it.
+/// ``PromptFirstQueue/enqueue(_:)`` hands it back so the broker can count and audit it.
+public typealias PushQueue = PromptFirstQueue<PushJob>
+
+extension PromptFirstQueue where Item == PushJob {
+    public convenience init(capacity: Int = 10_000) {
+        self.init(capacity: capacity, isPrompt: \.isPrompt)
+    }
+}
+
+extension PushJob {
+    /// A prompt (first in every queue), not a notice.
+    public var isPrompt: Bool {
+        if case .prompt = self { return true }
+        return false
+    }
+}
+
+/// A bounded queue that hands out prompts before anything else: the push
+/// queue, and each provider's lane in the push dispatcher.
 ///
-/// One consumer (the dispatcher) iterates it; iteration ends when that task is cancelled.
-public final class PushQueue: AsyncSequence, Sendable {
-    public typealias Element = PushJob
+/// One consumer iterates it; iteration ends when that task is cancelled or
+/// the queue is finished (what still waits then is left).
+public final class PromptFirstQueue<Item: Sendable>: AsyncSequence, Sendable {
+    public typealias Element = Item
     public let capacity: Int
+    private let isPrompt: @Sendable (Item) -> Bool
     private let state = Mutex(State())
 
     struct State {
-        var prompts: Deque<PushJob> = []
-        var resolutions: Deque<PushJob> = []
+        var prompts: Deque<Item> = []
+        var others: Deque<Item> = []
         /// The consumer, parked while both queues are empty.
-        var waiter: CheckedContinuation<PushJob?, Never>?
+        var waiter: CheckedContinuation<Item?, Never>?
         var dropped = 0
+        var finished = false
     }
 
-    public init(capacity: Int = 10_000) {
+    public init(capacity: Int, isPrompt: @escaping @Sendable (Item) -> Bool) {
         precondition(capacity > 0)
         self.capacity = capacity
+        self.isPrompt = isPrompt
     }
 
-    /// Queues a job; returns the job dropped to make room, if the queue of its kind was full.
+    /// Queues an item; returns the item dropped to make room, if the queue of its kind was full.
     @discardableResult
-    public func enqueue(_ job: PushJob) -> PushJob? {
-        state.withLock { state in
+    public func enqueue(_ item: Item) -> Item? {
+        let prompt = isPrompt(item)
+        return state.withLock { state in
             if let waiter = state.waiter {
                 state.waiter = nil
-                waiter.resume(returning: job)
+                waiter.resume(returning: item)
                 return nil
             }
-            var dropped: PushJob?
-            switch job {
-            case .prompt:
+            var dropped: Item?
+            if prompt {
                 if state.prompts.count >= capacity { dropped = state.prompts.popFirst() }
-                state.prompts.append(job)
-            case .resolved, .deviceAdded:
-                if state.resolutions.count >= capacity { dropped = state.resolutions.popFirst() }
-                state.resolutions.append(job)
+                state.prompts.append(item)
+            } else {
+                if state.others.count >= capacity { dropped = state.others.popFirst() }
+                state.others.append(item)
             }
             if dropped != nil { state.dropped += 1 }
             return dropped
         }
     }
 
-    /// The next job, prompts first; waits while there is none; `nil` once the caller is cancelled.
-    public func next() async -> PushJob? {
+    /// Ends the consumer's iteration once it asks for the next item.
+    public func finish() {
+        state.withLock { state in
+            state.finished = true
+            state.waiter?.resume(returning: nil)
+            state.waiter = nil
+        }
+    }
+
+    /// The next item, prompts first; waits while there is none; `nil` once the caller is cancelled or the queue finished.
+    public func next() async -> Item? {
         await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<PushJob?, Never>) in
+            await withCheckedContinuation { (continuation: CheckedContinuation<Item?, Never>) in
                 state.withLock { state in
                     // Checked under the lock the cancel handler takes too: one of
                     // the two always sees the other, so the consumer is never left parked.
-                    if Task.isCancelled {
+                    if Task.isCancelled || state.finished {
                         continuation.resume(returning: nil)
-                    } else if let job = state.prompts.popFirst() ?? state.resolutions.popFirst() {
-                        continuation.resume(returning: job)
+                    } else if let item = state.prompts.popFirst() ?? state.others.popFirst() {
+                        continuation.resume(returning: item)
                     } else {
                         state.waiter = continuation
                     }
@@ -74,14 +105,14 @@ public final class PushQueue: AsyncSequence, Sendable {
         }
     }
 
-    /// Jobs dropped so far because their queue was full.
+    /// Items dropped so far because their queue was full.
     public var dropped: Int { state.withLock { $0.dropped } }
-    /// Jobs waiting now.
-    public var count: Int { state.withLock { $0.prompts.count + $0.resolutions.count } }
+    /// Items waiting now.
+    public var count: Int { state.withLock { $0.prompts.count + $0.others.count } }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
-        let queue: PushQueue
-        public mutating func next() async -> PushJob? { await queue.next() }
+        let queue: PromptFirstQueue
+        public mutating func next() async -> Item? { await queue.next() }
     }
 
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(queue: self) }
