@@ -520,7 +520,13 @@ def daemon_push_rate(args, folder, provider_flags=None, address=None):
             thread.start()
         for thread in threads:
             thread.join()
-        time.sleep(1)
+        # Each sign-in sends the user's other devices a `device_added` notice: let them all go out first.
+        settled, last = time.perf_counter(), -1
+        while time.perf_counter() - settled < 1.5:
+            total = metric_sum(daemon.metrics_port, "countersign_pushes_total")
+            if total != last:
+                settled, last = time.perf_counter(), total
+            time.sleep(0.1)
         expected = users * devices * args.push_rounds
         base = metric_sum(daemon.metrics_port, "countersign_pushes_total", outcome="sent")
         began = time.perf_counter()
@@ -545,6 +551,10 @@ def daemon_push_rate(args, folder, provider_flags=None, address=None):
             time.sleep(0.05)
         elapsed = last_change - began
         others = metric_sum(daemon.metrics_port, "countersign_pushes_total") - base - sent
+        if others:
+            breakdown = {outcome: metric_sum(daemon.metrics_port, "countersign_pushes_total", outcome=outcome)
+                         for outcome in ("dropped", "rejected", "token_dead", "auth_error", "misconfigured", "disabled")}
+            log(f"push outcomes other than sent, since the start: {breakdown}")
         return sent / elapsed, int(sent), expected, int(others)
 
 
