@@ -218,9 +218,19 @@ import Testing
                 _ = try await Self.login(daemon, device: "iPad", push: Self.apnsAddress(expired))
                 _ = try await Self.login(daemon, device: "Mac", push: Self.apnsAddress(flaky))
                 _ = try await Self.login(daemon, device: "Watch", push: Self.apnsAddress(busy))
-                // The dead one signs in last: the others' `device_added` notices do not reach it before the prompt.
-                let (_, malformedID, _) = try await Self.login(daemon, device: "Old iPad", push: Self.apnsAddress(malformed))
-                let (_, deadID, _) = try await Self.login(daemon, device: "Old iPhone", push: Self.apnsAddress(dead))
+                // The devices to be found dead sign in with good tokens, and move to their own once every
+                // sign-in's `device_added` notices are out: a notice must not find them dead before the prompt does.
+                let (malformedKey, malformedID, _) = try await Self.login(
+                    daemon, device: "Old iPad", push: Self.apnsAddress(String(repeating: "a2", count: 32)))
+                let (deadKey, deadID, _) = try await Self.login(
+                    daemon, device: "Old iPhone", push: Self.apnsAddress(String(repeating: "a3", count: 32)))
+                // Six sign-ins tell the devices before them: 15 notices, each answered 200 in the end.
+                _ = try await server.wait { all in
+                    all.filter { ($0.body?["type"] as? String) == "device_added" && $0.status == 200 }.count >= 15
+                }
+                for (key, token) in [(malformedKey, malformed), (deadKey, dead)] {
+                    #expect(try await daemon.call(.PUT, "/api/mobile/device/push", json: Self.apnsAddress(token), apiKey: key).status == 200)
+                }
                 let (id, _) = try await daemon.initiate(Fixture.email, newPassword: "staple orbit lantern")
                 let expiresAt = try #require(try await daemon.server.store.request(id: id)?.expiresAt)
                 func prompts(_ token: String, _ all: [PushTestServer.Received]) -> [PushTestServer.Received] {
