@@ -1,3 +1,4 @@
+import CountersignCore
 import Foundation
 import PostgresNIO
 
@@ -192,6 +193,11 @@ extension PostgresStore {
                 "CREATE TABLE IF NOT EXISTS schema_migrations (identifier text PRIMARY KEY, applied_at double precision NOT NULL)", self.logger)
             let done = Set(
                 try await connection.rows("SELECT identifier FROM schema_migrations", self.logger).map { try $0.get("identifier", as: String.self) })
+            let unknown = done.subtracting(Self.migrations.map(\.identifier))
+            guard unknown.isEmpty else {
+                throw NewerDatabaseError(
+                    database: self.settings.redacted, unknown: unknown.sorted(), newestKnown: Self.migrations.last?.identifier ?? "")
+            }
             var applied: [String] = []
             for migration in Self.migrations where !done.contains(migration.identifier) {
                 for statement in migration.statements {

@@ -64,6 +64,8 @@ public final class PostgresStore: ChangeFeed, Sendable {
         } catch {
             running.cancel()
             watchingWaits.cancel()
+            // A newer release's database is said as it is: the operator's answer differs (run that release).
+            if let newer = error as? NewerDatabaseError { throw newer }
             throw PostgresStoreError.cannotOpen(settings.redacted, String(reflecting: error))
         }
     }

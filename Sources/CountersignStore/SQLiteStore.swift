@@ -40,6 +40,10 @@ public final class SQLiteStore: Sendable {
         group = GroupCommit(pool: pool)
         let migrator = Self.migrator
         let before = try pool.read { db in try migrator.appliedIdentifiers(db) }
+        let unknown = before.subtracting(migrator.migrations)
+        guard unknown.isEmpty else {
+            throw NewerDatabaseError(database: path, unknown: unknown.sorted(), newestKnown: migrator.migrations.last ?? "")
+        }
         try migrator.migrate(pool)
         let after = try pool.read { db in try migrator.appliedIdentifiers(db) }
         if after.count != before.count {

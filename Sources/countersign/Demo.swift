@@ -42,13 +42,16 @@ struct Demo: AsyncParsableCommand {
                 try ConfigurationLoader(flags: mail.flags, environment: ProcessInfo.processInfo.environment, configFile: config).smtpSettings()
             }
             if configuration.email.smtp == nil { printer = PrintingMailSender() }
-            configuration.email.publicURL = "http://127.0.0.1:8080"
+            // The mail's link must name the port this daemon listens on: a free one, chosen before it starts.
+            configuration.port = try Self.freeLoopbackPort()
+            configuration.email.publicURL = "http://127.0.0.1:\(configuration.port)"
         }
         let readiness = RunningServices.Readiness()
         let server = try await buildServer(configuration: configuration, logger: logger, mailSender: printer) { port in
             readiness.ready(port: port)
         }
         try await RunningServices.run(server.services, readiness: readiness, logger: logger) { port in
+            print("The demo's daemon listens on http://127.0.0.1:\(port) (database in \(folder.path), removed at the end).\n")
             let walk = Walkthrough(base: "http://127.0.0.1:\(port)", store: server.store, hasher: BcryptPasswordHasher(cost: bcryptCost))
             if email {
                 try await walk.runEmail(to: to, printed: printer)
@@ -56,6 +59,26 @@ struct Demo: AsyncParsableCommand {
                 try await walk.run()
             }
         }
+    }
+}
+
+extension Demo {
+    /// A port on 127.0.0.1 that nothing listens on now (the kernel's choice).
+    static func freeLoopbackPort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw ValidationError("cannot open a socket: \(String(cString: strerror(errno)))") }
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
+            }
+        }
+        guard bound else { throw ValidationError("cannot find a free port on 127.0.0.1: \(String(cString: strerror(errno)))") }
+        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 

@@ -135,6 +135,11 @@ struct Serve: AsyncParsableCommand {
                 configFile: config
             ).serveConfiguration()
         }
+        // Before the database is opened or migrated: a daemon that cannot listen changes nothing.
+        try await loadOrExit {
+            try await ListenCheck.ensureFree(ListenAddress(host: configuration.host, port: configuration.port), what: "--listen")
+            if let metrics = configuration.metricsListen { try await ListenCheck.ensureFree(metrics, what: "--metrics-listen") }
+        }
         let logger = bootstrapLogging(level: configuration.logLevel)
         logger.info("starting", metadata: configuration.startupSummary)
         let server = try await loadOrExit {
@@ -150,6 +155,9 @@ func loadOrExit<T>(_ body: () async throws -> T) async throws -> T {
     do {
         return try await body()
     } catch let error as ConfigurationError {
+        FileHandle.standardError.write(Data("countersign: \(error.description)\n".utf8))
+        throw ExitCode(78)
+    } catch let error as NewerDatabaseError {
         FileHandle.standardError.write(Data("countersign: \(error.description)\n".utf8))
         throw ExitCode(78)
     } catch let error as any CustomStringConvertible & Error {

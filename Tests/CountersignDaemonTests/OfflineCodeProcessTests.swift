@@ -427,3 +427,14 @@ import Testing
         #expect(!output.contains("otpauth://totp/Countersign:"))
     }
 }
+
+extension OfflineCodeProcessTests {
+    /// `demo --email` prints the mail with a link to the port its own daemon listens on.
+    @Test func theEmailDemosLinkNamesItsDaemonsPort() async throws {
+        let (status, output) = try await DaemonProcessTests.command(["demo", "--email", "--bcrypt-cost", "4"])
+        #expect(status == 0, "\(output)")
+        let listening = try #require(output.firstMatch(of: /listens on http:\/\/127\.0\.0\.1:([0-9]+)/)).output.1
+        let linked = try #require(output.firstMatch(of: /http:\/\/127\.0\.0\.1:([0-9]+)\/reset-password\?token=/)).output.1
+        #expect(linked == listening)
+    }
+}

@@ -1,6 +1,7 @@
 import CountersignCore
 import CountersignStore
 import Foundation
+import GRDB
 import Logging
 import PostgresNIO
 import PostgresTestSupport
@@ -786,5 +787,31 @@ extension StoreTests {
         #expect(updated?.push == .fcm("fcm-now") && updated?.pushEnabled == true)
         try await store.updatePushAddress(deviceID: phone.id, push: nil)
         #expect(try await store.device(id: phone.id)?.push == nil)
+    }
+}
+
+extension StoreTests {
+    /// A database a newer release migrated is refused, naming what this release does not know; nothing is changed.
+    @Test(arguments: Backend.available) func aDatabaseFromANewerReleaseIsRefused(backend: Backend) async throws {
+        let database = try await newDatabase(backend)
+        let store = try await open(backend, database)
+        if let postgres = store as? PostgresStore {
+            try await postgres.rows("INSERT INTO schema_migrations (identifier, applied_at) VALUES ('v99-from-the-future', 0)")
+        }
+        try store.close()
+        if backend == .sqlite {
+            // GRDB's own table of applied migrations, as a newer release would leave it.
+            let queue = try DatabaseQueue(path: database)
+            try await queue.write { try $0.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v99-from-the-future')") }
+            try queue.close()
+        }
+        do {
+            _ = try await open(backend, database)
+            Issue.record("a newer database was opened")
+        } catch let error as NewerDatabaseError {
+            #expect(error.unknown == ["v99-from-the-future"])
+            #expect(error.newestKnown == "v10-push-providers")
+            #expect(error.description.contains("newer release"))
+        }
     }
 }

@@ -1,0 +1,72 @@
+import Foundation
+import TestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What stops `serve` before it runs, with one line and exit 78: an address it
+/// cannot listen on (before the database is opened: nothing is created or
+/// migrated), and a database a newer release migrated.
+@Suite struct StartRefusalTests {
+    /// A socket listening on 127.0.0.1 at a port the kernel chose; closed by the caller.
+    static func listening() throws -> (descriptor: Int32, port: Int) {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ready = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, length) == 0 && listen(descriptor, 8) == 0 && getsockname(descriptor, $0, &length) == 0
+            }
+        }
+        guard ready else { throw RunError("cannot listen: \(String(cString: strerror(errno)))") }
+        return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
+    }
+
+    @Test func anAddressInUseStopsTheStartBeforeTheDatabaseIsTouched() async throws {
+        let folder = try makeTemporaryFolder("countersign-listen")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (descriptor, port) = try Self.listening()
+        defer { close(descriptor) }
+        let database = folder.appendingPathComponent("countersign.sqlite").path
+        let (status, output) = try await DaemonProcessTests.command([
+            "serve", "--database", database, "--listen", "127.0.0.1:\(port)", "--metrics-listen", "off",
+        ])
+        #expect(status == 78, "\(output)")
+        #expect(output.contains("cannot listen on 127.0.0.1:\(port) (--listen): Address already in use"), "\(output)")
+        #expect(!output.contains("errno"))
+        #expect(!FileManager.default.fileExists(atPath: database))
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("countersign.key").path))
+
+        // The metrics listener is checked the same way.
+        let (metrics, metricsOutput) = try await DaemonProcessTests.command([
+            "serve", "--database", database, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:\(port)",
+        ])
+        #expect(metrics == 78, "\(metricsOutput)")
+        #expect(metricsOutput.contains("(--metrics-listen): Address already in use"), "\(metricsOutput)")
+        #expect(!FileManager.default.fileExists(atPath: database))
+    }
+
+    @Test func aDatabaseANewerReleaseMigratedIsRefused() async throws {
+        let folder = try makeTemporaryFolder("countersign-newer")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let database = folder.appendingPathComponent("countersign.sqlite").path
+        let added = try await DeviceSimulateTests.run(
+            ["user", "add", "ana@example.com", "--database", database, "--bcrypt-cost", "4"], input: "correct horse battery\n")
+        #expect(added.status == 0, "\(added.output)")
+        // A newer release's migration, as GRDB records it.
+        let script =
+            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"INSERT INTO grdb_migrations VALUES ('v99-from-the-future')\"); c.commit()"
+        let (inserted, said) = try await onOwnThread { try runToEnd("/usr/bin/env", ["python3", "-c", script, database]) }
+        #expect(inserted == 0, "\(said)")
+        let (status, output) = try await DaemonProcessTests.command([
+            "serve", "--database", database, "--listen", "127.0.0.1:0", "--metrics-listen", "off",
+        ])
+        #expect(status == 78, "\(output)")
+        #expect(output.contains("migrated by a newer release of Countersign (v99-from-the-future)"), "\(output)")
+        #expect(output.contains("up to v10-push-providers"), "\(output)")
+    }
+}
