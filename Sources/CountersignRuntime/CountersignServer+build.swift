@@ -46,6 +46,7 @@ public func buildServer(
     let pushQueue = PushQueue()
     let audit = AuditLog()
     let metrics = AppMetrics()
+    metrics.buildInfo()
     let bell = OutboxBell()
     let broker = ApprovalBroker(
         store: store, approvers: store, configuration: configuration.broker, pushQueue: pushQueue, audit: audit, logger: logger,

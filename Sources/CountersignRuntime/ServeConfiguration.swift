@@ -69,6 +69,7 @@ public struct ServeConfiguration: Sendable, Equatable {
     /// What the start-up log line says about the settings in force (no secret is a setting).
     public var startupSummary: Logger.Metadata {
         [
+            "version": "\(CountersignVersion.current)",
             "database": "\(database.display)",
             "listen": "\(host):\(port)",
             "metrics": "\(metricsListen.map { "\($0.host):\($0.port)" } ?? "off")",

@@ -17,6 +17,7 @@ public final class AppMetrics: Sendable {
         static let liveRequests = "countersign_live_requests"
         static let transitions = "countersign_transitions_total"
         static let pushes = "countersign_pushes_total"
+        static let buildInfo = "countersign_build_info"
         static let rateLimited = "countersign_rate_limited_total"
         static let pushQueueWaiting = "countersign_push_queue_jobs"
         static let pushQueueDropped = "countersign_push_queue_dropped"
@@ -68,6 +69,11 @@ public final class AppMetrics: Sendable {
             dimensions: [("from", transition.from.rawValue), ("to", transition.to.rawValue), ("cause", transition.cause.rawValue)],
             factory: factory
         ).increment()
+    }
+
+    /// `countersign_build_info{version} 1`: which release this node runs.
+    public func buildInfo(version: String = CountersignVersion.current) {
+        Gauge(label: Name.buildInfo, dimensions: [("version", version)], factory: factory).record(1)
     }
 
     public func push(type: String, outcome: PushOutcome, provider: PushProvider) {

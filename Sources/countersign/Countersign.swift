@@ -1,4 +1,5 @@
 import ArgumentParser
+import CountersignCore
 
 #if canImport(Glibc)
 import Glibc
@@ -9,12 +10,13 @@ struct Countersign: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "countersign",
         abstract: "Phone-approval broker: approve sensitive actions, such as password resets, from a trusted device.",
+        version: CountersignVersion.current,
         subcommands: [
             Serve.self, UserCommand.self, DeviceCommand.self, IntegrationCommand.self, WebhookCommand.self, AuditCommand.self, PushCommand.self,
             FCMCommand.self,
             MailCommand.self, Migrate.self, Demo.self,
-        ],
-        defaultSubcommand: Serve.self
+        ]
+        // No default subcommand: a bare `countersign` prints this help, never starting a daemon in the current folder by surprise.
     )
 
     /// Every file this process creates (database, `-wal`, `-shm`, secret key,

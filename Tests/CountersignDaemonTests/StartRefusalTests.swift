@@ -70,3 +70,21 @@ import Glibc
         #expect(output.contains("up to v10-push-providers"), "\(output)")
     }
 }
+
+/// The command line an operator meets first: the release it is, and help rather than a daemon when no command is given.
+@Suite struct CommandLineBasicsTests {
+    @Test func versionAndABareCommandPrintWithoutStartingAnything() async throws {
+        let folder = try makeTemporaryFolder("countersign-bare")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (status, output) = try await DaemonProcessTests.command(["--version"])
+        #expect(status == 0)
+        #expect(output.trimmingCharacters(in: .whitespacesAndNewlines).firstMatch(of: /^[0-9]+\.[0-9]+\.[0-9]+$/) != nil, "\(output)")
+        // Run in an empty folder: help, and no database or key left there.
+        let (bare, help) = try await onOwnThread {
+            try runToEnd("/bin/sh", ["-c", "cd \"$0\" && exec \"$1\"", folder.path, DaemonProcessTests.binary.path])
+        }
+        #expect(bare == 0, "\(help)")
+        #expect(help.contains("SUBCOMMANDS:") && help.contains("serve"), "\(help)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).isEmpty)
+    }
+}

@@ -34,6 +34,8 @@ import Testing
                 #expect(public_["error"] == "not_found")
                 let before = try Self.samples(first.text)
                 #expect(before[#"countersign_live_requests{state="pending"}"#] == 0)
+                // Which release this node runs.
+                #expect(before[#"countersign_build_info{version="\#(CountersignVersion.current)"}"#] == 1)
 
                 try await daemon.createUser(Fixture.email, password: "correct horse")
                 let (key, _) = try await daemon.login(Fixture.email, password: "correct horse")
