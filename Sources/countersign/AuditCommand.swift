@@ -15,7 +15,11 @@ struct AuditCommand: AsyncParsableCommand {
     @Option(help: "Only events of this kind (\(AuditKind.allCases.map(\.rawValue).joined(separator: ", "))).") var kind: String?
     @Option(help: "At most this many events (the newest).") var limit: Int = 1000
     @Flag(help: "One JSON object per line.") var json = false
-    @Option(help: "Only the events of this request (its reference, as the trail shows it).") var request: String?
+    @Option(
+        help:
+            "Only the events of this request: its id (the approvalId or requestId a requester holds) or its 12-character reference, as the trail and webhook list show it."
+    )
+    var request: String?
     @Flag(help: "With --request: print each signed answer (JWS) and whether it still verifies with the key that made it.")
     var proof = false
     @OptionGroup var database: DatabaseOptions
@@ -34,7 +38,8 @@ struct AuditCommand: AsyncParsableCommand {
         guard limit > 0 else { throw ValidationError("--limit must be positive") }
         if proof && request == nil { throw ValidationError("--proof goes with --request REF") }
         let store = try await database.open()
-        if let request {
+        if let given = request {
+            let request = Self.reference(given)
             let events = try await store.auditEvents(requestRef: request)
             if proof { return try await printProofs(events, request: request) }
             for event in events { print(json ? Self.jsonLine(event) : Self.textLine(event)) }
@@ -48,6 +53,14 @@ struct AuditCommand: AsyncParsableCommand {
         if events.isEmpty && !json {
             FileHandle.standardError.write(Data("no audit events match\n".utf8))
         }
+    }
+
+    /// The reference the trail files a request under: a 12-character reference
+    /// as given, or the reference of a request id (never printed: the id is the requester's credential).
+    static func reference(_ given: String) -> String {
+        let text = given.trimmingCharacters(in: .whitespaces)
+        let isReference = text.utf8.count == 12 && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+        return isReference ? text : ApprovalRequest.logReference(of: text)
     }
 
     /// Each signed answer of the request, re-verified: the signature with the

@@ -243,7 +243,9 @@ struct WebhookCommand: AsyncParsableCommand {
                 let state =
                     entry.state == "pending"
                     ? (entry.attempts == 0 ? "queued" : "retrying at \(entry.nextAttemptAt.formatted(.iso8601))") : entry.state
-                var line = "\(entry.id)  \(event?.type ?? "?")  approval \(event?.data.approvalId.prefix(8) ?? "?")…  \(state)"
+                // The request by its reference, as the audit trail files it (`audit --request REF`); never its id, a credential.
+                let reference = event.map { ApprovalRequest.logReference(of: $0.data.approvalId) } ?? "?"
+                var line = "\(entry.id)  \(event?.type ?? "?")  request \(reference)  \(state)"
                 line += "  attempts \(entry.attempts)  created \(entry.createdAt.formatted(.iso8601))"
                 if let error = entry.lastError { line += "  last error: \(error)" }
                 print(line)

@@ -177,6 +177,13 @@ import Glibc
             // `webhook list` shows both delivered; `webhook redeliver` sends one again, and the receiver deduplicates it.
             let list = try await Self.countersign(["webhook", "list", "--database", database])
             #expect(list.output.split(separator: "\n").filter { $0.contains("delivered") }.count == 2, "\(list.output)")
+            // `audit --request` takes the request's reference as `webhook list` shows it, or the approval id a service holds.
+            let reference = try #require(list.output.firstMatch(of: /request ([0-9a-f]{12})/)?.output.1).description
+            #expect(!list.output.contains(approvalID))
+            let byReference = try await Self.countersign(["audit", "--request", reference, "--database", database])
+            let byID = try await Self.countersign(["audit", "--request", approvalID, "--database", database])
+            #expect(byReference.status == 0 && byReference.output.contains("approved"), "\(byReference.output)")
+            #expect(byID.output == byReference.output)
             let eventID = try #require(events.first?.split(separator: " ").dropFirst().first.map(String.init))
             let redeliver = try await Self.countersign(["webhook", "redeliver", eventID, "--database", database])
             #expect(redeliver.status == 0, "\(redeliver.output)")
