@@ -54,10 +54,10 @@ func readSecretLine(prompt: String) -> String? {
 /// Reads and checks a new password from standard input.
 func readNewPassword() throws -> String {
     guard let password = readSecretLine(prompt: "New password: "), !password.isEmpty else {
-        throw ValidationError("no password on standard input (give it as one line)")
+        throw CommandFailure("no password on standard input (give it as one line)")
     }
     if let violation = PasswordPolicy.violation(of: password) {
-        throw ValidationError(violation)
+        throw CommandFailure(violation)
     }
     return password
 }
@@ -78,4 +78,12 @@ struct BcryptOption: ParsableArguments {
         }
         return BcryptPasswordHasher(cost: cost)
     }
+}
+
+/// A command that could not do what it was asked (no such user, a password
+/// too short, an integration that has no webhook): one line on standard
+/// error and exit status 1, without the usage text of a mistyped command (64).
+struct CommandFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }

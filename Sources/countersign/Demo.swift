@@ -103,7 +103,7 @@ struct Walkthrough {
 
         step("On her laptop, Ana forgot her password and asks for a phone-approved reset")
         let initiate = try await call("POST", "/api/mobile/auth/reset/phone/initiate", ["email": email, "newPassword": newPassword])
-        guard let requestID = initiate["requestId"] as? String else { throw ValidationError("initiate gave no request id") }
+        guard let requestID = initiate["requestId"] as? String else { throw CommandFailure("initiate gave no request id") }
         let code = initiate["numberCode"] as? String
 
         step("The phone asks which approvals are waiting (pull mode: push is off in this demo)")
@@ -134,8 +134,8 @@ struct Walkthrough {
         step("Weeks later Ana's phone has no network (abroad, data off): she asks for another reset")
         let again = try await call(
             "POST", "/api/mobile/auth/reset/phone/initiate", ["email": email, "newPassword": "lantern staple orbit"])
-        guard let secondID = again["requestId"] as? String else { throw ValidationError("initiate gave no request id") }
-        guard let offlineCode = try await phone.offlineCode() else { throw ValidationError("the phone got no offline secret at login") }
+        guard let secondID = again["requestId"] as? String else { throw CommandFailure("initiate gave no request id") }
+        guard let offlineCode = try await phone.offlineCode() else { throw CommandFailure("the phone got no offline secret at login") }
 
         step("Her phone shows its offline code (\(offlineCode), a new one every 30 s, no network needed); she types it on the laptop")
         _ = try await call("POST", "/api/mobile/auth/reset/phone/verify-code/\(secondID)", ["code": offlineCode])
@@ -163,7 +163,7 @@ struct Walkthrough {
             let message = try await printed.next()
             print("    To: \(message.to)\n    Subject: \(message.subject)\n")
             print(message.text.split(separator: "\n", omittingEmptySubsequences: false).map { "    | \($0)" }.joined(separator: "\n"))
-            guard let found = message.text.firstMatch(of: /\b[0-9]{6}\b/) else { throw ValidationError("the mail holds no code") }
+            guard let found = message.text.firstMatch(of: /\b[0-9]{6}\b/) else { throw CommandFailure("the mail holds no code") }
             code = String(found.output)
         } else {
             step("The mail is on its way to \(email) through the configured SMTP server")

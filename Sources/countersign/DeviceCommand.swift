@@ -17,7 +17,7 @@ struct DeviceCommand: AsyncParsableCommand {
 
         func run() async throws {
             let store = try await database.open()
-            guard let user = try await store.user(email: email) else { throw ValidationError("no user with email \(email)") }
+            guard let user = try await store.user(email: email) else { throw CommandFailure("no user with email \(email)") }
             let devices = try await store.devices(userID: user.id)
             if devices.isEmpty { print("no devices for \(user.email)") }
             for device in devices {
@@ -38,7 +38,7 @@ struct DeviceCommand: AsyncParsableCommand {
 
         func run() async throws {
             let store = try await database.open()
-            guard try await store.deleteDevice(id: deviceID) else { throw ValidationError("no device with id \(deviceID)") }
+            guard try await store.deleteDevice(id: deviceID) else { throw CommandFailure("no device with id \(deviceID)") }
             print("revoked device \(deviceID)")
         }
     }

@@ -70,7 +70,7 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
         let credentials = try await signedIn(device)
         print("device \(credentials.deviceID) of \(credentials.email), key-bound: \(credentials.keyBound) (kept in \(keyFile))")
         if offlineCode && credentials.offlineSecret == nil {
-            throw ValidationError("the daemon gave this device no offline secret (it runs with --offline-codes off)")
+            throw CommandFailure("the daemon gave this device no offline secret (it runs with --offline-codes off)")
         }
         var codes = try numberCodes.map(Self.numberCodes(in:)) ?? [:]
         if let numberCodes, codes.isEmpty {
@@ -149,10 +149,10 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
                 return try await device.enroll(code: enrollmentCode, name: name, platform: "countersign-simulator")
             }
             guard let email else {
-                throw ValidationError("no device in \(keyFile) for \(url): give --email (and the password) or --enrollment-code")
+                throw CommandFailure("no device in \(keyFile) for \(url): give --email (and the password) or --enrollment-code")
             }
             guard let password = readSecretLine(prompt: "Password for \(email): "), !password.isEmpty else {
-                throw ValidationError("no password on standard input (give it as one line)")
+                throw CommandFailure("no password on standard input (give it as one line)")
             }
             return try await device.signIn(email: email, password: password, name: name, platform: "countersign-simulator")
         } catch let error as DeviceError {
@@ -165,7 +165,7 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
     /// from a create), one per line or one alone.
     static func numberCodes(in path: String) throws -> [String: String] {
         guard let text = FileManager.default.contents(atPath: path).map({ String(decoding: $0, as: UTF8.self) }) else {
-            throw ValidationError("cannot read \(path)")
+            throw CommandFailure("cannot read \(path)")
         }
         var codes: [String: String] = [:]
         for line in text.split(whereSeparator: \.isNewline) {

@@ -36,7 +36,7 @@ struct IntegrationCommand: AsyncParsableCommand {
             do {
                 try await store.createIntegration(integration, apiKeyHash: SecureToken.sha256Hex(key))
             } catch IntegrationError.nameTaken {
-                throw ValidationError("an integration named \(name) already exists")
+                throw CommandFailure("an integration named \(name) already exists")
             }
             try await store.append([
                 AuditEvent(kind: .integrationAdded, detail: "integration \(name)" + (webhookURL.map { " with webhook to \(Self.host($0))" } ?? ""))
@@ -78,7 +78,7 @@ struct IntegrationCommand: AsyncParsableCommand {
             let found = try await find(integration, in: store)
             let key = Integration.newAPIKey()
             guard try await store.rotateIntegrationKey(id: found.id, apiKeyHash: SecureToken.sha256Hex(key)) else {
-                throw ValidationError("no integration \(integration)")
+                throw CommandFailure("no integration \(integration)")
             }
             try await store.append([AuditEvent(kind: .integrationKeyRotated, detail: "integration \(found.name)")])
             print("new API key for \(found.name): \(key)")
@@ -107,7 +107,7 @@ struct IntegrationCommand: AsyncParsableCommand {
             let found = try await find(integration, in: store)
             let secret = url.map { _ in (rotateSecret ? nil : found.webhookSecret) ?? Integration.newWebhookSecret() }
             guard try await store.setWebhook(integrationID: found.id, url: url, secret: secret) else {
-                throw ValidationError("no integration \(integration)")
+                throw CommandFailure("no integration \(integration)")
             }
             try await store.append([
                 AuditEvent(
@@ -136,7 +136,7 @@ struct IntegrationCommand: AsyncParsableCommand {
             let secret = Integration.newWebhookSecret()
             let until = Date().addingTimeInterval(Integration.webhookSecretOverlap)
             guard try await store.rotateWebhookSecret(integrationID: found.id, secret: secret, previousUntil: until) else {
-                throw ValidationError("\(found.name) has no webhook")
+                throw CommandFailure("\(found.name) has no webhook")
             }
             try await store.append([
                 AuditEvent(kind: .integrationWebhookSet, detail: "integration \(found.name): webhook secret rotated; the old one signs too for 24 h")
@@ -171,7 +171,7 @@ struct IntegrationCommand: AsyncParsableCommand {
         func resolve() async throws -> (store: any CountersignStorage, integration: Integration, user: User) {
             let store = try await database.open()
             let found = try await find(integration, in: store)
-            guard let user = try await store.user(email: email) else { throw ValidationError("no user \(email)") }
+            guard let user = try await store.user(email: email) else { throw CommandFailure("no user \(email)") }
             return (store, found, user)
         }
     }
@@ -199,7 +199,7 @@ struct IntegrationCommand: AsyncParsableCommand {
         func run() async throws {
             let (store, found, user) = try await arguments.resolve()
             guard try await store.revokeGrant(integrationID: found.id, userID: user.id) else {
-                throw ValidationError("\(found.name) has no grant for \(user.email)")
+                throw CommandFailure("\(found.name) has no grant for \(user.email)")
             }
             try await store.append([AuditEvent(kind: .integrationGrantRevoked, userID: user.id, detail: "integration \(found.name)")])
             print("\(found.name) no longer reaches \(user.email); devices it enrolled stay until removed")
@@ -211,7 +211,7 @@ struct IntegrationCommand: AsyncParsableCommand {
 func find(_ idOrName: String, in store: any IntegrationStore) async throws -> Integration {
     if let byID = try await store.integration(id: idOrName) { return byID }
     guard let byName = try await store.integrations().first(where: { $0.name == idOrName }) else {
-        throw ValidationError("no integration \(idOrName)")
+        throw CommandFailure("no integration \(idOrName)")
     }
     return byName
 }
@@ -261,7 +261,7 @@ struct WebhookCommand: AsyncParsableCommand {
         func run() async throws {
             let store = try await database.open()
             guard let approvalID = try await store.redeliverWebhook(eventID: eventID, now: Date()) else {
-                throw ValidationError("no webhook event \(eventID) that can be sent again (unknown, or being sent right now)")
+                throw CommandFailure("no webhook event \(eventID) that can be sent again (unknown, or being sent right now)")
             }
             // Told like the daemon's own webhook audit events: the approval's log reference, the integration's name.
             let approval = try await store.request(id: approvalID)

@@ -21,7 +21,7 @@ struct Migrate: AsyncParsableCommand {
     @Option(help: "File holding the PostgreSQL password, when the URL has none.") var databasePasswordFile: String?
 
     func run() async throws {
-        guard FileManager.default.fileExists(atPath: from) else { throw ValidationError("no SQLite database at \(from)") }
+        guard FileManager.default.fileExists(atPath: from) else { throw CommandFailure("no SQLite database at \(from)") }
         guard PostgresSettings.isURL(to) else { throw ValidationError("--to must be a postgres:// URL") }
         var flags = [ConfigurationLoader.database.flag: to]
         flags[ConfigurationLoader.databasePasswordFile.flag] = databasePasswordFile

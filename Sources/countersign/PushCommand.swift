@@ -93,7 +93,7 @@ struct PushCheck {
 
     func checkFCM(_ settings: PushSettings, logger: Logger) async throws {
         guard let file = settings.serviceAccountFile else {
-            throw CheckFailure(
+            throw CommandFailure(
                 "no FCM service account configured (--fcm-service-account, COUNTERSIGN_FCM_SERVICE_ACCOUNT, fcm.serviceAccountFile or $CREDENTIALS_DIRECTORY)"
             )
         }
@@ -123,7 +123,7 @@ struct PushCheck {
     }
 
     func checkAPNs(_ settings: PushSettings) async throws {
-        guard let apns = settings.apns else { throw CheckFailure("APNs is not configured (--apns-key-file, --apns-key-id, --apns-team-id)") }
+        guard let apns = settings.apns else { throw CommandFailure("APNs is not configured (--apns-key-file, --apns-key-id, --apns-team-id)") }
         let pem = try PushSetup.keyText(apns.keyFile, what: "APNs key")
         let tokens = try await APNsProviderToken(pem: pem, keyID: apns.keyID, teamID: apns.teamID)
         _ = try await tokens.token()
@@ -146,14 +146,9 @@ struct PushCheck {
     }
 
     func checkWebPush(_ settings: PushSettings, logger: Logger) throws {
-        guard let webPush = settings.webPush else { throw CheckFailure("Web Push is not configured (--vapid-subject)") }
+        guard let webPush = settings.webPush else { throw CommandFailure("Web Push is not configured (--vapid-subject)") }
         let key = try VAPIDKeyFile.load(path: webPush.vapidKeyFile, create: false, logger: logger)
         print(
             "✓ VAPID key \(webPush.vapidKeyFile): public key \(SecureToken.base64URL(key.publicKey.x963Representation)), subject \(webPush.subject)")
     }
-}
-
-struct CheckFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }

@@ -28,7 +28,7 @@ struct UserCommand: AsyncParsableCommand {
                 let user = try await store.createUser(email: email, passwordHash: hash)
                 print("created user \(user.email) (id \(user.id))")
             } catch AccountError.emailTaken {
-                throw ValidationError("a user with email \(email) already exists")
+                throw CommandFailure("a user with email \(email) already exists")
             }
         }
     }
@@ -41,7 +41,7 @@ struct UserCommand: AsyncParsableCommand {
 
         func run() async throws {
             let store = try await database.open()
-            guard let user = try await store.user(email: email) else { throw ValidationError("no user with email \(email)") }
+            guard let user = try await store.user(email: email) else { throw CommandFailure("no user with email \(email)") }
             let password = try readNewPassword()
             try await store.setPassword(userID: user.id, passwordHash: try await bcrypt.hasher().hash(password))
             print("password changed for \(user.email)")
@@ -55,7 +55,7 @@ struct UserCommand: AsyncParsableCommand {
 
         func run() async throws {
             let store = try await database.open()
-            guard let user = try await store.user(email: email) else { throw ValidationError("no user with email \(email)") }
+            guard let user = try await store.user(email: email) else { throw CommandFailure("no user with email \(email)") }
             try await store.silencePrompts(userID: user.id, until: nil)
             try await store.append([AuditEvent(kind: .userUnlocked, userID: user.id, detail: "countersign user unlock")])
             print(user.isSilenced(at: Date()) ? "unlocked \(user.email): prompts resume" : "\(user.email) was not silenced; nothing to do")
@@ -87,7 +87,7 @@ struct UserCommand: AsyncParsableCommand {
 
         func run() async throws {
             let store = try await database.open()
-            guard let user = try await store.user(email: email) else { throw ValidationError("no user with email \(email)") }
+            guard let user = try await store.user(email: email) else { throw CommandFailure("no user with email \(email)") }
             let now = Date()
             if revoke {
                 let voided = try await store.revokeBypassCodes(userID: user.id, now: now)

@@ -87,4 +87,27 @@ import Glibc
         #expect(help.contains("SUBCOMMANDS:") && help.contains("serve"), "\(help)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).isEmpty)
     }
+
+    /// A command that cannot do what it was asked says so in one line and exits 1; a mistyped one shows usage and exits 64.
+    @Test func aRuntimeFailureIsOneLineAndExitOneAndAMistypeIsUsage() async throws {
+        let folder = try makeTemporaryFolder("countersign-cli")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let database = folder.appendingPathComponent("countersign.sqlite").path
+        let added = try await DeviceSimulateTests.run(
+            ["user", "add", "ana@example.com", "--database", database, "--bcrypt-cost", "4"], input: "correct horse battery\n")
+        #expect(added.status == 0, "\(added.output)")
+        for (arguments, input, said) in [
+            (["device", "revoke", "no-such-device", "--database", database], "", "no device with id no-such-device"),
+            (["user", "unlock", "nobody@example.com", "--database", database], "", "no user with email nobody@example.com"),
+            (["user", "add", "bob@example.com", "--database", database, "--bcrypt-cost", "4"], "short\n", "password"),
+            (["user", "add", "ana@example.com", "--database", database, "--bcrypt-cost", "4"], "correct horse battery\n", "already exists"),
+        ] {
+            let (status, output) = try await DeviceSimulateTests.run(arguments, input: input)
+            #expect(status == 1, "\(arguments): \(output)")
+            #expect(output.contains(said), "\(arguments): \(output)")
+            #expect(!output.contains("USAGE") && !output.contains("Usage:"), "\(arguments): \(output)")
+        }
+        let (mistyped, usage) = try await DeviceSimulateTests.run(["user", "unlock", "--no-such-option"], input: "")
+        #expect(mistyped == 64, "\(usage)")
+    }
 }
