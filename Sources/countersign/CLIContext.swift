@@ -17,14 +17,19 @@ struct DatabaseOptions: ParsableArguments {
     @Option(help: "File holding the PostgreSQL password, when the URL has none (also COUNTERSIGN_DATABASE_PASSWORD_FILE).")
     var databasePasswordFile: String?
 
-    func open() async throws -> any CountersignStorage {
-        let environment = ProcessInfo.processInfo.environment
-        var flags: [String: String] = [:]
+    @Option(help: "The daemon's JSON config file: its database and the other settings this command reads (also COUNTERSIGN_CONFIG).")
+    var config: String?
+
+    /// The settings as `serve` finds them: these flags (and `extra`), the environment, the config file.
+    func loader(_ extra: [String: String] = [:]) throws -> ConfigurationLoader {
+        var flags = extra
         flags[ConfigurationLoader.database.flag] = database
         flags[ConfigurationLoader.databasePasswordFile.flag] = databasePasswordFile
-        let location = try await loadOrExit {
-            try ConfigurationLoader(flags: flags, environment: environment, configFile: nil).database()
-        }
+        return try ConfigurationLoader(flags: flags, environment: ProcessInfo.processInfo.environment, configFile: config)
+    }
+
+    func open() async throws -> any CountersignStorage {
+        let location = try await loadOrExit { try loader().database() }
         var logger = Logger(label: "countersign")
         logger.logLevel = .warning
         return try await loadOrExit { try await location.open(nodeID: { "cli-\(DatabaseLocation.hostName())-\(getpid())" }, logger: logger) }.store
@@ -66,15 +71,10 @@ func readNewPassword() throws -> String {
 /// the same JSON config file `serve` reads (`--config` or `COUNTERSIGN_CONFIG`).
 struct BcryptOption: ParsableArguments {
     @Option(help: "bcrypt cost, 4…31 (default: the config file's bcryptCost, else 12; also COUNTERSIGN_BCRYPT_COST).") var bcryptCost: String?
-    @Option(help: "The daemon's JSON config file, for its bcryptCost (also COUNTERSIGN_CONFIG).") var config: String?
 
-    func hasher() async throws -> BcryptPasswordHasher {
+    func hasher(_ database: DatabaseOptions) async throws -> BcryptPasswordHasher {
         let cost = try await loadOrExit {
-            try ConfigurationLoader(
-                flags: bcryptCost.map { [ConfigurationLoader.bcryptCost.flag: $0] } ?? [:],
-                environment: ProcessInfo.processInfo.environment,
-                configFile: config
-            ).bcryptCost()
+            try database.loader(bcryptCost.map { [ConfigurationLoader.bcryptCost.flag: $0] } ?? [:]).bcryptCost()
         }
         return BcryptPasswordHasher(cost: cost)
     }

@@ -23,7 +23,7 @@ struct UserCommand: AsyncParsableCommand {
             guard email.contains("@") else { throw ValidationError("\(email) is not an email address") }
             let store = try await database.open()
             let password = try readNewPassword()
-            let hash = try await bcrypt.hasher().hash(password)
+            let hash = try await bcrypt.hasher(database).hash(password)
             do {
                 let user = try await store.createUser(email: email, passwordHash: hash)
                 print("created user \(user.email) (id \(user.id))")
@@ -43,7 +43,7 @@ struct UserCommand: AsyncParsableCommand {
             let store = try await database.open()
             guard let user = try await store.user(email: email) else { throw CommandFailure("no user with email \(email)") }
             let password = try readNewPassword()
-            try await store.setPassword(userID: user.id, passwordHash: try await bcrypt.hasher().hash(password))
+            try await store.setPassword(userID: user.id, passwordHash: try await bcrypt.hasher(database).hash(password))
             print("password changed for \(user.email)")
         }
     }
@@ -78,7 +78,6 @@ struct UserCommand: AsyncParsableCommand {
         @Flag(help: "Void the user's unused codes instead of issuing new ones.") var revoke = false
         @OptionGroup var database: DatabaseOptions
         @Option(help: "The daemon's secret key file (default: as `serve` finds it; also COUNTERSIGN_SECRET_KEY_FILE).") var secretKeyFile: String?
-        @Option(help: "The daemon's JSON config file, for its secretKeyFile (also COUNTERSIGN_CONFIG).") var config: String?
 
         func validate() throws {
             guard (1...100).contains(count) else { throw ValidationError("--count must be from 1 to 100") }
@@ -115,10 +114,7 @@ struct UserCommand: AsyncParsableCommand {
         }
 
         func secretKeyLoader() throws -> ConfigurationLoader {
-            var flags: [String: String] = [:]
-            flags[ConfigurationLoader.database.flag] = database.database
-            flags[ConfigurationLoader.secretKeyFile.flag] = secretKeyFile
-            return try ConfigurationLoader(flags: flags, environment: ProcessInfo.processInfo.environment, configFile: config)
+            try database.loader(secretKeyFile.map { [ConfigurationLoader.secretKeyFile.flag: $0] } ?? [:])
         }
     }
 

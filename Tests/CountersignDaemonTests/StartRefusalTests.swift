@@ -109,5 +109,13 @@ import Glibc
         }
         let (mistyped, usage) = try await DeviceSimulateTests.run(["user", "unlock", "--no-such-option"], input: "")
         #expect(mistyped == 64, "\(usage)")
+        // Every database command takes the daemon's config file, for its database among the rest.
+        let config = folder.appendingPathComponent("countersign.json")
+        try Data(#"{"database": "\#(database)", "bcryptCost": 4}"#.utf8).write(to: config)
+        let listed = try await DeviceSimulateTests.run(["user", "list", "--config", config.path], input: "")
+        #expect(listed.status == 0 && listed.output.contains("ana@example.com"), "\(listed.output)")
+        let passwd = try await DeviceSimulateTests.run(
+            ["user", "passwd", "ana@example.com", "--config", config.path], input: "staple orbit lantern\n")
+        #expect(passwd.status == 0, "\(passwd.output)")
     }
 }
