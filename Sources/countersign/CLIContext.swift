@@ -28,8 +28,14 @@ struct DatabaseOptions: ParsableArguments {
         return try ConfigurationLoader(flags: flags, environment: ProcessInfo.processInfo.environment, configFile: config)
     }
 
-    func open() async throws -> any CountersignStorage {
+    /// The database `serve` uses. A SQLite file that does not exist is an error
+    /// naming the path (a mistyped path must not make a new, empty database),
+    /// unless `creating` (`user add`, `integration add`: the first may come before the first start).
+    func open(creating: Bool = false) async throws -> any CountersignStorage {
         let location = try await loadOrExit { try loader().database() }
+        if case .sqlite(let path) = location, !creating, !FileManager.default.fileExists(atPath: path) {
+            throw CommandFailure("no database at \(path): give --database or --config, or start the daemon once (it creates it)")
+        }
         var logger = Logger(label: "countersign")
         logger.logLevel = .warning
         return try await loadOrExit { try await location.open(nodeID: { "cli-\(DatabaseLocation.hostName())-\(getpid())" }, logger: logger) }.store

@@ -28,7 +28,7 @@ struct IntegrationCommand: AsyncParsableCommand {
                     "\(name) is not a valid name: 1 to 64 letters, digits, spaces, `_`, `.` or `-`, starting with a letter or digit")
             }
             if let webhookURL, let problem = Integration.webhookURLProblem(webhookURL) { throw ValidationError(problem) }
-            let store = try await database.open()
+            let store = try await database.open(creating: true)
             let key = Integration.newAPIKey()
             let secret = webhookURL.map { _ in Integration.newWebhookSecret() }
             let integration = Integration(

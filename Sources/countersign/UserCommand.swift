@@ -21,7 +21,7 @@ struct UserCommand: AsyncParsableCommand {
         func run() async throws {
             let email = User.normalize(email: email)
             guard email.contains("@") else { throw ValidationError("\(email) is not an email address") }
-            let store = try await database.open()
+            let store = try await database.open(creating: true)
             let password = try readNewPassword()
             let hash = try await bcrypt.hasher(database).hash(password)
             do {

@@ -107,6 +107,11 @@ import Glibc
             #expect(output.contains(said), "\(arguments): \(output)")
             #expect(!output.contains("USAGE") && !output.contains("Usage:"), "\(arguments): \(output)")
         }
+        // A mistyped database path is an error naming it, not a new empty database.
+        let typo = folder.appendingPathComponent("countersign.sqlite3").path
+        let missing = try await DeviceSimulateTests.run(["user", "list", "--database", typo], input: "")
+        #expect(missing.status == 1 && missing.output.contains("no database at \(typo)"), "\(missing.output)")
+        #expect(!FileManager.default.fileExists(atPath: typo))
         let (mistyped, usage) = try await DeviceSimulateTests.run(["user", "unlock", "--no-such-option"], input: "")
         #expect(mistyped == 64, "\(usage)")
         // Every database command takes the daemon's config file, for its database among the rest.
