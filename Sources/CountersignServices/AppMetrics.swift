@@ -20,7 +20,7 @@ public final class AppMetrics: Sendable {
         static let buildInfo = "countersign_build_info"
         static let rateLimited = "countersign_rate_limited_total"
         static let pushQueueWaiting = "countersign_push_queue_jobs"
-        static let pushQueueDropped = "countersign_push_queue_dropped"
+        static let pushQueueDropped = "countersign_push_queue_dropped_total"
         static let outbox = "countersign_outbox_total"
         static let outboxWaiting = "countersign_outbox_waiting"
         static let longPollsWaiting = "countersign_long_polls_waiting"
@@ -85,10 +85,53 @@ public final class AppMetrics: Sendable {
         Counter(label: Name.rateLimited, dimensions: [("limit", name.rawValue)], factory: factory).increment()
     }
 
-    /// Jobs waiting for the dispatcher, and jobs dropped so far because the queue was full.
+    /// Jobs waiting for the dispatcher, and jobs dropped so far because the queue was full
+    /// (a counter: it grows by what was dropped since the last scrape).
     public func pushQueue(waiting: Int, dropped: Int) {
         Gauge(label: Name.pushQueueWaiting, factory: factory).record(waiting)
-        Gauge(label: Name.pushQueueDropped, factory: factory).record(dropped)
+        let counter = Counter(label: Name.pushQueueDropped, factory: factory)
+        let grown = droppedReported.withLock { reported in
+            defer { reported = max(reported, dropped) }
+            return max(0, dropped - reported)
+        }
+        counter.increment(by: grown)
+    }
+
+    private let droppedReported = Mutex(0)
+
+    /// What each family counts, for the `# HELP` lines of the exposition.
+    static let help: [String: String] = [
+        Name.httpRequests: "HTTP requests answered, by method, route template and status.",
+        Name.httpDuration: "Time to answer an HTTP request, by method and route template.",
+        Name.liveRequests: "Approval requests live now, by state (pending, approved).",
+        Name.transitions: "State changes of approval requests, by the state left and the state entered.",
+        Name.pushes: "Push messages by type, outcome (sent, token_dead, rejected, dropped, auth_error, ...) and provider.",
+        Name.buildInfo: "Always 1; the version label names the release this node runs.",
+        Name.rateLimited: "Requests refused by a rate limit, by limit.",
+        Name.pushQueueWaiting: "Push jobs waiting for the dispatcher.",
+        Name.pushQueueDropped: "Push jobs dropped because the push queue was full.",
+        Name.outbox: "Outbox attempts (mail, webhooks), by kind and outcome.",
+        Name.outboxWaiting: "Outbox items still waiting to go, by kind.",
+        Name.longPollsWaiting: "Long polls held open now.",
+        Name.connectionsRefused: "Connections closed at once because their address had too many open.",
+    ]
+
+    /// The Prometheus text exposition, with a `# HELP` line before each family's `# TYPE` line.
+    public func exposition() -> [UInt8] {
+        let text = String(decoding: registry.emitToBuffer(), as: UTF8.self)
+        var out = ""
+        out.reserveCapacity(text.utf8.count + 2048)
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("# TYPE "), let name = line.split(separator: " ").dropFirst(2).first,
+                let help = Self.help[String(name)]
+            {
+                out += "# HELP \(name) \(help)\n"
+            }
+            out += line
+            out += "\n"
+        }
+        if out.hasSuffix("\n\n") { out.removeLast() }
+        return Array(out.utf8)
     }
 
     /// One outbox item's attempt ended: `delivered`, `retried`, `failed` or `dropped`.

@@ -34,6 +34,15 @@ import Testing
                 #expect(public_["error"] == "not_found")
                 let before = try Self.samples(first.text)
                 #expect(before[#"countersign_live_requests{state="pending"}"#] == 0)
+                // Every family says what it counts, right before its type; what only grows is a counter.
+                let lines = first.text.split(separator: "\n").map(String.init)
+                let typed = lines.indices.filter { lines[$0].hasPrefix("# TYPE ") }
+                #expect(!typed.isEmpty)
+                for index in typed {
+                    let name = lines[index].split(separator: " ")[2]
+                    #expect(index > 0 && lines[index - 1].hasPrefix("# HELP \(name) "), "\(lines[index])")
+                }
+                #expect(lines.contains("# TYPE countersign_push_queue_dropped_total counter"))
                 // Which release this node runs.
                 #expect(before[#"countersign_build_info{version="\#(CountersignVersion.current)"}"#] == 1)
 

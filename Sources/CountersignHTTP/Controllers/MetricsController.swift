@@ -21,7 +21,7 @@ struct MetricsController: Sendable {
         metrics.pushQueue(waiting: pushQueue.count, dropped: pushQueue.dropped)
         metrics.outboxWaiting(try await outbox.outboxDepth())
         metrics.longPollsWaiting(longPolls.held)
-        let bytes = metrics.registry.emitToBuffer()
+        let bytes = metrics.exposition()
         return Response(
             status: .ok,
             headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
