@@ -36,6 +36,7 @@ public struct ConfigurationLoader {
     public static let bcryptCost = Setting(flag: "--bcrypt-cost", environment: "COUNTERSIGN_BCRYPT_COST", fileKey: "bcryptCost")
     public static let bcryptQueue = Setting(flag: "--bcrypt-queue", environment: "COUNTERSIGN_BCRYPT_QUEUE", fileKey: "bcryptQueue")
     public static let logLevel = Setting(flag: "--log-level", environment: "COUNTERSIGN_LOG_LEVEL", fileKey: "logLevel")
+    public static let logFormat = Setting(flag: "--log-format", environment: "COUNTERSIGN_LOG_FORMAT", fileKey: "logFormat")
     public static let fraudSilence = Setting(flag: "--fraud-silence", environment: "COUNTERSIGN_FRAUD_SILENCE", fileKey: "fraudSilence")
     public static let retention = Setting(
         flag: "--audit-retention-days", environment: "COUNTERSIGN_AUDIT_RETENTION_DAYS", fileKey: "auditRetentionDays")
@@ -87,7 +88,7 @@ public struct ConfigurationLoader {
     static let all = [
         listen, metricsListen, database, databasePasswordFile, nodeID, databaseConnectionWait, databaseQueryLimit, requestTTL, completionWindow,
         numberMatching,
-        bcryptCost, bcryptQueue, logLevel, fraudSilence,
+        bcryptCost, bcryptQueue, logLevel, logFormat, fraudSilence,
         retention,
         rateLimits, trustedProxies, idleTimeout, requestTimeout, headTimeout, longPollsPerAddress, longPollsTotal, maxDevicesPerUser,
         connectionsPerAddress, fcmServiceAccount, fcmEndpoint,
@@ -244,6 +245,9 @@ public struct ConfigurationLoader {
             })
         {
             configuration.logLevel = level
+        }
+        if let format = try value(Self.logFormat, expected: "text or json", parse: { LogFormat(rawValue: $0.lowercased()) }) {
+            configuration.logFormat = format
         }
         if let silence = try value(
             Self.fraudSilence, expected: "whole seconds from 1 to 604800",

@@ -43,6 +43,8 @@ public struct ServeConfiguration: Sendable, Equatable {
     public var maxDevicesPerUser = Device.defaultMaxPerUser
     /// FCM: off unless a service account is configured.
     public var push = PushSettings()
+    /// How log lines are written (`--log-format`).
+    public var logFormat = LogFormat.text
     /// Whether answers must be signed with a device key (default `optional`).
     public var deviceKeys = DeviceKeyPolicy.optional
     /// Whether devices get offline-code secrets and their codes are accepted (default on).

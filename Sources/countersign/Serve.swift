@@ -54,6 +54,10 @@ struct Serve: AsyncParsableCommand {
         name: .customLong(Setting.logLevel.longName),
         help: "Log level: trace, debug, info, notice, warning, error, critical (default info).")
     var logLevel: String?
+    @Option(
+        name: .customLong(Setting.logFormat.longName),
+        help: "text (default; with priority prefixes and no timestamp when standard error is the journal) or json: one object a line.")
+    var logFormat: String?
     @Option(name: .customLong(Setting.rateLimits.longName), help: "Override a rate limit, NAME=COUNT/SECONDS (repeatable).")
     var rateLimits: [String] = []
     @Option(
@@ -118,6 +122,7 @@ struct Serve: AsyncParsableCommand {
             Setting.databaseQueryLimit.flag: databaseQueryLimit, Setting.requestTTL.flag: requestTTL,
             Setting.completionWindow.flag: completionWindow, Setting.numberMatching.flag: numberMatching,
             Setting.bcryptCost.flag: bcryptCost, Setting.bcryptQueue.flag: bcryptQueue, Setting.logLevel.flag: logLevel,
+            Setting.logFormat.flag: logFormat,
             Setting.fraudSilence.flag: fraudSilence,
             Setting.retention.flag: auditRetentionDays, Setting.idleTimeout.flag: idleTimeout, Setting.headTimeout.flag: headerTimeout,
             Setting.requestTimeout.flag: requestTimeout,
@@ -140,7 +145,7 @@ struct Serve: AsyncParsableCommand {
             try await ListenCheck.ensureFree(ListenAddress(host: configuration.host, port: configuration.port), what: "--listen")
             if let metrics = configuration.metricsListen { try await ListenCheck.ensureFree(metrics, what: "--metrics-listen") }
         }
-        let logger = bootstrapLogging(level: configuration.logLevel)
+        let logger = bootstrapLogging(level: configuration.logLevel, format: configuration.logFormat)
         logger.info("starting", metadata: configuration.startupSummary)
         let server = try await loadOrExit {
             try await buildServer(configuration: configuration, logger: logger, environment: ProcessInfo.processInfo.environment)
@@ -166,11 +171,8 @@ func loadOrExit<T>(_ body: () async throws -> T) async throws -> T {
     }
 }
 
-func bootstrapLogging(level: Logger.Level) -> Logger {
-    LoggingSystem.bootstrap { label in
-        var handler = StreamLogHandler.standardError(label: label)
-        handler.logLevel = level
-        return handler
-    }
+func bootstrapLogging(level: Logger.Level, format: LogFormat = .text) -> Logger {
+    let journal = DaemonLogHandler.standardErrorIsJournal(environment: ProcessInfo.processInfo.environment)
+    LoggingSystem.bootstrap { label in DaemonLogHandler(label: label, level: level, format: format, journal: journal) }
     return Logger(label: "countersign")
 }

@@ -73,6 +73,13 @@ final class RunningDaemon: Sendable {
         defer { try? handle.close() }
         try? handle.seek(toOffset: offset)
         let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+        // `--log-format json`: `{"address": "[IPv4]127.0.0.1/127.0.0.1:PORT", "message": "listening", …}`
+        for line in text.split(separator: "\n") where line.hasPrefix("{") {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String], object["message"] == message,
+                let port = object["address"]?.split(separator: ":").last.flatMap({ Int($0) }), port > 0
+            else { continue }
+            return port
+        }
         // `… address=[IPv4]127.0.0.1/127.0.0.1:PORT [CountersignHTTP] listening`
         for line in text.split(separator: "\n") where line.hasSuffix("] \(message)") {
             guard let address = line.split(separator: " ").first(where: { $0.hasPrefix("address=") }),
