@@ -183,6 +183,16 @@ public struct ConfigurationLoader {
     /// that hash codes need the same key). Never created here: a key made by
     /// a command run as another user than the daemon's would lock it out.
     public func secretKeys(logger: Logger) throws -> SecretKeys {
+        let path = try secretKeyPath()
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw ConfigurationError(
+                "no secret key at \(path): start the daemon once (it creates it there) or give --secret-key-file")
+        }
+        return try SecretKeyFile.load(path: path, create: false, logger: logger)
+    }
+
+    /// Where `serve` finds its secret key: `--secret-key-file`, the credential, or beside the database.
+    public func secretKeyPath() throws -> String {
         let file = try value(Self.secretKeyFile, expected: "a file path", parse: { $0.isEmpty ? nil : $0 })
         let database = try databasePath()
         if file == nil, PostgresSettings.isURL(database), environment["CREDENTIALS_DIRECTORY"] == nil {
@@ -190,12 +200,7 @@ public struct ConfigurationLoader {
         }
         var settings = EmailSettings()
         settings.secretKeyFile = file
-        let path = settings.secretKeyPath(databasePath: database, environment: environment)
-        guard FileManager.default.fileExists(atPath: path) else {
-            throw ConfigurationError(
-                "no secret key at \(path): start the daemon once (it creates it there) or give --secret-key-file")
-        }
-        return try SecretKeyFile.load(path: path, create: false, logger: logger)
+        return settings.secretKeyPath(databasePath: database, environment: environment)
     }
 
     /// The bcrypt cost alone (the user commands need nothing else).

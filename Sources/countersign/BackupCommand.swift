@@ -1,0 +1,53 @@
+import ArgumentParser
+import CountersignCore
+import CountersignRuntime
+import CountersignStore
+import Foundation
+import Logging
+
+/// `countersign backup --to FILE`: the database and the secret key, together, while the daemon serves.
+struct Backup: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Copy the SQLite database (online, while the daemon serves) and its secret key, to be restored together.",
+        discussion: """
+            The copy is a consistent snapshot: every change the daemon acknowledged before the backup started is in it. It is \
+            checked (PRAGMA integrity_check) before the command succeeds. The secret key is copied beside it as FILE.key (and the \
+            VAPID key, when there is one, as FILE.vapid.pem), mode 0600: without the key, reset codes, queued mail, bypass codes \
+            and offline secrets in the copy cannot be used. Keep both where the database is kept safe. To restore: stop the \
+            daemon, put FILE back as the database and FILE.key as its secret key (countersign.key beside it, or --secret-key-file), \
+            start it. On PostgreSQL, use pg_dump and keep the nodes' secret key with the dump.
+            """)
+
+    @Option(help: "The new backup file (never replaced).") var to: String
+    @Option(help: "The daemon's secret key file (default: as `serve` finds it; also COUNTERSIGN_SECRET_KEY_FILE).") var secretKeyFile: String?
+    @OptionGroup var database: DatabaseOptions
+
+    func run() async throws {
+        let loader = try await loadOrExit { try database.loader(secretKeyFile.map { [ConfigurationLoader.secretKeyFile.flag: $0] } ?? [:]) }
+        guard case .sqlite(let path) = try await loadOrExit({ try loader.database() }) else {
+            throw CommandFailure("the database is PostgreSQL: back it up with pg_dump, and keep the nodes' secret key with the dump")
+        }
+        let keyPath = try await loadOrExit { try loader.secretKeyPath() }
+        guard FileManager.default.fileExists(atPath: keyPath) else {
+            throw CommandFailure("no secret key at \(keyPath): a backup without it cannot be used; give --secret-key-file")
+        }
+        let keyCopy = to + ".key"
+        guard !FileManager.default.fileExists(atPath: keyCopy) else { throw CommandFailure("\(keyCopy) exists already: back up to a new file") }
+        guard let store = try await database.open() as? SQLiteStore else { throw CommandFailure("not a SQLite database: \(path)") }
+        do {
+            try store.backup(to: to)
+        } catch {
+            throw CommandFailure("\(error)")
+        }
+        try FileManager.default.copyItem(atPath: keyPath, toPath: keyCopy)
+        var copied = [to, keyCopy]
+        let vapid = URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent("countersign.vapid.pem").path
+        if FileManager.default.fileExists(atPath: vapid) {
+            try FileManager.default.copyItem(atPath: vapid, toPath: to + ".vapid.pem")
+            copied.append(to + ".vapid.pem")
+        }
+        for file in copied { try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file) }
+        print(
+            "backed up \(path) to \(to) (integrity check: ok); secret key to \(keyCopy)" + (copied.count > 2 ? "; VAPID key to \(to).vapid.pem" : ""))
+    }
+}
