@@ -1,5 +1,6 @@
 import CountersignCore
 import Foundation
+import NIOPosix
 import PostgresNIO
 
 extension PostgresStore {
@@ -216,4 +217,22 @@ extension PostgresStore {
 
     /// The advisory lock key of migrations (any constant; "countersign" in ASCII, truncated).
     static let migrationLock: Int64 = 0x636f_756e_7465_7273
+}
+
+extension PostgresStore {
+    /// The schema versions of the database, read on one connection without migrating anything.
+    public static func migrationStatus(settings: PostgresSettings, logger: Logger) async throws -> MigrationStatus {
+        let connection = try await PostgresConnection.connect(
+            on: MultiThreadedEventLoopGroup.singleton.any(),
+            configuration: try settings.connectionConfiguration(applicationName: "countersign-migrate-status"), id: 0, logger: logger
+        ).get()
+        defer { Task { try? await connection.close() } }
+        var applied: Set<String> = []
+        let exists = try await connection.query("SELECT to_regclass('schema_migrations') IS NOT NULL AS present", logger: logger)
+        for try await present in exists.decode(Bool.self) where present {
+            let rows = try await connection.query("SELECT identifier FROM schema_migrations", logger: logger)
+            for try await identifier in rows.decode(String.self) { applied.insert(identifier) }
+        }
+        return MigrationStatus(known: migrations.map(\.identifier), applied: applied)
+    }
 }

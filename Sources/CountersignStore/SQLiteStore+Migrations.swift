@@ -1,3 +1,4 @@
+import CountersignCore
 import GRDB
 
 extension SQLiteStore {
@@ -241,5 +242,17 @@ extension SQLiteStore {
                     """)
         }
         return migrator
+    }
+}
+
+extension SQLiteStore {
+    /// The schema versions of the file at `path`, read without migrating anything.
+    public static func migrationStatus(path: String) throws -> MigrationStatus {
+        var configuration = Configuration()
+        configuration.readonly = true
+        let queue = try DatabaseQueue(path: path, configuration: configuration)
+        defer { try? queue.close() }
+        let applied = try queue.read { db in try migrator.appliedIdentifiers(db) }
+        return MigrationStatus(known: migrator.migrations, applied: applied)
     }
 }

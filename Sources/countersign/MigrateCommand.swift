@@ -16,15 +16,27 @@ struct Migrate: AsyncParsableCommand {
             behind. Give every node the SQLite daemon's secret key (countersign.key beside the file) with --secret-key-file.
             """)
 
-    @Option(help: "The SQLite database file to copy from.") var from: String
-    @Option(help: "The empty PostgreSQL database to copy into: postgres://USER@HOST:PORT/DATABASE?sslmode=…") var to: String
-    @Option(help: "File holding the PostgreSQL password, when the URL has none.") var databasePasswordFile: String?
+    @Flag(help: "List the database's schema versions, applied and pending (the next start applies them), and refuse one a newer release made.")
+    var status = false
+    @Option(help: "The SQLite database file to copy from.") var from: String?
+    @Option(help: "The empty PostgreSQL database to copy into: postgres://USER@HOST:PORT/DATABASE?sslmode=…") var to: String?
+    @OptionGroup var database: DatabaseOptions
+
+    func validate() throws {
+        if status {
+            guard from == nil, to == nil else { throw ValidationError("--status reads the database of --database or --config, not --from/--to") }
+        } else {
+            guard from != nil, to != nil else { throw ValidationError("give --from FILE --to postgres://… to copy, or --status") }
+        }
+    }
 
     func run() async throws {
+        guard !status else { return try await printStatus() }
+        guard let from, let to else { return }
         guard FileManager.default.fileExists(atPath: from) else { throw CommandFailure("no SQLite database at \(from)") }
         guard PostgresSettings.isURL(to) else { throw ValidationError("--to must be a postgres:// URL") }
         var flags = [ConfigurationLoader.database.flag: to]
-        flags[ConfigurationLoader.databasePasswordFile.flag] = databasePasswordFile
+        flags[ConfigurationLoader.databasePasswordFile.flag] = database.databasePasswordFile
         let target = try await loadOrExit {
             try ConfigurationLoader(flags: flags, environment: ProcessInfo.processInfo.environment, configFile: nil).database()
         }
@@ -48,6 +60,27 @@ struct Migrate: AsyncParsableCommand {
         print("copied from \(from) to \(settings.redacted):")
         for (table, rows) in tables {
             print("  \(table.rawValue): \(rows.count)")
+        }
+    }
+
+    /// `migrate --status`: applied and pending migrations, read without migrating; exit 1 for a newer release's database.
+    func printStatus() async throws {
+        let location = try await loadOrExit { try database.loader().database() }
+        var logger = Logger(label: "countersign")
+        logger.logLevel = .warning
+        let status: MigrationStatus
+        switch location {
+        case .sqlite(let path):
+            guard FileManager.default.fileExists(atPath: path) else { throw CommandFailure("no database at \(path)") }
+            status = try SQLiteStore.migrationStatus(path: path)
+        case .postgres(let settings):
+            status = try await PostgresStore.migrationStatus(settings: settings, logger: logger)
+        }
+        for name in status.applied { print("applied  \(name)") }
+        for name in status.pending { print("pending  \(name)") }
+        for name in status.unknown { print("unknown  \(name)  (from a newer release)") }
+        if !status.unknown.isEmpty {
+            throw CommandFailure("the database was migrated by a newer release: this one refuses to run on it")
         }
     }
 }

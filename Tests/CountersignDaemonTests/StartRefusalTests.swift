@@ -57,6 +57,11 @@ import Glibc
         let added = try await DeviceSimulateTests.run(
             ["user", "add", "ana@example.com", "--database", database, "--bcrypt-cost", "4"], input: "correct horse battery\n")
         #expect(added.status == 0, "\(added.output)")
+        // `migrate --status`: every migration this release knows is applied, none pending.
+        let fresh = try await DaemonProcessTests.command(["migrate", "--status", "--database", database])
+        #expect(fresh.status == 0, "\(fresh.output)")
+        #expect(fresh.output.contains("applied  v1-accounts-and-approvals") && fresh.output.contains("applied  v10-push-providers"))
+        #expect(!fresh.output.contains("pending"))
         // A newer release's migration, as GRDB records it.
         let script =
             "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"INSERT INTO grdb_migrations VALUES ('v99-from-the-future')\"); c.commit()"
@@ -68,6 +73,9 @@ import Glibc
         #expect(status == 78, "\(output)")
         #expect(output.contains("migrated by a newer release of Countersign (v99-from-the-future)"), "\(output)")
         #expect(output.contains("up to v10-push-providers"), "\(output)")
+        let newer = try await DaemonProcessTests.command(["migrate", "--status", "--database", database])
+        #expect(newer.status == 1, "\(newer.output)")
+        #expect(newer.output.contains("unknown  v99-from-the-future  (from a newer release)"), "\(newer.output)")
     }
 }
 

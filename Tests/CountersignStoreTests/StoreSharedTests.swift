@@ -805,6 +805,14 @@ extension StoreTests {
             try await queue.write { try $0.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v99-from-the-future')") }
             try queue.close()
         }
+        // `migrate --status` reads it without migrating: everything known applied, and the newer one named.
+        let status =
+            backend == .sqlite
+            ? try SQLiteStore.migrationStatus(path: database)
+            : try await PostgresStore.migrationStatus(settings: try PostgresSettings(url: database), logger: Logger(label: "test"))
+        #expect(status.unknown == ["v99-from-the-future"])
+        #expect(status.pending.isEmpty)
+        #expect(status.applied.first == "v1-accounts-and-approvals" && status.applied.last == "v10-push-providers")
         do {
             _ = try await open(backend, database)
             Issue.record("a newer database was opened")
