@@ -35,6 +35,8 @@ public final class AppMetrics: Sendable {
             .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10), .seconds(30),
         ]
         self.factory = factory
+        // Served at 0 from the start: a dashboard finds the family before the first refusal.
+        Counter(label: Name.connectionsRefused, factory: factory).increment(by: 0)
     }
 
     /// One request's counter and timer; labels are route templates, so there are few.

@@ -47,14 +47,21 @@ import Testing
                 #expect(before[#"countersign_build_info{version="\#(CountersignVersion.current)"}"#] == 1)
 
                 try await daemon.createUser(Fixture.email, password: "correct horse")
-                let (key, _) = try await daemon.login(Fixture.email, password: "correct horse")
+                // A device with an FCM token: push is off here, so its pushes count as `disabled`.
+                let (key, _) = try await daemon.login(Fixture.email, password: "correct horse", fcmToken: "fcm-token-metrics")
                 let (id, code) = try await daemon.initiate(Fixture.email, newPassword: "staple orbit lantern")
                 let pending = try Self.samples(try await daemon.metricsText())
                 #expect(pending[#"countersign_live_requests{state="pending"}"#] == 1)
                 #expect(try await daemon.respond(id, apiKey: key, code: code).status == 200)
                 for _ in 0..<4 { _ = try await daemon.status(id) }
 
-                let text = try await daemon.metricsText()
+                var text = try await daemon.metricsText()
+                // Pushes are counted after the answers (they go out after them): waited for, bounded only as a hang detector.
+                for _ in 0..<600 where !text.contains(#"countersign_pushes_total{type="approval_request""#) {
+                    try await Task.sleep(for: .milliseconds(50))
+                    text = try await daemon.metricsText()
+                }
+                #expect(text.contains(#"countersign_pushes_total{type="approval_request",outcome="disabled",provider="fcm"}"#))
                 let after = try Self.samples(text)
                 #expect(after[#"countersign_live_requests{state="approved"}"#] == 1)
                 #expect(after[#"countersign_live_requests{state="pending"}"#] == 0)
@@ -66,6 +73,23 @@ import Testing
                 #expect(after.keys.contains { $0.hasPrefix("countersign_http_request_duration_seconds_bucket") })
                 // Route labels are templates: no request id anywhere.
                 #expect(!text.contains(id))
+                // docs/grafana-dashboard.json asks only for families this /metrics serves.
+                let families = Set(text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }.map { String($0.split(separator: " ")[2]) })
+                let dashboard = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+                    .appendingPathComponent("docs/grafana-dashboard.json")
+                let panels =
+                    try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: dashboard)) as? [String: Any])["panels"] as? [[String: Any]]
+                let expressions = (panels ?? []).flatMap { ($0["targets"] as? [[String: Any]] ?? []).compactMap { $0["expr"] as? String } }
+                #expect(expressions.count >= 10)
+                for expression in expressions {
+                    for match in expression.matches(of: #/countersign_[a-z_]+/#) {
+                        var name = String(match.output)
+                        for suffix in ["_bucket", "_sum", "_count"] where name.hasSuffix(suffix) && !families.contains(name) {
+                            name = String(name.dropLast(suffix.count))
+                        }
+                        #expect(families.contains(name), "the dashboard asks for \(name), which /metrics does not serve")
+                    }
+                }
             }
         }
     }
