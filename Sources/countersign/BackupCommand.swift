@@ -1,5 +1,6 @@
 import ArgumentParser
 import CountersignCore
+import CountersignPush
 import CountersignRuntime
 import CountersignStore
 import Foundation
@@ -31,20 +32,30 @@ struct Backup: AsyncParsableCommand {
         guard FileManager.default.fileExists(atPath: keyPath) else {
             throw CommandFailure("no secret key at \(keyPath): a backup without it cannot be used; give --secret-key-file")
         }
+        // The VAPID key where `serve` finds it (configured, a credential, or beside the database), when there is one.
+        let configuredVAPID = (try? loader.pushSettings())?.webPush?.vapidKeyFile
+        let beside = URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent("countersign.vapid.pem").path
+        let vapid = [configuredVAPID, beside].compactMap { $0 }.first { FileManager.default.fileExists(atPath: $0) }
         let keyCopy = to + ".key"
-        guard !FileManager.default.fileExists(atPath: keyCopy) else { throw CommandFailure("\(keyCopy) exists already: back up to a new file") }
-        guard let store = try await database.open() as? SQLiteStore else { throw CommandFailure("not a SQLite database: \(path)") }
-        do {
-            try store.backup(to: to)
-        } catch {
-            throw CommandFailure("\(error)")
+        let vapidCopy = to + ".vapid.pem"
+        // Every target is free before anything is written: a failed backup leaves nothing behind to block the next.
+        for target in [to, keyCopy] + (vapid == nil ? [] : [vapidCopy]) where FileManager.default.fileExists(atPath: target) {
+            throw CommandFailure("\(target) exists already: back up to a new file")
         }
-        try FileManager.default.copyItem(atPath: keyPath, toPath: keyCopy)
-        var copied = [to, keyCopy]
-        let vapid = URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent("countersign.vapid.pem").path
-        if FileManager.default.fileExists(atPath: vapid) {
-            try FileManager.default.copyItem(atPath: vapid, toPath: to + ".vapid.pem")
-            copied.append(to + ".vapid.pem")
+        guard FileManager.default.fileExists(atPath: path) else { throw CommandFailure("no database at \(path)") }
+        var copied: [String] = []
+        do {
+            try SQLiteStore.backup(from: path, to: to)
+            copied.append(to)
+            try FileManager.default.copyItem(atPath: keyPath, toPath: keyCopy)
+            copied.append(keyCopy)
+            if let vapid {
+                try FileManager.default.copyItem(atPath: vapid, toPath: vapidCopy)
+                copied.append(vapidCopy)
+            }
+        } catch {
+            for file in copied { try? FileManager.default.removeItem(atPath: file) }
+            throw CommandFailure("\(error)")
         }
         for file in copied { try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file) }
         print(

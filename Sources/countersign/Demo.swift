@@ -66,7 +66,7 @@ extension Demo {
     /// A port on 127.0.0.1 that nothing listens on now (the kernel's choice).
     static func freeLoopbackPort() throws -> Int {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw ValidationError("cannot open a socket: \(String(cString: strerror(errno)))") }
+        guard descriptor >= 0 else { throw CommandFailure("cannot open a socket: \(String(cString: strerror(errno)))") }
         defer { close(descriptor) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -77,7 +77,7 @@ extension Demo {
                 bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
             }
         }
-        guard bound else { throw ValidationError("cannot find a free port on 127.0.0.1: \(String(cString: strerror(errno)))") }
+        guard bound else { throw CommandFailure("cannot find a free port on 127.0.0.1: \(String(cString: strerror(errno)))") }
         return Int(UInt16(bigEndian: address.sin_port))
     }
 }

@@ -21,7 +21,7 @@ struct MailCommand: AsyncParsableCommand {
                 try ConfigurationLoader(flags: mail.flags, environment: ProcessInfo.processInfo.environment, configFile: config).smtpSettings()
             }
             guard let settings else {
-                throw ValidationError("no SMTP server configured (--smtp-url, COUNTERSIGN_SMTP_URL or smtp.url in the config file)")
+                throw configurationFault("no SMTP server configured (--smtp-url, COUNTERSIGN_SMTP_URL or smtp.url in the config file)")
             }
             print("→ \(settings.summary)")
             let mailer = SMTPMailer(settings: settings)

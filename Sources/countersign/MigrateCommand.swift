@@ -63,7 +63,7 @@ struct Migrate: AsyncParsableCommand {
         }
     }
 
-    /// `migrate --status`: applied and pending migrations, read without migrating; exit 1 for a newer release's database.
+    /// `migrate --status`: applied and pending migrations, read without migrating; exit 78 for a newer release's database.
     func printStatus() async throws {
         let location = try await loadOrExit { try database.loader().database() }
         var logger = Logger(label: "countersign")
@@ -80,7 +80,7 @@ struct Migrate: AsyncParsableCommand {
         for name in status.pending { print("pending  \(name)") }
         for name in status.unknown { print("unknown  \(name)  (from a newer release)") }
         if !status.unknown.isEmpty {
-            throw CommandFailure("the database was migrated by a newer release: this one refuses to run on it")
+            throw configurationFault("the database was migrated by a newer release: this one refuses to run on it")
         }
     }
 }

@@ -71,7 +71,7 @@ struct PushCheck {
             .compactMap { $0 }
         let chosen = only.map { [$0] } ?? configured
         guard !chosen.isEmpty else {
-            throw ValidationError("no push provider configured (--fcm-service-account, --apns-key-file, --vapid-subject; see --help)")
+            throw configurationFault("no push provider configured (--fcm-service-account, --apns-key-file, --vapid-subject; see --help)")
         }
         var logger = Logger(label: "countersign")
         logger.logLevel = .warning

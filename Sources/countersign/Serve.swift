@@ -160,15 +160,22 @@ func loadOrExit<T>(_ body: () async throws -> T) async throws -> T {
     do {
         return try await body()
     } catch let error as ConfigurationError {
-        FileHandle.standardError.write(Data("countersign: \(error.description)\n".utf8))
-        throw ExitCode(78)
+        throw configurationFault(error.description)
     } catch let error as NewerDatabaseError {
-        FileHandle.standardError.write(Data("countersign: \(error.description)\n".utf8))
-        throw ExitCode(78)
+        throw configurationFault(error.description)
     } catch let error as any CustomStringConvertible & Error {
-        FileHandle.standardError.write(Data("countersign: \(error.description)\n".utf8))
+        let journal = DaemonLogHandler.standardErrorIsJournal(environment: ProcessInfo.processInfo.environment)
+        FileHandle.standardError.write(Data("\(journal ? "<3>" : "")countersign: \(error.description)\n".utf8))
         throw ExitCode.failure
     }
+}
+
+/// Says a configuration fault in one line on standard error (with the journal's
+/// error priority when standard error is the journal) and gives exit status 78 (EX_CONFIG).
+func configurationFault(_ message: String) -> ExitCode {
+    let journal = DaemonLogHandler.standardErrorIsJournal(environment: ProcessInfo.processInfo.environment)
+    FileHandle.standardError.write(Data("\(journal ? "<3>" : "")countersign: \(message)\n".utf8))
+    return ExitCode(78)
 }
 
 func bootstrapLogging(level: Logger.Level, format: LogFormat = .text) -> Logger {

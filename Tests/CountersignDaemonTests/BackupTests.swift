@@ -38,6 +38,8 @@ import Testing
             #expect(try await OfflineCodeProcessTests.status(restored.base, id)["status"] as? String == "approved")
             let (completed, _) = try await DaemonProcessTests.http(.POST, "\(restored.base)/api/mobile/auth/reset/phone/complete/\(id)")
             #expect(completed == 200)
+            let (twice, _) = try await DaemonProcessTests.http(.POST, "\(restored.base)/api/mobile/auth/reset/phone/complete/\(id)")
+            #expect(twice != 200)
         }
     }
 }

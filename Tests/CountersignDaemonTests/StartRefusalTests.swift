@@ -74,7 +74,15 @@ import Glibc
         #expect(output.contains("migrated by a newer release of Countersign (v99-from-the-future)"), "\(output)")
         #expect(output.contains("up to v10-push-providers"), "\(output)")
         let newer = try await DaemonProcessTests.command(["migrate", "--status", "--database", database])
-        #expect(newer.status == 1, "\(newer.output)")
+        #expect(newer.status == 78, "\(newer.output)")
+        // A backup reads it as it is: the source is neither refused nor migrated by the binary that copies it.
+        let copy = folder.appendingPathComponent("copy.sqlite").path
+        let key = folder.appendingPathComponent("countersign.key")
+        try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: key)
+        let backup = try await DaemonProcessTests.command(["backup", "--to", copy, "--database", database, "--secret-key-file", key.path])
+        #expect(backup.status == 0, "\(backup.output)")
+        let copied = try await DaemonProcessTests.command(["migrate", "--status", "--database", copy])
+        #expect(copied.output.contains("unknown  v99-from-the-future"), "\(copied.output)")
         #expect(newer.output.contains("unknown  v99-from-the-future  (from a newer release)"), "\(newer.output)")
     }
 }
