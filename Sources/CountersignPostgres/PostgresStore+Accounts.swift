@@ -88,7 +88,7 @@ extension PostgresStore: AccountStore {
             device.offlineSecret = registration.offlineSecret
             try await connection.run(
                 """
-                UPDATE devices SET name = \(registration.name), platform = \(registration.platform), push_provider = \(push.provider.rawValue),
+                UPDATE devices SET name = \(registration.name), platform = \(registration.platform), push_provider = \(PushAddress.storedProvider(of: push)),
                     push_options = \(push.storedOptions), push_enabled = true,
                     api_key_hash = \(registration.apiKeyHash), public_key = \(registration.publicKey?.json),
                     may_approve_resets = \(registration.mayApproveResets), offline_secret = \(registration.offlineSecret), offline_step = NULL
@@ -109,7 +109,7 @@ extension PostgresStore: AccountStore {
                 id, user_id, name, platform, fcm_token, push_provider, push_options, push_enabled, api_key_hash, created_at, public_key,
                 may_approve_resets, offline_secret)
             VALUES (\(device.id), \(userID), \(device.name), \(device.platform), \(push?.token),
-                \(push?.provider.rawValue ?? PushProvider.fcm.rawValue), \(push?.storedOptions), \(device.pushEnabled), \(registration.apiKeyHash),
+                \(PushAddress.storedProvider(of: push)), \(push?.storedOptions), \(device.pushEnabled), \(registration.apiKeyHash),
                 \(device.createdAt.stored), \(registration.publicKey?.json), \(device.mayApproveResets), \(registration.offlineSecret))
             """, logger)
         return device
@@ -185,7 +185,7 @@ extension PostgresStore: AccountStore {
             }
             try await connection.run(
                 """
-                UPDATE devices SET fcm_token = \(push?.token), push_provider = \(push?.provider.rawValue ?? PushProvider.fcm.rawValue),
+                UPDATE devices SET fcm_token = \(push?.token), push_provider = \(PushAddress.storedProvider(of: push)),
                     push_options = \(push?.storedOptions), push_enabled = \(push != nil)
                 WHERE id = \(deviceID) RETURNING id
                 """, self.logger)

@@ -32,32 +32,26 @@ public final class APNsSender: PushSender {
     public let tokens: APNsProviderToken
     private let client: HTTPClient
     private let configuration: Configuration
-    private let deadTokens: (any PushTokenStore)?
-    private let record = PushHealthRecord()
     private let delivery: PushDelivery
 
     public init(tokens: APNsProviderToken, client: HTTPClient, configuration: Configuration, deadTokens: (any PushTokenStore)?) {
         self.tokens = tokens
         self.client = client
         self.configuration = configuration
-        self.deadTokens = deadTokens
-        self.delivery = PushDelivery(service: "APNs", maxAttempts: configuration.maxAttempts, baseBackoff: configuration.baseBackoff)
+        self.delivery = PushDelivery(
+            service: "APNs", maxAttempts: configuration.maxAttempts, baseBackoff: configuration.baseBackoff, deadTokens: deadTokens)
     }
 
-    public var health: PushHealth { record.health }
+    public var health: PushHealth { delivery.record.health }
     public var providerHealth: [PushProvider: PushHealth] { [.apns: health] }
     public var offer: PushOffer { PushOffer(providers: [.apns]) }
 
     public func send(_ job: PushJob, to device: Device, logger: Logger) async -> PushOutcome {
         guard let address = device.push, address.provider == .apns, let topic = address.apnsTopic else { return .rejected }
-        let logger = DeviceLogger(base: logger, deviceID: device.id, token: address.token)
-        let outcome = await delivery.run(deadline: PushDelivery.deadline(of: job), logger: logger) {
+        return await delivery.send(job, to: device, token: address.token, logger: logger) {
             guard let message = ProviderMessages.apns(for: job, topic: topic, now: Date()) else { throw PushRefusal.unsendable(job) }
             try await post(message, token: address.token, environment: address.apnsEnvironment ?? .production)
         }
-        if outcome == .tokenDead { await disable(device, token: address.token, in: deadTokens, logger: logger) }
-        record.note(outcome)
-        return outcome
     }
 
     /// One `POST /3/device/<token>`; throws ``PushRefusal`` on any refusal.

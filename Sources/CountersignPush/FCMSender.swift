@@ -39,11 +39,8 @@ public final class FCMSender: PushSender {
     public let account: ServiceAccount
     public let tokens: AccessTokenProvider
     private let connections: PushConnections
-    /// Told when FCM says a device's token is dead; `nil` when the sends are
-    /// for no registered device (`fcm check`, the benchmark).
-    private let deadTokens: (any PushTokenStore)?
     private let configuration: Configuration
-    private let record = PushHealthRecord()
+    /// The retry loop, the dead-token store and the health record.
     private let delivery: PushDelivery
 
     public init(
@@ -59,8 +56,8 @@ public final class FCMSender: PushSender {
             primary: client, sendsPerConnection: configuration.sendsPerConnection,
             maximumConnections: configuration.maximumConnections, open: configuration.openConnection)
         self.configuration = configuration
-        self.deadTokens = deadTokens
-        self.delivery = PushDelivery(service: "FCM", maxAttempts: configuration.maxAttempts, baseBackoff: configuration.baseBackoff)
+        self.delivery = PushDelivery(
+            service: "FCM", maxAttempts: configuration.maxAttempts, baseBackoff: configuration.baseBackoff, deadTokens: deadTokens)
         self.sendURL = "\(configuration.endpoint)/v1/projects/\(account.projectID)/messages:send"
     }
 
@@ -79,7 +76,7 @@ public final class FCMSender: PushSender {
     /// token: wrong project id or endpoint; the log line tells which), while nothing
     /// succeeded since; or `degraded` (a push gave up in the last five minutes and
     /// none succeeded since).
-    public var health: PushHealth { record.health }
+    public var health: PushHealth { delivery.record.health }
 
     public var providerHealth: [PushProvider: PushHealth] { [.fcm: health] }
 
@@ -88,9 +85,7 @@ public final class FCMSender: PushSender {
     public func send(_ job: PushJob, to device: Device, logger: Logger) async -> PushOutcome {
         guard let address = device.push, address.provider == .fcm else { return .rejected }
         let token = address.token
-        // The device's metadata is built only when a line is logged: most sends log none.
-        let logger = DeviceLogger(base: logger, deviceID: device.id, token: token)
-        let outcome = await delivery.run(deadline: PushDelivery.deadline(of: job), logger: logger) {
+        return await delivery.send(job, to: device, token: token, logger: logger) {
             guard let message = FCMMessageBuilder.message(for: job, token: token, now: Date()) else {
                 throw PushRefusal(.tooLate, reason: "expired")
             }
@@ -100,9 +95,6 @@ public final class FCMSender: PushSender {
                 throw failure.refusal
             }
         }
-        if outcome == .tokenDead { await disable(device, token: token, in: deadTokens, logger: logger) }
-        record.note(outcome)
-        return outcome
     }
 
     /// The wait before retry `attempt` (see ``PushDelivery/backoff(attempt:retryAfter:)``).

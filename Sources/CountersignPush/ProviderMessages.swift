@@ -29,12 +29,7 @@ enum ProviderMessages {
         if let level = fields.interruptionLevel { aps["interruption-level"] = level }
         var payload: [String: Any] = fcm.data
         payload["aps"] = aps
-        guard var body = json(payload) else { return nil }
-        if body.count > apnsMaximumBytes {
-            payload["context"] = nil
-            guard let smaller = json(payload), smaller.count <= apnsMaximumBytes else { return nil }
-            body = smaller
-        }
+        guard let body = fitted(payload, within: apnsMaximumBytes) else { return nil }
         let headers = fcm.apns.headers
         var out: [(String, String)] = [("apns-topic", topic)]
         for name in ["apns-push-type", "apns-priority", "apns-expiration"] {
@@ -67,12 +62,7 @@ enum ProviderMessages {
             payload["title"] = notification.title
             payload["body"] = notification.body
         }
-        guard var data = json(payload) else { return nil }
-        if data.count > webPushMaximumBytes {
-            payload["context"] = nil
-            guard let smaller = json(payload), smaller.count <= webPushMaximumBytes else { return nil }
-            data = smaller
-        }
+        guard let data = fitted(payload, within: webPushMaximumBytes) else { return nil }
         let ttl: Int =
             switch job {
             case .prompt(_, _, _, let expiresAt, _, _): max(1, Int(expiresAt.timeIntervalSince(now).rounded(.down)))
@@ -80,6 +70,15 @@ enum ProviderMessages {
             }
         let urgency = if case .prompt = job { "high" } else { "normal" }
         return WebPush(payload: data, ttl: ttl, urgency: urgency, topic: job.requestRef)
+    }
+
+    /// The payload's JSON within `limit` bytes: whole, else without the integration's
+    /// context (the app reads it from the request, as the FCM builder leaves it out); `nil` when neither fits.
+    private static func fitted(_ payload: [String: Any], within limit: Int) -> Data? {
+        if let whole = json(payload), whole.count <= limit { return whole }
+        var smaller = payload
+        smaller["context"] = nil
+        return json(smaller).flatMap { $0.count <= limit ? $0 : nil }
     }
 
     private static func json(_ object: [String: Any]) -> Data? {

@@ -75,6 +75,22 @@ struct PushDelivery: Sendable {
     var service: String
     var maxAttempts = 5
     var baseBackoff: TimeInterval = 0.5
+    /// Told when the service says a device's token is dead; `nil` when the sends are
+    /// for no registered device (`push check`, the benchmark).
+    var deadTokens: (any PushTokenStore)?
+    /// How the provider's sends are going, for `/healthz`.
+    let record = PushHealthRecord()
+
+    /// One message to one device: ``run(deadline:logger:attempt:)`` until its
+    /// deadline, then the device's push turned off if its token is dead, and the outcome noted for health.
+    func send(_ job: PushJob, to device: Device, token: String, logger: Logger, attempt: () async throws -> Void) async -> PushOutcome {
+        // The device's metadata is built only when a line is logged: most sends log none.
+        let logger = DeviceLogger(base: logger, deviceID: device.id, token: token)
+        let outcome = await run(deadline: Self.deadline(of: job), logger: logger, attempt: attempt)
+        if outcome == .tokenDead { await disable(device, token: token, in: deadTokens, logger: logger) }
+        record.note(outcome)
+        return outcome
+    }
 
     /// Runs `attempt` until it succeeds or the outcome is final. `attempt`
     /// throws a ``PushRefusal``; any other error is a transport failure, retried.

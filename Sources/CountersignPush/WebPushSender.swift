@@ -28,19 +28,17 @@ public final class WebPushSender: PushSender {
     public let vapid: VAPIDSigner
     private let client: HTTPClient
     private let configuration: Configuration
-    private let deadTokens: (any PushTokenStore)?
-    private let record = PushHealthRecord()
     private let delivery: PushDelivery
 
     public init(vapid: VAPIDSigner, client: HTTPClient, configuration: Configuration, deadTokens: (any PushTokenStore)?) {
         self.vapid = vapid
         self.client = client
         self.configuration = configuration
-        self.deadTokens = deadTokens
-        self.delivery = PushDelivery(service: "Web Push", maxAttempts: configuration.maxAttempts, baseBackoff: configuration.baseBackoff)
+        self.delivery = PushDelivery(
+            service: "Web Push", maxAttempts: configuration.maxAttempts, baseBackoff: configuration.baseBackoff, deadTokens: deadTokens)
     }
 
-    public var health: PushHealth { record.health }
+    public var health: PushHealth { delivery.record.health }
     public var providerHealth: [PushProvider: PushHealth] { [.webPush: health] }
     public var offer: PushOffer { PushOffer(providers: [.webPush], vapidPublicKey: vapid.publicKey) }
 
@@ -48,14 +46,10 @@ public final class WebPushSender: PushSender {
         guard let address = device.push, address.provider == .webPush, let key = address.webPushKey, let auth = address.webPushAuth else {
             return .rejected
         }
-        let logger = DeviceLogger(base: logger, deviceID: device.id, token: address.token)
-        let outcome = await delivery.run(deadline: PushDelivery.deadline(of: job), logger: logger) {
+        return await delivery.send(job, to: device, token: address.token, logger: logger) {
             guard let message = ProviderMessages.webPush(for: job, now: Date()) else { throw PushRefusal.unsendable(job) }
             try await post(message, endpoint: address.token, p256dh: key, auth: auth)
         }
-        if outcome == .tokenDead { await disable(device, token: address.token, in: deadTokens, logger: logger) }
-        record.note(outcome)
-        return outcome
     }
 
     /// One encrypted POST to the endpoint; throws ``PushRefusal`` on any refusal.

@@ -100,7 +100,7 @@ extension SQLiteStore: AccountStore {
                         WHERE id = ?
                         """
                 ).execute(arguments: [
-                    registration.name, registration.platform, push.provider.rawValue, push.storedOptions, registration.apiKeyHash,
+                    registration.name, registration.platform, PushAddress.storedProvider(of: push), push.storedOptions, registration.apiKeyHash,
                     registration.publicKey?.json,
                     registration.mayApproveResets, registration.offlineSecret, device.id,
                 ])
@@ -121,7 +121,7 @@ extension SQLiteStore: AccountStore {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
         ).execute(arguments: [
-            device.id, userID, device.name, device.platform, push?.token, push?.provider.rawValue ?? PushProvider.fcm.rawValue, push?.storedOptions,
+            device.id, userID, device.name, device.platform, push?.token, PushAddress.storedProvider(of: push), push?.storedOptions,
             device.pushEnabled, registration.apiKeyHash,
             device.createdAt.storedValue, registration.publicKey?.json, device.mayApproveResets, registration.offlineSecret,
         ])
@@ -200,7 +200,7 @@ extension SQLiteStore: AccountStore {
             }
             try db.cachedStatement(sql: "UPDATE devices SET fcm_token = ?, push_provider = ?, push_options = ?, push_enabled = ? WHERE id = ?")
                 .execute(arguments: [
-                    push?.token, push?.provider.rawValue ?? PushProvider.fcm.rawValue, push?.storedOptions, push != nil, deviceID,
+                    push?.token, PushAddress.storedProvider(of: push), push?.storedOptions, push != nil, deviceID,
                 ])
         }
     }

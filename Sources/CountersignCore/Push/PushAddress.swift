@@ -76,6 +76,11 @@ extension PushAddress {
         return (try? Self.storedEncoder.encode(options)).map { String(decoding: $0, as: UTF8.self) }
     }
 
+    /// The provider column's value for `push` (`fcm` for none: the column's default, as rows written before providers).
+    public static func storedProvider(of push: PushAddress?) -> String {
+        (push?.provider ?? .fcm).rawValue
+    }
+
     /// The address a row holds; `nil` when it holds no token, or one this
     /// version cannot use (a provider it does not know, options it cannot
     /// read: a row written by a newer release): that device is pull only here,
