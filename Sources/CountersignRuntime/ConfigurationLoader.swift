@@ -85,7 +85,7 @@ public struct ConfigurationLoader {
     public static let secretKeyFile = Setting(flag: "--secret-key-file", environment: "COUNTERSIGN_SECRET_KEY_FILE", fileKey: "secretKeyFile")
     public static let deviceKeys = Setting(flag: "--device-keys", environment: "COUNTERSIGN_DEVICE_KEYS", fileKey: "deviceKeys")
     public static let offlineCodes = Setting(flag: "--offline-codes", environment: "COUNTERSIGN_OFFLINE_CODES", fileKey: "offlineCodes")
-    static let all = [
+    public static let all = [
         listen, metricsListen, database, databasePasswordFile, nodeID, databaseConnectionWait, databaseQueryLimit, requestTTL, completionWindow,
         numberMatching,
         bcryptCost, bcryptQueue, logLevel, logFormat, fraudSilence,
@@ -119,8 +119,8 @@ public struct ConfigurationLoader {
         guard let data = FileManager.default.contents(atPath: filePath) else {
             throw ConfigurationError("cannot read config file \(filePath)")
         }
-        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
-            throw ConfigurationError("config file \(filePath) is not a JSON object")
+        guard let json = ConfigFileText.strictJSON(data), let object = try? JSONSerialization.jsonObject(with: json) as? [String: Any] else {
+            throw ConfigurationError("config file \(filePath) is not a JSON object (comments and trailing commas are allowed)")
         }
         // Nested objects ("fcm": {...}, "smtp": {...}) are flattened to dotted keys ("fcm.endpoint").
         var flat: [String: Any] = [:]

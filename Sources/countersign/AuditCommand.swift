@@ -10,14 +10,16 @@ struct AuditCommand: AsyncParsableCommand {
         abstract: "Print the audit trail, newest last."
     )
 
-    @Option(help: "Only events this recent: a duration such as 30m, 1h, 7d.") var since: String?
-    @Option(help: "Only events of this user (or attempts with this email).") var email: String?
-    @Option(help: "Only events of this kind (\(AuditKind.allCases.map(\.rawValue).joined(separator: ", "))).") var kind: String?
-    @Option(help: "At most this many events (the newest).") var limit: Int = 1000
+    @Option(help: ArgumentHelp("Only events this recent: 30m, 1h or 7d, say.", valueName: "duration")) var since: String?
+    @Option(help: ArgumentHelp("Only events of this user (or attempts with this email).", valueName: "email")) var email: String?
+    @Option(help: ArgumentHelp("Only events of this kind (\(AuditKind.allCases.map(\.rawValue).joined(separator: ", "))).", valueName: "kind"))
+    var kind: String?
+    @Option(help: ArgumentHelp("At most this many events (the newest).", valueName: "count")) var limit: Int = 1000
     @Flag(help: "One JSON object per line.") var json = false
     @Option(
-        help:
-            "Only the events of this request: its id (the approvalId or requestId a requester holds) or its 12-character reference, as the trail and webhook list show it."
+        help: ArgumentHelp(
+            "Only the events of this request: its id (the approvalId or requestId a requester holds) or its 12-character reference, as the trail and webhook list show it.",
+            valueName: "id-or-reference")
     )
     var request: String?
     @Flag(help: "With --request: print each signed answer (JWS) and whether it still verifies with the key that made it.")

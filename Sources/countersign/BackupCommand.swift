@@ -19,8 +19,11 @@ struct Backup: AsyncParsableCommand {
             start it. On PostgreSQL, use pg_dump and keep the nodes' secret key with the dump.
             """)
 
-    @Option(help: "The new backup file (never replaced).") var to: String
-    @Option(help: "The daemon's secret key file (default: as `serve` finds it; also COUNTERSIGN_SECRET_KEY_FILE).") var secretKeyFile: String?
+    @Option(help: ArgumentHelp("The new backup file (never replaced).", valueName: "file")) var to: String
+    @Option(
+        name: ConfigurationLoader.secretKeyFile.name,
+        help: ConfigurationLoader.secretKeyFile.help("The daemon's secret key file.", default: "as serve finds it", value: "file"))
+    var secretKeyFile: String?
     @OptionGroup var database: DatabaseOptions
 
     func run() async throws {
@@ -28,6 +31,7 @@ struct Backup: AsyncParsableCommand {
         guard case .sqlite(let path) = try await loadOrExit({ try loader.database() }) else {
             throw CommandFailure("the database is PostgreSQL: back it up with pg_dump, and keep the nodes' secret key with the dump")
         }
+        try ServiceUser.become(ownerOf: path)
         let keyPath = try await loadOrExit { try loader.secretKeyPath() }
         guard FileManager.default.fileExists(atPath: keyPath) else {
             throw CommandFailure("no secret key at \(keyPath): a backup without it cannot be used; give --secret-key-file")

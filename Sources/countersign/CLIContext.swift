@@ -8,24 +8,36 @@ import Logging
 /// Options every database command takes.
 struct DatabaseOptions: ParsableArguments {
     @Option(
-        help: """
-            SQLite database file (default $STATE_DIRECTORY/countersign.sqlite, else ./countersign.sqlite), \
-            or a cluster's postgres:// URL (also COUNTERSIGN_DATABASE).
-            """)
+        name: ConfigurationLoader.database.name,
+        help: ConfigurationLoader.database.help(
+            "The SQLite database file, or a cluster's postgres:// URL.", default: "as serve finds it", value: "file-or-url"))
     var database: String?
 
-    @Option(help: "File holding the PostgreSQL password, when the URL has none (also COUNTERSIGN_DATABASE_PASSWORD_FILE).")
+    @Option(
+        name: ConfigurationLoader.databasePasswordFile.name,
+        help: ConfigurationLoader.databasePasswordFile.help("File holding the PostgreSQL password, when the URL has none.", value: "file"))
     var databasePasswordFile: String?
 
-    @Option(help: "The daemon's JSON config file: its database and the other settings this command reads (also COUNTERSIGN_CONFIG).")
+    @Option(
+        help: ArgumentHelp(
+            """
+            The daemon's JSON config file: its database and the other settings this command reads. Also COUNTERSIGN_CONFIG. \
+            (default: /etc/countersign/countersign.json when it exists)
+            """, valueName: "file"))
     var config: String?
+
+    /// The package's config file, read by the admin commands when neither `--config` nor `COUNTERSIGN_CONFIG` names one
+    /// (never by `serve`, whose unit names it).
+    static let installedConfig = "/etc/countersign/countersign.json"
 
     /// The settings as `serve` finds them: these flags (and `extra`), the environment, the config file.
     func loader(_ extra: [String: String] = [:]) throws -> ConfigurationLoader {
         var flags = extra
         flags[ConfigurationLoader.database.flag] = database
         flags[ConfigurationLoader.databasePasswordFile.flag] = databasePasswordFile
-        return try ConfigurationLoader(flags: flags, environment: ProcessInfo.processInfo.environment, configFile: config)
+        let environment = ProcessInfo.processInfo.environment
+        let installed = FileManager.default.fileExists(atPath: Self.installedConfig) ? Self.installedConfig : nil
+        return try ConfigurationLoader(flags: flags, environment: environment, configFile: config ?? environment["COUNTERSIGN_CONFIG"] ?? installed)
     }
 
     /// The database `serve` uses. A SQLite file that does not exist is an error
@@ -33,8 +45,11 @@ struct DatabaseOptions: ParsableArguments {
     /// unless `creating` (`user add`, `integration add`: the first may come before the first start).
     func open(creating: Bool = false) async throws -> any CountersignStorage {
         let location = try await loadOrExit { try loader().database() }
-        if case .sqlite(let path) = location, !creating, !FileManager.default.fileExists(atPath: path) {
-            throw CommandFailure("no database at \(path): give --database or --config, or start the daemon once (it creates it)")
+        if case .sqlite(let path) = location {
+            if !creating, !FileManager.default.fileExists(atPath: path) {
+                throw CommandFailure("no database at \(path): give --database or --config, or start the daemon once (it creates it)")
+            }
+            try ServiceUser.become(ownerOf: path)
         }
         var logger = Logger(label: "countersign")
         logger.logLevel = .warning
@@ -76,7 +91,10 @@ func readNewPassword() throws -> String {
 /// The cost passwords are hashed at: the flag, else the environment, else
 /// the same JSON config file `serve` reads (`--config` or `COUNTERSIGN_CONFIG`).
 struct BcryptOption: ParsableArguments {
-    @Option(help: "bcrypt cost, 4…31 (default: the config file's bcryptCost, else 12; also COUNTERSIGN_BCRYPT_COST).") var bcryptCost: String?
+    @Option(
+        name: ConfigurationLoader.bcryptCost.name,
+        help: ConfigurationLoader.bcryptCost.help("bcrypt cost, 4…31.", default: "the config file's bcryptCost, else 12", value: "cost"))
+    var bcryptCost: String?
 
     func hasher(_ database: DatabaseOptions) async throws -> BcryptPasswordHasher {
         let cost = try await loadOrExit {

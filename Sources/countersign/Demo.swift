@@ -16,12 +16,12 @@ struct Demo: AsyncParsableCommand {
         abstract: "Walk through one phone-approved password reset against a throw-away daemon."
     )
 
-    @Option(help: "bcrypt cost for the demo's hashes (default 10).") var bcryptCost: Int = 10
+    @Option(help: ArgumentHelp("bcrypt cost for the demo's hashes.", valueName: "cost")) var bcryptCost: Int = 10
     @Flag(help: "Walk through the email reset instead: with SMTP configured the mail is sent, else the demo prints it.")
     var email = false
-    @Option(help: "With --email: the demo account's address, where the mail goes (default ana@example.com).")
+    @Option(help: ArgumentHelp("With --email: the demo account's address, where the mail goes.", valueName: "address"))
     var to = "ana@example.com"
-    @Option(help: "JSON config file (also COUNTERSIGN_CONFIG), for the SMTP settings.") var config: String?
+    @Option(help: ArgumentHelp("The JSON config file, for the SMTP settings. Also COUNTERSIGN_CONFIG.", valueName: "file")) var config: String?
     @OptionGroup var mail: MailOptions
 
     func run() async throws {

@@ -23,22 +23,23 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "The daemon's address, e.g. http://127.0.0.1:8080.") var url: String
-    @Option(help: "Sign in as this account (the password is read from standard input).") var email: String?
-    @Option(help: "Enroll with this one-time code from a relying service (POST /v1/users/{email}/enrollments) instead.")
+    @Option(help: ArgumentHelp("The daemon's address: http://127.0.0.1:8080, say.", valueName: "url")) var url: String
+    @Option(help: ArgumentHelp("Sign in as this account (the password is read from standard input).", valueName: "email")) var email: String?
+    @Option(
+        help: ArgumentHelp("Enroll with this one-time code from a relying service (POST /v1/users/{email}/enrollments) instead.", valueName: "code"))
     var enrollmentCode: String?
-    @Option(help: "Where the device's key and credentials are kept, mode 0600 (default countersign-device.json).")
+    @Option(help: ArgumentHelp("Where the device's key and credentials are kept, mode 0600.", valueName: "file"))
     var keyFile = "countersign-device.json"
-    @Option(help: "The device name shown in `device list`.") var name = "countersign device simulate"
+    @Option(help: ArgumentHelp("The device name shown in `device list`.", valueName: "name")) var name = "countersign device simulate"
     @Flag(help: "Approve every pending request as it appears.") var approveAll = false
     @Flag(help: "Deny every pending request as it appears.") var denyAll = false
     @Flag(help: "With --deny-all: report each as fraud (the report is signed with the answer).") var reportFraud = false
-    @Option(help: "With --approve-all: the number code to approve one request with.") var numberCode: String?
-    @Option(help: "With --approve-all: a file of the requesters' JSON answers, whose number codes to approve with.")
+    @Option(help: ArgumentHelp("With --approve-all: the number code to approve one request with.", valueName: "code")) var numberCode: String?
+    @Option(help: ArgumentHelp("With --approve-all: a file of the requesters' JSON answers, whose number codes to approve with.", valueName: "file"))
     var numberCodes: String?
     @Flag(help: "Show the device's offline code (TOTP) as it changes; alone, answer nothing.") var offlineCode = false
-    @Option(help: "Stop after this many answers (default: run until interrupted).") var count: Int?
-    @Option(help: "Stop after this many seconds (default: run until interrupted).") var seconds: Int?
+    @Option(help: ArgumentHelp("Stop after this many answers. (default: run until interrupted)", valueName: "count")) var count: Int?
+    @Option(help: ArgumentHelp("Stop after this many seconds. (default: run until interrupted)", valueName: "seconds")) var seconds: Int?
 
     func validate() throws {
         if approveAll && denyAll { throw ValidationError("--approve-all and --deny-all exclude each other") }

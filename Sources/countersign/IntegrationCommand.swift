@@ -19,7 +19,8 @@ struct IntegrationCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Create an integration; prints its API key (and webhook secret) once.")
         @Argument(help: "A unique name, shown on the phone: letters, digits, space, `_`, `.` or `-`, at most 64.") var name: String
-        @Option(help: "Where its events are posted (https://, or http:// to a loopback host).") var webhookURL: String?
+        @Option(help: ArgumentHelp("Where its events are posted (https://, or http:// to a loopback host).", valueName: "url")) var webhookURL:
+            String?
         @OptionGroup var database: DatabaseOptions
 
         func run() async throws {
@@ -231,7 +232,7 @@ struct WebhookCommand: AsyncParsableCommand {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List webhook deliveries, newest first.")
         @Flag(help: "Only events that failed, were dropped, or are being retried.") var failed = false
-        @Option(help: "How many to show.") var limit = 50
+        @Option(help: ArgumentHelp("How many to show.", valueName: "count")) var limit = 50
         @OptionGroup var database: DatabaseOptions
 
         func run() async throws {

@@ -12,9 +12,9 @@ struct MailCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Send one test mail with the configured SMTP settings and print the server's answer."
         )
-        @Option(help: "JSON config file (also COUNTERSIGN_CONFIG).") var config: String?
+        @Option(help: ArgumentHelp("The JSON config file. Also COUNTERSIGN_CONFIG.", valueName: "file")) var config: String?
         @OptionGroup var mail: MailOptions
-        @Option(help: "Where to send the test mail.") var to: String
+        @Option(help: ArgumentHelp("Where to send the test mail.", valueName: "address")) var to: String
 
         func run() async throws {
             let settings = try await loadOrExit {

@@ -7,20 +7,25 @@ struct MailOptions: ParsableArguments {
     typealias Setting = ConfigurationLoader
 
     @Option(
-        name: .customLong(Setting.smtpURL.longName),
-        help: "SMTP submission server: smtp://HOST:587 (STARTTLS) or smtps://HOST:465 (implicit TLS). Unset: mail off.")
+        name: Setting.smtpURL.name,
+        help: Setting.smtpURL.help(
+            "The SMTP submission server, smtp://HOST:587 (STARTTLS) or smtps://HOST:465 (implicit TLS): turns mail on.", value: "url"))
     var smtpURL: String?
-    @Option(name: .customLong(Setting.smtpUser.longName), help: "SMTP AUTH user.") var smtpUser: String?
+    @Option(name: Setting.smtpUser.name, help: Setting.smtpUser.help("The SMTP AUTH user.", value: "user")) var smtpUser: String?
     @Option(
-        name: .customLong(Setting.smtpPasswordFile.longName),
-        help: "File holding the SMTP password (else $CREDENTIALS_DIRECTORY/smtp-password).")
+        name: Setting.smtpPasswordFile.name,
+        help: Setting.smtpPasswordFile.help("File holding the SMTP password.", default: "$CREDENTIALS_DIRECTORY/smtp-password", value: "file"))
     var smtpPasswordFile: String?
-    @Option(name: .customLong(Setting.smtpFrom.longName), help: "Sender, e.g. \"Example <noreply@example.com>\".") var smtpFrom: String?
+    @Option(name: Setting.smtpFrom.name, help: Setting.smtpFrom.help("The sender: \"Example <noreply@example.com>\", say.", value: "address"))
+    var smtpFrom: String?
     @Option(
-        name: .customLong(Setting.smtpTLS.longName),
-        help: "required (default) or none; none only to a relay on a loopback address.")
+        name: Setting.smtpTLS.name,
+        help: Setting.smtpTLS.help("TLS to the SMTP server; none only to a relay on a loopback address.", default: "required", value: "required|none")
+    )
     var smtpTLS: String?
-    @Option(name: .customLong(Setting.smtpCAFile.longName), help: "A CA bundle (PEM) to trust for the SMTP server instead of the system's.")
+    @Option(
+        name: Setting.smtpCAFile.name,
+        help: Setting.smtpCAFile.help("A CA bundle (PEM) to trust for the SMTP server instead of the system's.", value: "file"))
     var smtpCAFile: String?
 
     var flags: [String: String] {

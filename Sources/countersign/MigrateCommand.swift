@@ -18,8 +18,9 @@ struct Migrate: AsyncParsableCommand {
 
     @Flag(help: "List the database's schema versions, applied and pending (the next start applies them), and refuse one a newer release made.")
     var status = false
-    @Option(help: "The SQLite database file to copy from.") var from: String?
-    @Option(help: "The empty PostgreSQL database to copy into: postgres://USER@HOST:PORT/DATABASE?sslmode=…") var to: String?
+    @Option(help: ArgumentHelp("The SQLite database file to copy from.", valueName: "file")) var from: String?
+    @Option(help: ArgumentHelp("The empty PostgreSQL database to copy into: postgres://USER@HOST:PORT/DATABASE?sslmode=…", valueName: "url"))
+    var to: String?
     @OptionGroup var database: DatabaseOptions
 
     func validate() throws {
@@ -34,11 +35,12 @@ struct Migrate: AsyncParsableCommand {
         guard !status else { return try await printStatus() }
         guard let from, let to else { return }
         guard FileManager.default.fileExists(atPath: from) else { throw CommandFailure("no SQLite database at \(from)") }
+        try ServiceUser.become(ownerOf: from)
         guard PostgresSettings.isURL(to) else { throw ValidationError("--to must be a postgres:// URL") }
         var flags = [ConfigurationLoader.database.flag: to]
         flags[ConfigurationLoader.databasePasswordFile.flag] = database.databasePasswordFile
         let target = try await loadOrExit {
-            try ConfigurationLoader(flags: flags, environment: ProcessInfo.processInfo.environment, configFile: nil).database()
+            try ConfigurationLoader(flags: flags, environment: ProcessInfo.processInfo.environment, configFile: database.config).database()
         }
         guard case .postgres(let settings) = target else { throw ValidationError("--to must be a postgres:// URL") }
         var logger = Logger(label: "countersign")
@@ -72,6 +74,7 @@ struct Migrate: AsyncParsableCommand {
         switch location {
         case .sqlite(let path):
             guard FileManager.default.fileExists(atPath: path) else { throw CommandFailure("no database at \(path)") }
+            try ServiceUser.become(ownerOf: path)
             status = try SQLiteStore.migrationStatus(path: path)
         case .postgres(let settings):
             status = try await PostgresStore.migrationStatus(settings: settings, logger: logger)

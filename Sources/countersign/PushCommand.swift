@@ -21,11 +21,13 @@ struct PushCommand: AsyncParsableCommand {
                 sends it with a device token that cannot exist: APNs answers BadDeviceToken only when it accepts the \
                 credentials (nothing is delivered). Web Push: loads the VAPID key (never creates one) and prints its public key.
                 """)
-        @Option(help: "JSON config file (also COUNTERSIGN_CONFIG).") var config: String?
+        @Option(help: ArgumentHelp("The JSON config file. Also COUNTERSIGN_CONFIG.", valueName: "file")) var config: String?
         @OptionGroup var push: PushOptions
-        @Option(help: "Check only this provider: fcm, apns or webpush.") var provider: PushProvider?
-        @Option(help: "A device's FCM registration token: send it a validate_only message (nothing is delivered).") var token: String?
-        @Option(help: "The app's bundle id, for the APNs check (APNs checks the key against it).") var apnsTopic: String?
+        @Option(help: ArgumentHelp("Check only this provider.", valueName: "fcm|apns|webpush")) var provider: PushProvider?
+        @Option(help: ArgumentHelp("A device's FCM registration token: send it a validate_only message (nothing is delivered).", valueName: "token"))
+        var token: String?
+        @Option(help: ArgumentHelp("The app's bundle id, for the APNs check (APNs checks the key against it).", valueName: "bundle-id"))
+        var apnsTopic: String?
 
         func run() async throws {
             try await PushCheck(push: push, config: config, token: token, apnsTopic: apnsTopic).run(only: provider)
@@ -42,9 +44,10 @@ struct FCMCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Same as push check --provider fcm: load the service account, fetch an access token and, with --token, validate a message."
         )
-        @Option(help: "JSON config file (also COUNTERSIGN_CONFIG).") var config: String?
+        @Option(help: ArgumentHelp("The JSON config file. Also COUNTERSIGN_CONFIG.", valueName: "file")) var config: String?
         @OptionGroup var push: PushOptions
-        @Option(help: "A device's FCM registration token: send it a validate_only message (nothing is delivered).") var token: String?
+        @Option(help: ArgumentHelp("A device's FCM registration token: send it a validate_only message (nothing is delivered).", valueName: "token"))
+        var token: String?
 
         func run() async throws {
             try await PushCheck(push: push, config: config, token: token, apnsTopic: nil).run(only: .fcm)

@@ -7,42 +7,45 @@ struct PushOptions: ParsableArguments {
     typealias Setting = ConfigurationLoader
 
     @Option(
-        name: .customLong(Setting.fcmServiceAccount.longName),
-        help:
-            "FCM service-account key file (also COUNTERSIGN_FCM_SERVICE_ACCOUNT, config fcm.serviceAccountFile, $CREDENTIALS_DIRECTORY/fcm-service-account.json)."
-    )
+        name: Setting.fcmServiceAccount.name,
+        help: Setting.fcmServiceAccount.help(
+            "The FCM service-account key file: turns FCM on.", default: "$CREDENTIALS_DIRECTORY/fcm-service-account.json", value: "file"))
     var fcmServiceAccount: String?
-    @Option(name: .customLong(Setting.fcmEndpoint.longName), help: "FCM base URL (default https://fcm.googleapis.com).")
+    @Option(name: Setting.fcmEndpoint.name, help: Setting.fcmEndpoint.help("FCM's base URL.", default: "https://fcm.googleapis.com", value: "url"))
     var fcmEndpoint: String?
-    @Option(name: .customLong(Setting.fcmCAFile.longName), help: "An extra trusted CA (PEM) for the FCM token and send endpoints.")
+    @Option(
+        name: Setting.fcmCAFile.name, help: Setting.fcmCAFile.help("An extra trusted CA (PEM) for FCM's token and send addresses.", value: "file"))
     var fcmCAFile: String?
     @Option(
-        name: .customLong(Setting.apnsKeyFile.longName),
-        help: "APNs token-based key (.p8): turns APNs on (also COUNTERSIGN_APNS_KEY_FILE, config apns.keyFile, $CREDENTIALS_DIRECTORY/apns-key).")
+        name: Setting.apnsKeyFile.name,
+        help: Setting.apnsKeyFile.help("The APNs token-based key (.p8): turns APNs on.", default: "$CREDENTIALS_DIRECTORY/apns-key", value: "file"))
     var apnsKeyFile: String?
-    @Option(name: .customLong(Setting.apnsKeyID.longName), help: "The APNs key's id (10 characters; also COUNTERSIGN_APNS_KEY_ID).")
+    @Option(name: Setting.apnsKeyID.name, help: Setting.apnsKeyID.help("The APNs key's id (10 characters).", value: "id"))
     var apnsKeyID: String?
-    @Option(name: .customLong(Setting.apnsTeamID.longName), help: "The Apple developer team id (10 characters; also COUNTERSIGN_APNS_TEAM_ID).")
+    @Option(name: Setting.apnsTeamID.name, help: Setting.apnsTeamID.help("The Apple developer team id (10 characters).", value: "id"))
     var apnsTeamID: String?
     @Option(
-        name: .customLong(Setting.apnsURL.longName),
-        help: "Send to this APNs address for both environments (default api.push.apple.com and api.sandbox.push.apple.com).")
+        name: Setting.apnsURL.name,
+        help: Setting.apnsURL.help(
+            "Send to this APNs address for both environments.", default: "api.push.apple.com and api.sandbox.push.apple.com", value: "url"))
     var apnsURL: String?
-    @Option(name: .customLong(Setting.apnsCAFile.longName), help: "An extra trusted CA (PEM) for the APNs address.")
+    @Option(name: Setting.apnsCAFile.name, help: Setting.apnsCAFile.help("An extra trusted CA (PEM) for the APNs address.", value: "file"))
     var apnsCAFile: String?
     @Option(
-        name: .customLong(Setting.vapidSubject.longName),
-        help: "mailto: or https:// contact for Web Push services: turns Web Push (UnifiedPush) on (also COUNTERSIGN_VAPID_SUBJECT).")
+        name: Setting.vapidSubject.name,
+        help: Setting.vapidSubject.help("A mailto: or https:// contact for Web Push services: turns Web Push (UnifiedPush) on.", value: "url"))
     var vapidSubject: String?
     @Option(
-        name: .customLong(Setting.vapidKeyFile.longName),
-        help: "The VAPID key (EC P-256, PEM); default countersign.vapid.pem beside the database, created on first start.")
+        name: Setting.vapidKeyFile.name,
+        help: Setting.vapidKeyFile.help(
+            "The VAPID key (EC P-256, PEM), created on first start.",
+            default: "$CREDENTIALS_DIRECTORY/vapid-key, else countersign.vapid.pem beside the database",
+            value: "file"))
     var vapidKeyFile: String?
     @Flag(
-        name: .customLong(Setting.pushAllowPrivateEndpoints.longName),
-        help:
-            "Accept Web Push endpoints on private, loopback and link-local addresses, and http:// (tests, closed networks; also COUNTERSIGN_PUSH_ALLOW_PRIVATE_ENDPOINTS=on)."
-    )
+        name: Setting.pushAllowPrivateEndpoints.name,
+        help: Setting.pushAllowPrivateEndpoints.help(
+            "Accept Web Push endpoints on private, loopback and link-local addresses, and http:// (tests, closed networks); the variable takes on."))
     var pushAllowPrivateEndpoints = false
 
     var flags: [String: String] {

@@ -72,12 +72,15 @@ struct UserCommand: AsyncParsableCommand {
                 only with --for-password-reset. Stored as keyed hashes under the daemon's secret key.
                 """)
         @Argument(help: "The user's email.") var email: String
-        @Option(help: "How many codes, 1…100 (default 10).") var count = 10
-        @Option(help: "Days they stay valid, 1…365 (default 30).") var valid = 30
+        @Option(help: ArgumentHelp("How many codes, 1…100.", valueName: "count")) var count = 10
+        @Option(help: ArgumentHelp("Days they stay valid, 1…365.", valueName: "days")) var valid = 30
         @Flag(help: "Let them answer a phone-approved password reset too.") var forPasswordReset = false
         @Flag(help: "Void the user's unused codes instead of issuing new ones.") var revoke = false
         @OptionGroup var database: DatabaseOptions
-        @Option(help: "The daemon's secret key file (default: as `serve` finds it; also COUNTERSIGN_SECRET_KEY_FILE).") var secretKeyFile: String?
+        @Option(
+            name: ConfigurationLoader.secretKeyFile.name,
+            help: ConfigurationLoader.secretKeyFile.help("The daemon's secret key file.", default: "as serve finds it", value: "file"))
+        var secretKeyFile: String?
 
         func validate() throws {
             guard (1...100).contains(count) else { throw ValidationError("--count must be from 1 to 100") }

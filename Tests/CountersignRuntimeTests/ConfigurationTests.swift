@@ -33,6 +33,41 @@ import Testing
         #expect(try systemd.databasePath() == "/var/lib/countersign/countersign.sqlite")
     }
 
+    /// The installed config file explains each setting in comments: JSON with JSON5's comments and trailing commas
+    /// reads as the same settings; text that is not an object is still refused, naming the file.
+    @Test func theConfigFileMayCarryCommentsAndTrailingCommas() throws {
+        let (folder, path) = try writeConfig(
+            """
+            // the API
+            {
+              "listen": "127.0.0.1:9099", /* the port */
+              "requestTTL": 45,
+              "fcm": {"endpoint": "https://fcm.example.net",},
+              "rateLimits": {"statusPollsPerIP": {"count": 7, "window": 2},},
+            }
+            """)
+        defer { folder.remove() }
+        let configuration = try ConfigurationLoader(flags: [:], environment: [:], configFile: path).serveConfiguration()
+        #expect(configuration.port == 9099)
+        #expect(configuration.broker.requestTTL == 45)
+        #expect(configuration.rateLimits[.statusPollsPerIP] == RateLimit(count: 7, window: 2))
+        #expect(try ConfigurationLoader(flags: [:], environment: [:], configFile: path).pushSettings().endpoint == "https://fcm.example.net")
+        try Data("// only a comment\n[1, 2]".utf8).write(to: URL(fileURLWithPath: path))
+        #expect(throws: ConfigurationError.self) { _ = try ConfigurationLoader(flags: [:], environment: [:], configFile: path) }
+    }
+
+    /// The config file the package installs (systemd/countersign.json) loads, and changes nothing but the database's place.
+    @Test func theInstalledConfigFileLoadsAsTheDefaults() throws {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("systemd/countersign.json").path
+        let installed = try ConfigurationLoader(flags: [:], environment: [:], configFile: path).serveConfiguration()
+        var defaults = try ConfigurationLoader(flags: [:], environment: [:], configFile: nil).serveConfiguration()
+        #expect(installed.databasePath == "/var/lib/countersign/countersign.sqlite")
+        defaults.databasePath = installed.databasePath
+        defaults.database = installed.database
+        #expect(installed == defaults)
+    }
+
     /// fcm-http-v1.md: every command finds the service account the same way (they all read ``ConfigurationLoader/pushSettings()``).
     @Test func theServiceAccountComesFromTheFlagThenTheEnvironmentThenTheFileThenTheCredential() throws {
         let (folder, path) = try writeConfig(#"{"fcm": {"serviceAccountFile": "/from/file.json"}}"#)

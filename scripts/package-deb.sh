@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Builds countersign_<version>_<arch>.deb with dpkg-deb: the release binary
+# with the Swift runtime linked in (--static-swift-stdlib), the systemd unit,
+# the commented config file (a conffile), man pages from swift-argument-parser's
+# generate-manual plugin, bash/zsh/fish completions and the docs.
+#
+#   scripts/package-deb.sh [OUTPUT_DIRECTORY]     (default .build/deb)
+#
+# Prints the package's path last. The version is CountersignVersion.current,
+# the one `countersign --version` prints. Needs dpkg-dev (dpkg-shlibdeps).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v swift >/dev/null || export PATH="/opt/swift/usr/bin:$PATH"
+
+version=$(sed -n 's/.*static let current = "\([^"]*\)".*/\1/p' Sources/CountersignCore/Support/CountersignVersion.swift)
+[ -n "$version" ] || { echo "package-deb: no version in CountersignVersion.swift" >&2; exit 1; }
+arch=$(dpkg --print-architecture)
+output=${1:-.build/deb}
+mkdir -p "$output"
+output=$(cd "$output" && pwd)
+# Reproducible dates: the last commit's, unless the caller sets one.
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
+release_date=$(date -u -d "@$SOURCE_DATE_EPOCH" +%F)
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+root="$stage/countersign_${version}_${arch}"
+doc="$root/usr/share/doc/countersign"
+
+# The man page first: the plugin builds every product in the configuration it
+# is given (debug, which `swift test` has built already) and runs each one's
+# --experimental-dump-help.
+echo "package-deb: man page (swift package generate-manual)"
+find .build/plugins -path "*GenerateManual*" -name countersign.1 -delete 2>/dev/null || true
+swift package generate-manual --configuration debug --date "$release_date" \
+  --authors "the Countersign developers" >"$stage/manual.log" 2>&1 || { cat "$stage/manual.log"; exit 1; }
+manual=$(find .build/plugins -path "*GenerateManual*" -name countersign.1 | head -1)
+[ -n "$manual" ] && [ -s "$manual" ] || { echo "package-deb: generate-manual wrote no countersign.1" >&2; cat "$stage/manual.log"; exit 1; }
+
+echo "package-deb: release build of countersign $version, the Swift runtime linked statically"
+swift build -c release --static-swift-stdlib --product countersign
+binary="$(swift build -c release --static-swift-stdlib --show-bin-path)/countersign"
+if ldd "$binary" | grep -q libswift; then
+  echo "package-deb: $binary still loads a Swift runtime library:" >&2
+  ldd "$binary" >&2
+  exit 1
+fi
+
+install -D -m 0755 "$binary" "$root/usr/bin/countersign"
+strip --remove-section=.comment --remove-section=.note --strip-unneeded "$root/usr/bin/countersign"
+"$root/usr/bin/countersign" --version | grep -qx "$version" || { echo "package-deb: the binary is not version $version" >&2; exit 1; }
+
+# The unit, from the repository's: the packaged binary, and its documentation.
+install -d "$root/usr/lib/systemd/system"
+sed -e 's#/usr/local/bin/countersign#/usr/bin/countersign#' systemd/countersign.service >"$root/usr/lib/systemd/system/countersign.service"
+chmod 0644 "$root/usr/lib/systemd/system/countersign.service"
+install -D -m 0644 systemd/countersign.json "$root/etc/countersign/countersign.json"
+
+install -d "$root/usr/share/man/man1"
+gzip -9n <"$manual" >"$root/usr/share/man/man1/countersign.1.gz"
+chmod 0644 "$root/usr/share/man/man1/countersign.1.gz"
+
+"$root/usr/bin/countersign" --generate-completion-script bash >"$stage/bash"
+"$root/usr/bin/countersign" --generate-completion-script zsh >"$stage/zsh"
+"$root/usr/bin/countersign" --generate-completion-script fish >"$stage/fish"
+install -D -m 0644 "$stage/bash" "$root/usr/share/bash-completion/completions/countersign"
+install -D -m 0644 "$stage/zsh" "$root/usr/share/zsh/vendor-completions/_countersign"
+install -D -m 0644 "$stage/fish" "$root/usr/share/fish/vendor_completions.d/countersign.fish"
+
+install -d "$doc"
+install -m 0644 README.md docs/operating.md docs/integrating.md docs/phone-app.md docs/security.md docs/openapi.yaml \
+  docs/grafana-dashboard.json "$doc/"
+maintainer="Countersign developers <countersign@example.org>"
+{
+  echo "countersign ($version) unstable; urgency=medium"
+  echo
+  echo "  * Countersign $version: see /usr/share/doc/countersign/README.md."
+  echo
+  echo " -- $maintainer  $(date -u -R -d "@$SOURCE_DATE_EPOCH")"
+} | gzip -9n >"$doc/changelog.gz"
+{
+  echo "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"
+  echo "Upstream-Name: countersign"
+  echo
+  echo "Files: *"
+  echo "Copyright: the Countersign developers"
+  echo "License: unlicensed"
+  echo " No license has been granted yet for Countersign itself."
+  echo
+  echo "Files: usr/bin/countersign"
+  echo "Copyright: the Swift project authors, and the authors of the Swift packages listed below"
+  echo "License: Apache-2.0 with Runtime Library Exception, and the packages' own"
+  echo " The binary links the Swift runtime and these packages statically, each under"
+  echo " the license its repository states:"
+  for checkout in .build/checkouts/*/; do
+    name=$(basename "$checkout")
+    license=$(ls "$checkout" | grep -i -m1 '^licen[cs]e' || true)
+    kind="see its repository"
+    if [ -n "$license" ]; then
+      if grep -q "Apache License" "$checkout/$license"; then kind="Apache-2.0"
+      elif grep -qi "Permission is hereby granted, free of charge" "$checkout/$license"; then kind="MIT"
+      elif grep -qi "Redistribution and use in source and binary forms" "$checkout/$license"; then kind="BSD"
+      fi
+    fi
+    echo "  $name: $kind"
+  done
+  echo " On Debian systems, the Apache License 2.0 is in /usr/share/common-licenses/Apache-2.0."
+} >"$doc/copyright"
+chmod 0644 "$doc/changelog.gz" "$doc/copyright"
+
+# Depends: the Debian libraries the binary really loads, as dpkg-shlibdeps finds them.
+mkdir -p "$stage/shlibs/debian"
+printf 'Source: countersign\n\nPackage: countersign\nArchitecture: any\n' >"$stage/shlibs/debian/control"
+depends=$(cd "$stage/shlibs" && dpkg-shlibdeps -O "$root/usr/bin/countersign" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+[ -n "$depends" ] || { echo "package-deb: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
+
+install -d "$root/DEBIAN"
+install -m 0755 packaging/deb/postinst packaging/deb/prerm packaging/deb/postrm "$root/DEBIAN/"
+echo /etc/countersign/countersign.json >"$root/DEBIAN/conffiles"
+cat >"$root/DEBIAN/control" <<CONTROL
+Package: countersign
+Version: $version
+Architecture: $arch
+Maintainer: $maintainer
+Installed-Size: $(du -sk --exclude=DEBIAN "$root" | cut -f1)
+Depends: $depends
+Recommends: systemd
+Section: admin
+Priority: optional
+Description: phone-approval broker for sensitive actions
+ Countersign lets a user approve a sensitive action (resetting a forgotten
+ password, or anything a relying service asks) from a phone they already
+ trust: it creates a request that expires after 60 seconds, pushes a prompt
+ (FCM, APNs or Web Push), lets the requester poll or long-poll its status and
+ carries the action out exactly once after approval, with number matching
+ against prompt-bombing.
+ .
+ This package holds the daemon, its hardened systemd unit, the config file
+ /etc/countersign/countersign.json and the admin commands.
+CONTROL
+(cd "$root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$root/DEBIAN/md5sums"
+chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/conffiles" "$root/DEBIAN/md5sums"
+
+package="$output/countersign_${version}_${arch}.deb"
+dpkg-deb --root-owner-group -Zxz --build "$root" "$package" >/dev/null
+echo "package-deb: $(du -h "$package" | cut -f1) $package"
+echo "$package"

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Checks a package built by scripts/package-deb.sh the way an operator meets it:
+# lintian reports no errors; unpacked into a scratch root (nothing installed on
+# this machine), its binary loads no Swift runtime library and finds every
+# library it needs, prints the package's version, and walks a whole reset with
+# `countersign demo`; the unit, config file, man page and completions are where
+# Debian looks for them.
+#
+#   scripts/test-deb.sh PACKAGE.deb
+set -euo pipefail
+deb=$1
+fail() { echo "test-deb: $*" >&2; exit 1; }
+
+echo "test-deb: lintian $(basename "$deb")"
+lintian --fail-on error --no-tag-display-limit "$deb" | tee "${TMPDIR:-/tmp}/lintian.$$" || fail "lintian found errors (above)"
+echo "test-deb: lintian: no errors ($(grep -c '^W:' "${TMPDIR:-/tmp}/lintian.$$" || true) warnings)"
+rm -f "${TMPDIR:-/tmp}/lintian.$$"
+
+root=$(mktemp -d)
+trap 'rm -rf "$root"' EXIT
+dpkg-deb -x "$deb" "$root"
+binary="$root/usr/bin/countersign"
+
+version=$(dpkg-deb -f "$deb" Version)
+printed=$("$binary" --version)
+[ "$printed" = "$version" ] || fail "the package is version $version, the binary says $printed"
+echo "test-deb: countersign --version: $printed (the package's version)"
+
+ldd "$binary" | grep -q libswift && fail "the binary loads a Swift runtime library: $(ldd "$binary" | grep libswift)"
+ldd "$binary" | grep -q "not found" && fail "a library the binary needs is missing: $(ldd "$binary" | grep 'not found')"
+depends=$(dpkg-deb -f "$deb" Depends)
+for library in libsqlite3 libcurl; do
+  case "$depends" in *"$library"*) ;; *) fail "Depends ($depends) does not name $library" ;; esac
+done
+echo "test-deb: no libswift; Depends: $depends"
+
+# A whole phone-approved reset against a throw-away daemon, from the scratch root.
+(cd "$root" && timeout 120 "$binary" demo) >"$root.demo.log" 2>&1 || { cat "$root.demo.log"; fail "countersign demo failed"; }
+grep -q '"success" *: *true' "$root.demo.log" || { cat "$root.demo.log"; fail "the demo's reset did not complete"; }
+echo "test-deb: countersign demo: the reset completed"
+rm -f "$root.demo.log"
+
+[ "$(dpkg-deb -I "$deb" conffiles)" = "/etc/countersign/countersign.json" ] || fail "the config file is not a conffile"
+unit="$root/usr/lib/systemd/system/countersign.service"
+grep -q '^ExecStart=/usr/bin/countersign serve --config /etc/countersign/countersign.json$' "$unit" || fail "the unit does not start /usr/bin/countersign"
+sed "s#/usr/bin/countersign#$binary#" "$unit" >"$root/countersign.service"
+systemd-analyze verify "$root/countersign.service" || fail "systemd-analyze verify: the packaged unit"
+"$binary" user list --config "$root/etc/countersign/countersign.json" 2>&1 | grep -q "no database at /var/lib/countersign/countersign.sqlite" \
+  || fail "the packaged config file does not name /var/lib/countersign/countersign.sqlite"
+zcat "$root/usr/share/man/man1/countersign.1.gz" | grep -q '^\.Dt COUNTERSIGN 1' || fail "no countersign(1) man page"
+for command in serve user device integration backup migrate; do
+  zcat "$root/usr/share/man/man1/countersign.1.gz" | grep -q "$command" || fail "the man page does not describe $command"
+done
+bash -n "$root/usr/share/bash-completion/completions/countersign" || fail "the bash completion does not parse"
+grep -q "serve" "$root/usr/share/zsh/vendor-completions/_countersign" || fail "no zsh completion"
+grep -q "serve" "$root/usr/share/fish/vendor_completions.d/countersign.fish" || fail "no fish completion"
+echo "test-deb: unit, conffile, man page and completions in place"
+echo "test-deb: ok"
