@@ -6,9 +6,10 @@
 #
 #   scripts/package-deb.sh [OUTPUT_DIRECTORY]     (default .build/deb)
 #
-# Prints the package's path last. The version is CountersignVersion.current,
+# Progress goes to standard error; the package's path alone to standard output. The version is CountersignVersion.current,
 # the one `countersign --version` prints. Needs dpkg-dev (dpkg-shlibdeps).
 set -euo pipefail
+exec 3>&1 1>&2
 cd "$(dirname "$0")/.."
 command -v swift >/dev/null || export PATH="/opt/swift/usr/bin:$PATH"
 
@@ -60,7 +61,8 @@ install -d "$root/usr/share/man/man1"
 gzip -9n <"$manual" >"$root/usr/share/man/man1/countersign.1.gz"
 chmod 0644 "$root/usr/share/man/man1/countersign.1.gz"
 
-"$root/usr/bin/countersign" --generate-completion-script bash >"$stage/bash"
+# Completion files are read by the shells, not run: no #! line.
+"$root/usr/bin/countersign" --generate-completion-script bash | sed '1{/^#!/d}' >"$stage/bash"
 "$root/usr/bin/countersign" --generate-completion-script zsh >"$stage/zsh"
 "$root/usr/bin/countersign" --generate-completion-script fish >"$stage/fish"
 install -D -m 0644 "$stage/bash" "$root/usr/share/bash-completion/completions/countersign"
@@ -81,17 +83,9 @@ maintainer="Countersign developers <countersign@example.org>"
 {
   echo "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"
   echo "Upstream-Name: countersign"
-  echo
-  echo "Files: *"
-  echo "Copyright: the Countersign developers"
-  echo "License: unlicensed"
-  echo " No license has been granted yet for Countersign itself."
-  echo
-  echo "Files: usr/bin/countersign"
-  echo "Copyright: the Swift project authors, and the authors of the Swift packages listed below"
-  echo "License: Apache-2.0 with Runtime Library Exception, and the packages' own"
-  echo " The binary links the Swift runtime and these packages statically, each under"
-  echo " the license its repository states:"
+  echo "Comment: /usr/bin/countersign links the Swift runtime (Apache-2.0 with Runtime"
+  echo " Library Exception) and these Swift packages statically, each under the license"
+  echo " its repository states:"
   for checkout in .build/checkouts/*/; do
     name=$(basename "$checkout")
     license=$(ls "$checkout" | grep -i -m1 '^licen[cs]e' || true)
@@ -105,8 +99,18 @@ maintainer="Countersign developers <countersign@example.org>"
     echo "  $name: $kind"
   done
   echo " On Debian systems, the Apache License 2.0 is in /usr/share/common-licenses/Apache-2.0."
+  echo
+  echo "Files: *"
+  echo "Copyright: 2025-$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y) the Countersign developers"
+  echo "License: none-granted"
+  echo " No license has been granted yet for Countersign itself."
 } >"$doc/copyright"
 chmod 0644 "$doc/changelog.gz" "$doc/copyright"
+
+# swift-nio-extras compiles its own copy of zlib (CNIOExtrasZlib, for HTTP
+# compression) into every program that uses it; it cannot be swapped for
+# Debian's libz1g without patching that package, so lintian is told so.
+install -D -m 0644 packaging/deb/lintian-overrides "$root/usr/share/lintian/overrides/countersign"
 
 # Depends: the Debian libraries the binary really loads, as dpkg-shlibdeps finds them.
 mkdir -p "$stage/shlibs/debian"
@@ -144,4 +148,4 @@ chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/conffiles" "$root/DEBIAN/md5sums
 package="$output/countersign_${version}_${arch}.deb"
 dpkg-deb --root-owner-group -Zxz --build "$root" "$package" >/dev/null
 echo "package-deb: $(du -h "$package" | cut -f1) $package"
-echo "$package"
+echo "$package" >&3

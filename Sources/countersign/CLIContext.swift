@@ -49,7 +49,7 @@ struct DatabaseOptions: ParsableArguments {
             if !creating, !FileManager.default.fileExists(atPath: path) {
                 throw CommandFailure("no database at \(path): give --database or --config, or start the daemon once (it creates it)")
             }
-            try ServiceUser.become(ownerOf: path)
+            if creating { try DatabaseOwnership.createForFolderOwner(path) }
         }
         var logger = Logger(label: "countersign")
         logger.logLevel = .warning

@@ -35,7 +35,6 @@ struct Migrate: AsyncParsableCommand {
         guard !status else { return try await printStatus() }
         guard let from, let to else { return }
         guard FileManager.default.fileExists(atPath: from) else { throw CommandFailure("no SQLite database at \(from)") }
-        try ServiceUser.become(ownerOf: from)
         guard PostgresSettings.isURL(to) else { throw ValidationError("--to must be a postgres:// URL") }
         var flags = [ConfigurationLoader.database.flag: to]
         flags[ConfigurationLoader.databasePasswordFile.flag] = database.databasePasswordFile
@@ -74,7 +73,6 @@ struct Migrate: AsyncParsableCommand {
         switch location {
         case .sqlite(let path):
             guard FileManager.default.fileExists(atPath: path) else { throw CommandFailure("no database at \(path)") }
-            try ServiceUser.become(ownerOf: path)
             status = try SQLiteStore.migrationStatus(path: path)
         case .postgres(let settings):
             status = try await PostgresStore.migrationStatus(settings: settings, logger: logger)
