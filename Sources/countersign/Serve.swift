@@ -34,14 +34,16 @@ struct Serve: AsyncParsableCommand {
                 configFile: config
             ).serveConfiguration()
         }
+        // From here a refusal is written in the configured log format (one JSON object with --log-format json).
+        let format = configuration.logFormat
         // Before the database is opened or migrated: a daemon that cannot listen changes nothing.
-        try await loadOrExit {
+        try await loadOrExit(format: format) {
             try await ListenCheck.ensureFree(ListenAddress(host: configuration.host, port: configuration.port), what: "--listen")
             if let metrics = configuration.metricsListen { try await ListenCheck.ensureFree(metrics, what: "--metrics-listen") }
         }
         let logger = bootstrapLogging(level: configuration.logLevel, format: configuration.logFormat)
         logger.info("starting", metadata: configuration.startupSummary)
-        let server = try await loadOrExit {
+        let server = try await loadOrExit(format: format) {
             try await buildServer(configuration: configuration, logger: logger, environment: ProcessInfo.processInfo.environment)
         }
         try await server.run(logger: logger)
@@ -49,27 +51,38 @@ struct Serve: AsyncParsableCommand {
 }
 
 /// Runs `body`; a configuration or start-up fault ends the process with one
-/// clear line on standard error (exit 78, EX_CONFIG, for a bad setting).
-func loadOrExit<T>(_ body: () async throws -> T) async throws -> T {
+/// clear line on standard error (exit 78, EX_CONFIG, for a bad setting), in
+/// `format` once the configuration said which.
+func loadOrExit<T>(format: LogFormat = .text, _ body: () async throws -> T) async throws -> T {
     do {
         return try await body()
     } catch let error as ConfigurationError {
-        throw configurationFault(error.description)
+        throw configurationFault(error.description, format: format)
     } catch let error as NewerDatabaseError {
-        throw configurationFault(error.description)
+        throw configurationFault(error.description, format: format)
     } catch let error as any CustomStringConvertible & Error {
-        let journal = DaemonLogHandler.standardErrorIsJournal(environment: ProcessInfo.processInfo.environment)
-        FileHandle.standardError.write(Data("\(journal ? "<3>" : "")countersign: \(error.description)\n".utf8))
+        faultLine(error.description, format: format)
         throw ExitCode.failure
     }
 }
 
-/// Says a configuration fault in one line on standard error (with the journal's
-/// error priority when standard error is the journal) and gives exit status 78 (EX_CONFIG).
-func configurationFault(_ message: String) -> ExitCode {
-    let journal = DaemonLogHandler.standardErrorIsJournal(environment: ProcessInfo.processInfo.environment)
-    FileHandle.standardError.write(Data("\(journal ? "<3>" : "")countersign: \(message)\n".utf8))
+/// Says a configuration fault in one line on standard error and gives exit status 78 (EX_CONFIG).
+func configurationFault(_ message: String, format: LogFormat = .text) -> ExitCode {
+    faultLine(message, format: format)
     return ExitCode(78)
+}
+
+/// One line on standard error: `countersign: MESSAGE` (with the journal's error priority when standard
+/// error is the journal), or with `--log-format json` one object as every other log line is.
+func faultLine(_ message: String, format: LogFormat) {
+    let journal = DaemonLogHandler.standardErrorIsJournal(environment: ProcessInfo.processInfo.environment)
+    switch format {
+    case .text:
+        FileHandle.standardError.write(Data("\(journal ? "<3>" : "")countersign: \(message)\n".utf8))
+    case .json:
+        let logger = Logger(label: "countersign") { DaemonLogHandler(label: $0, level: .error, format: .json, journal: journal) }
+        logger.error("\(message)")
+    }
 }
 
 func bootstrapLogging(level: Logger.Level, format: LogFormat = .text) -> Logger {

@@ -50,6 +50,26 @@ import Glibc
         #expect(!FileManager.default.fileExists(atPath: database))
     }
 
+    /// With `--log-format json` the refusal is one JSON object, as every other line a log collector reads from the daemon.
+    @Test func withLogFormatJSONARefusalIsOneObject() async throws {
+        let folder = try makeTemporaryFolder("countersign-listen-json")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (descriptor, port) = try Self.listening()
+        defer { close(descriptor) }
+        let database = folder.appendingPathComponent("countersign.sqlite").path
+        let (status, output) = try await DaemonProcessTests.command([
+            "serve", "--database", database, "--listen", "127.0.0.1:\(port)", "--metrics-listen", "off", "--log-format", "json",
+        ])
+        #expect(status == 78, "\(output)")
+        let lines = output.split(separator: "\n")
+        #expect(lines.count == 1, "\(output)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data((lines.first ?? "").utf8)) as? [String: String])
+        #expect(object["level"] == "error")
+        #expect(object["message"]?.contains("cannot listen on 127.0.0.1:\(port) (--listen): Address already in use") == true, "\(object)")
+        #expect(object["time"] != nil)
+        #expect(!FileManager.default.fileExists(atPath: database))
+    }
+
     @Test func aDatabaseANewerReleaseMigratedIsRefused() async throws {
         let folder = try makeTemporaryFolder("countersign-newer")
         defer { try? FileManager.default.removeItem(at: folder) }
