@@ -281,11 +281,17 @@ let package = Package(
             ],
             path: "Tests/DaemonTestSupport"),
         // A throw-away PostgreSQL server for the tests (scripts/pg-test-server.sh).
-        .target(name: "PostgresTestSupport", dependencies: ["TestSupport"], path: "Tests/PostgresTestSupport"),
+        .target(
+            name: "PostgresTestSupport",
+            dependencies: [
+                "TestSupport", "CountersignCore", "CountersignStore", "CountersignPostgres", .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/PostgresTestSupport"),
         .testTarget(
             name: "CountersignCoreTests",
             dependencies: [
                 "TestSupport",
+                "PostgresTestSupport",
                 "CountersignCore",
                 "CountersignStore",
                 .product(name: "Logging", package: "swift-log"),

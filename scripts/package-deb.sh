@@ -41,9 +41,10 @@ manual=$(find .build/plugins -path "*GenerateManual*" -name countersign.1 | head
 echo "package-deb: release build of countersign $version, the Swift runtime linked statically"
 swift build -c release --static-swift-stdlib --product countersign
 binary="$(swift build -c release --static-swift-stdlib --show-bin-path)/countersign"
-if ldd "$binary" | grep -q libswift; then
+libraries=$(ldd "$binary")
+if grep -q libswift <<<"$libraries"; then
   echo "package-deb: $binary still loads a Swift runtime library:" >&2
-  ldd "$binary" >&2
+  echo "$libraries" >&2
   exit 1
 fi
 
@@ -56,6 +57,7 @@ install -d "$root/usr/lib/systemd/system"
 sed -e 's#/usr/local/bin/countersign#/usr/bin/countersign#' systemd/countersign.service >"$root/usr/lib/systemd/system/countersign.service"
 chmod 0644 "$root/usr/lib/systemd/system/countersign.service"
 install -D -m 0644 systemd/countersign.json "$root/etc/countersign/countersign.json"
+install -D -m 0644 packaging/deb/sysusers.conf "$root/usr/lib/sysusers.d/countersign.conf"
 
 install -d "$root/usr/share/man/man1"
 gzip -9n <"$manual" >"$root/usr/share/man/man1/countersign.1.gz"
@@ -84,8 +86,9 @@ maintainer="Countersign developers <countersign@example.org>"
   echo "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"
   echo "Upstream-Name: countersign"
   echo "Comment: /usr/bin/countersign links the Swift runtime (Apache-2.0 with Runtime"
-  echo " Library Exception) and these Swift packages statically, each under the license"
-  echo " its repository states:"
+  echo " Library Exception) statically, and the Swift packages it is built from (this"
+  echo " list also holds those only its tests use), each under the license its"
+  echo " repository states:"
   for checkout in .build/checkouts/*/; do
     name=$(basename "$checkout")
     license=$(ls "$checkout" | grep -i -m1 '^licen[cs]e' || true)
@@ -115,7 +118,9 @@ install -D -m 0644 packaging/deb/lintian-overrides "$root/usr/share/lintian/over
 # Depends: the Debian libraries the binary really loads, as dpkg-shlibdeps finds them.
 mkdir -p "$stage/shlibs/debian"
 printf 'Source: countersign\n\nPackage: countersign\nArchitecture: any\n' >"$stage/shlibs/debian/control"
-depends=$(cd "$stage/shlibs" && dpkg-shlibdeps -O "$root/usr/bin/countersign" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+shlibs=$(cd "$stage/shlibs" && dpkg-shlibdeps -O "$root/usr/bin/countersign" 2>"$stage/shlibs.log") \
+  || { echo "package-deb: dpkg-shlibdeps failed:" >&2; cat "$stage/shlibs.log" >&2; exit 1; }
+depends=$(sed -n 's/^shlibs:Depends=//p' <<<"$shlibs")
 [ -n "$depends" ] || { echo "package-deb: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
 
 install -d "$root/DEBIAN"
@@ -139,8 +144,9 @@ Description: phone-approval broker for sensitive actions
  carries the action out exactly once after approval, with number matching
  against prompt-bombing.
  .
- This package holds the daemon, its hardened systemd unit, the config file
- /etc/countersign/countersign.json and the admin commands.
+ This package holds the daemon, its hardened systemd unit (run as the
+ system user countersign), the config file /etc/countersign/countersign.json
+ and the admin commands.
 CONTROL
 (cd "$root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$root/DEBIAN/md5sums"
 chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/conffiles" "$root/DEBIAN/md5sums"

@@ -11,13 +11,14 @@ set -euo pipefail
 deb=$1
 fail() { echo "test-deb: $*" >&2; exit 1; }
 
-echo "test-deb: lintian $(basename "$deb")"
-lintian --fail-on error --tag-display-limit 0 "$deb" | tee "${TMPDIR:-/tmp}/lintian.$$" || fail "lintian found errors (above)"
-echo "test-deb: lintian: no errors ($(grep -c '^W:' "${TMPDIR:-/tmp}/lintian.$$" || true) warnings)"
-rm -f "${TMPDIR:-/tmp}/lintian.$$"
-
 root=$(mktemp -d)
-trap 'rm -rf "$root"' EXIT
+work=$(mktemp -d)
+trap 'rm -rf "$root" "$work"' EXIT
+
+echo "test-deb: lintian $(basename "$deb")"
+lintian --fail-on error --tag-display-limit 0 "$deb" | tee "$work/lintian" || fail "lintian found errors (above)"
+echo "test-deb: lintian: no errors ($(grep -c '^W:' "$work/lintian" || true) warnings)"
+
 dpkg-deb -x "$deb" "$root"
 binary="$root/usr/bin/countersign"
 
@@ -26,8 +27,9 @@ printed=$("$binary" --version)
 [ "$printed" = "$version" ] || fail "the package is version $version, the binary says $printed"
 echo "test-deb: countersign --version: $printed (the package's version)"
 
-ldd "$binary" | grep -q libswift && fail "the binary loads a Swift runtime library: $(ldd "$binary" | grep libswift)"
-ldd "$binary" | grep -q "not found" && fail "a library the binary needs is missing: $(ldd "$binary" | grep 'not found')"
+libraries=$(ldd "$binary")
+if grep -q libswift <<<"$libraries"; then fail "the binary loads a Swift runtime library: $(grep libswift <<<"$libraries")"; fi
+if grep -q "not found" <<<"$libraries"; then fail "a library the binary needs is missing: $(grep 'not found' <<<"$libraries")"; fi
 depends=$(dpkg-deb -f "$deb" Depends)
 for library in libsqlite3 libcurl; do
   case "$depends" in *"$library"*) ;; *) fail "Depends ($depends) does not name $library" ;; esac
@@ -35,14 +37,15 @@ done
 echo "test-deb: no libswift; Depends: $depends"
 
 # A whole phone-approved reset against a throw-away daemon, from the scratch root.
-(cd "$root" && timeout 120 "$binary" demo) >"$root.demo.log" 2>&1 || { cat "$root.demo.log"; fail "countersign demo failed"; }
-grep -q '"success" *: *true' "$root.demo.log" || { cat "$root.demo.log"; fail "the demo's reset did not complete"; }
+(cd "$root" && timeout 120 "$binary" demo) >"$work/demo.log" 2>&1 || { cat "$work/demo.log"; fail "countersign demo failed"; }
+grep -q '"success" *: *true' "$work/demo.log" || { cat "$work/demo.log"; fail "the demo's reset did not complete"; }
 echo "test-deb: countersign demo: the reset completed"
-rm -f "$root.demo.log"
 
 [ "$(dpkg-deb -I "$deb" conffiles)" = "/etc/countersign/countersign.json" ] || fail "the config file is not a conffile"
 unit="$root/usr/lib/systemd/system/countersign.service"
 grep -q '^ExecStart=/usr/bin/countersign serve --config /etc/countersign/countersign.json$' "$unit" || fail "the unit does not start /usr/bin/countersign"
+grep -q '^User=countersign$' "$unit" || fail "the unit does not run as the countersign user"
+grep -q '^u countersign ' "$root/usr/lib/sysusers.d/countersign.conf" || fail "no sysusers.d entry for the countersign user"
 sed "s#/usr/bin/countersign#$binary#" "$unit" >"$root/countersign.service"
 MANPATH="$root/usr/share/man" systemd-analyze verify "$root/countersign.service" || fail "systemd-analyze verify: the packaged unit (and its man page)"
 # The admin commands find the database through the packaged config file (none is there on this machine).

@@ -163,6 +163,11 @@ public struct ConfigurationLoader {
         return value
     }
 
+    /// `--log-format`, when set: read first, so that even a refusal of the other settings is written as the log is.
+    public func logFormat() throws -> LogFormat? {
+        try value(Self.logFormat, expected: "text or json", parse: { LogFormat(rawValue: $0.lowercased()) })
+    }
+
     public func databasePath() throws -> String {
         try value(Self.database, expected: "a file path or a postgres:// URL", parse: { $0.isEmpty ? nil : $0 })
             ?? ServeConfiguration.defaultDatabasePath(environment: environment)
@@ -251,7 +256,7 @@ public struct ConfigurationLoader {
         {
             configuration.logLevel = level
         }
-        if let format = try value(Self.logFormat, expected: "text or json", parse: { LogFormat(rawValue: $0.lowercased()) }) {
+        if let format = try logFormat() {
             configuration.logFormat = format
         }
         if let silence = try value(

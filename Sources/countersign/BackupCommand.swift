@@ -31,6 +31,7 @@ struct Backup: AsyncParsableCommand {
         guard case .sqlite(let path) = try await loadOrExit({ try loader.database() }) else {
             throw CommandFailure("the database is PostgreSQL: back it up with pg_dump, and keep the nodes' secret key with the dump")
         }
+        try ServiceUser.become(ownerOf: path)
         let keyPath = try await loadOrExit { try loader.secretKeyPath() }
         guard FileManager.default.fileExists(atPath: keyPath) else {
             throw CommandFailure("no secret key at \(keyPath): a backup without it cannot be used; give --secret-key-file")

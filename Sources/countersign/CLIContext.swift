@@ -10,7 +10,7 @@ struct DatabaseOptions: ParsableArguments {
     @Option(
         name: ConfigurationLoader.database.name,
         help: ConfigurationLoader.database.help(
-            "The SQLite database file, or a cluster's postgres:// URL.", default: "as serve finds it", value: "file-or-url"))
+            "The SQLite database file, or a cluster's postgres:// URL.", default: "the config file's, else as serve finds it", value: "file-or-url"))
     var database: String?
 
     @Option(
@@ -18,26 +18,15 @@ struct DatabaseOptions: ParsableArguments {
         help: ConfigurationLoader.databasePasswordFile.help("File holding the PostgreSQL password, when the URL has none.", value: "file"))
     var databasePasswordFile: String?
 
-    @Option(
-        help: ArgumentHelp(
-            """
-            The daemon's JSON config file: its database and the other settings this command reads. Also COUNTERSIGN_CONFIG. \
-            (default: /etc/countersign/countersign.json when it exists)
-            """, valueName: "file"))
+    @Option(help: operatorConfigHelp)
     var config: String?
-
-    /// The package's config file, read by the admin commands when neither `--config` nor `COUNTERSIGN_CONFIG` names one
-    /// (never by `serve`, whose unit names it).
-    static let installedConfig = "/etc/countersign/countersign.json"
 
     /// The settings as `serve` finds them: these flags (and `extra`), the environment, the config file.
     func loader(_ extra: [String: String] = [:]) throws -> ConfigurationLoader {
         var flags = extra
         flags[ConfigurationLoader.database.flag] = database
         flags[ConfigurationLoader.databasePasswordFile.flag] = databasePasswordFile
-        let environment = ProcessInfo.processInfo.environment
-        let installed = FileManager.default.fileExists(atPath: Self.installedConfig) ? Self.installedConfig : nil
-        return try ConfigurationLoader(flags: flags, environment: environment, configFile: config ?? environment["COUNTERSIGN_CONFIG"] ?? installed)
+        return try ConfigurationLoader(flags: flags, environment: ProcessInfo.processInfo.environment, configFile: operatorConfigFile(config))
     }
 
     /// The database `serve` uses. A SQLite file that does not exist is an error
@@ -49,13 +38,28 @@ struct DatabaseOptions: ParsableArguments {
             if !creating, !FileManager.default.fileExists(atPath: path) {
                 throw CommandFailure("no database at \(path): give --database or --config, or start the daemon once (it creates it)")
             }
-            if creating { try DatabaseOwnership.createForFolderOwner(path) }
+            try ServiceUser.become(ownerOf: path)
         }
         var logger = Logger(label: "countersign")
         logger.logLevel = .warning
         return try await loadOrExit { try await location.open(nodeID: { "cli-\(DatabaseLocation.hostName())-\(getpid())" }, logger: logger) }.store
     }
 }
+
+/// The package's config file.
+let installedConfigFile = "/etc/countersign/countersign.json"
+
+/// The config file an operator's command reads: `--config`, else `COUNTERSIGN_CONFIG`, else the package's
+/// `/etc/countersign/countersign.json` when it exists. (`serve` reads only the file it is given, and `demo` only its `--config`.)
+func operatorConfigFile(_ flag: String?) -> String? {
+    flag ?? ProcessInfo.processInfo.environment["COUNTERSIGN_CONFIG"]
+        ?? (FileManager.default.fileExists(atPath: installedConfigFile) ? installedConfigFile : nil)
+}
+
+/// The help of an operator command's `--config`.
+let operatorConfigHelp = ArgumentHelp(
+    "The daemon's JSON config file, for the settings this command reads. Also COUNTERSIGN_CONFIG. (default: \(installedConfigFile) when it exists)",
+    valueName: "file")
 
 /// Reads one line from standard input without echo when it is a terminal.
 func readSecretLine(prompt: String) -> String? {
@@ -93,7 +97,7 @@ func readNewPassword() throws -> String {
 struct BcryptOption: ParsableArguments {
     @Option(
         name: ConfigurationLoader.bcryptCost.name,
-        help: ConfigurationLoader.bcryptCost.help("bcrypt cost, 4…31.", default: "the config file's bcryptCost, else 12", value: "cost"))
+        help: ConfigurationLoader.bcryptCost.help("bcrypt cost, 4…31.", default: "12", value: "cost"))
     var bcryptCost: String?
 
     func hasher(_ database: DatabaseOptions) async throws -> BcryptPasswordHasher {

@@ -12,13 +12,14 @@ struct MailCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Send one test mail with the configured SMTP settings and print the server's answer."
         )
-        @Option(help: ArgumentHelp("The JSON config file. Also COUNTERSIGN_CONFIG.", valueName: "file")) var config: String?
+        @Option(help: operatorConfigHelp) var config: String?
         @OptionGroup var mail: MailOptions
         @Option(help: ArgumentHelp("Where to send the test mail.", valueName: "address")) var to: String
 
         func run() async throws {
             let settings = try await loadOrExit {
-                try ConfigurationLoader(flags: mail.flags, environment: ProcessInfo.processInfo.environment, configFile: config).smtpSettings()
+                try ConfigurationLoader(flags: mail.flags, environment: ProcessInfo.processInfo.environment, configFile: operatorConfigFile(config))
+                    .smtpSettings()
             }
             guard let settings else {
                 throw configurationFault("no SMTP server configured (--smtp-url, COUNTERSIGN_SMTP_URL or smtp.url in the config file)")

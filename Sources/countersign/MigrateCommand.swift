@@ -39,9 +39,11 @@ struct Migrate: AsyncParsableCommand {
         var flags = [ConfigurationLoader.database.flag: to]
         flags[ConfigurationLoader.databasePasswordFile.flag] = database.databasePasswordFile
         let target = try await loadOrExit {
-            try ConfigurationLoader(flags: flags, environment: ProcessInfo.processInfo.environment, configFile: database.config).database()
+            try ConfigurationLoader(flags: flags, environment: ProcessInfo.processInfo.environment, configFile: operatorConfigFile(database.config))
+                .database()
         }
         guard case .postgres(let settings) = target else { throw ValidationError("--to must be a postgres:// URL") }
+        try ServiceUser.become(ownerOf: from)
         var logger = Logger(label: "countersign")
         logger.logLevel = .warning
         let source = try await loadOrExit { try SQLiteStore(path: from, logger: logger) }
@@ -73,6 +75,7 @@ struct Migrate: AsyncParsableCommand {
         switch location {
         case .sqlite(let path):
             guard FileManager.default.fileExists(atPath: path) else { throw CommandFailure("no database at \(path)") }
+            try ServiceUser.become(ownerOf: path)
             status = try SQLiteStore.migrationStatus(path: path)
         case .postgres(let settings):
             status = try await PostgresStore.migrationStatus(settings: settings, logger: logger)

@@ -21,7 +21,7 @@ struct PushCommand: AsyncParsableCommand {
                 sends it with a device token that cannot exist: APNs answers BadDeviceToken only when it accepts the \
                 credentials (nothing is delivered). Web Push: loads the VAPID key (never creates one) and prints its public key.
                 """)
-        @Option(help: ArgumentHelp("The JSON config file. Also COUNTERSIGN_CONFIG.", valueName: "file")) var config: String?
+        @Option(help: operatorConfigHelp) var config: String?
         @OptionGroup var push: PushOptions
         @Option(help: ArgumentHelp("Check only this provider.", valueName: "fcm|apns|webpush")) var provider: PushProvider?
         @Option(help: ArgumentHelp("A device's FCM registration token: send it a validate_only message (nothing is delivered).", valueName: "token"))
@@ -44,7 +44,7 @@ struct FCMCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Same as push check --provider fcm: load the service account, fetch an access token and, with --token, validate a message."
         )
-        @Option(help: ArgumentHelp("The JSON config file. Also COUNTERSIGN_CONFIG.", valueName: "file")) var config: String?
+        @Option(help: operatorConfigHelp) var config: String?
         @OptionGroup var push: PushOptions
         @Option(help: ArgumentHelp("A device's FCM registration token: send it a validate_only message (nothing is delivered).", valueName: "token"))
         var token: String?
@@ -65,7 +65,8 @@ struct PushCheck {
 
     func run(only: PushProvider?) async throws {
         var settings = try await loadOrExit {
-            try ConfigurationLoader(flags: push.flags, environment: ProcessInfo.processInfo.environment, configFile: config).pushSettings()
+            try ConfigurationLoader(flags: push.flags, environment: ProcessInfo.processInfo.environment, configFile: operatorConfigFile(config))
+                .pushSettings()
         }
         // A check never creates the VAPID key: one made by another user than the daemon's would lock it out.
         settings.webPush?.createKey = false

@@ -45,7 +45,8 @@ struct PushOptions: ParsableArguments {
     @Flag(
         name: Setting.pushAllowPrivateEndpoints.name,
         help: Setting.pushAllowPrivateEndpoints.help(
-            "Accept Web Push endpoints on private, loopback and link-local addresses, and http:// (tests, closed networks); the variable takes on."))
+            "Accept Web Push endpoints on private, loopback and link-local addresses, and http:// (tests, closed networks); the variable and key take \"on\"."
+        ))
     var pushAllowPrivateEndpoints = false
 
     var flags: [String: String] {

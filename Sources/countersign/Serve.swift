@@ -24,7 +24,7 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         let flags = [listening.flags, storage.flags, approvals.flags, limits.flags, logs.flags, push.flags, mail.flags, emailReset.flags]
             .reduce(into: [String: String]()) { all, group in all.merge(group) { $1 } }
-        let configuration = try await loadOrExit {
+        let loader = try await loadOrExit {
             try ConfigurationLoader(
                 flags: flags,
                 lists: [
@@ -32,10 +32,12 @@ struct Serve: AsyncParsableCommand {
                 ],
                 environment: ProcessInfo.processInfo.environment,
                 configFile: config
-            ).serveConfiguration()
+            )
         }
-        // From here a refusal is written in the configured log format (one JSON object with --log-format json).
-        let format = configuration.logFormat
+        // A refusal is written in the configured log format (one JSON object with --log-format json) once that is known:
+        // only a config file that cannot be read, or a bad --log-format itself, is a plain line.
+        let format = (try? loader.logFormat()).flatMap { $0 } ?? .text
+        let configuration = try await loadOrExit(format: format) { try loader.serveConfiguration() }
         // Before the database is opened or migrated: a daemon that cannot listen changes nothing.
         try await loadOrExit(format: format) {
             try await ListenCheck.ensureFree(ListenAddress(host: configuration.host, port: configuration.port), what: "--listen")

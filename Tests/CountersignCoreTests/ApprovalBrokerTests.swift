@@ -1,14 +1,16 @@
 import CountersignStore
 import Foundation
 import Logging
+import PostgresTestSupport
 import Synchronization
 import TestSupport
 import Testing
 
 @testable import CountersignCore
 
-/// The broker over a real SQLite file: races decided by the database, the
-/// in-memory index, supersede, expiry and fraud silence on the broker's clock.
+/// The broker over a real database, SQLite and PostgreSQL: races decided by the
+/// database, the live requests (held in memory on SQLite, read through on
+/// PostgreSQL), supersede, expiry and fraud silence on the broker's clock.
 @Suite struct ApprovalBrokerTests {
     static let email = "ana@example.com"
 
@@ -19,12 +21,11 @@ import Testing
         func advance(_ seconds: TimeInterval) { current.withLock { $0 += seconds } }
     }
 
-    /// A broker (and, for races, a second one) on one SQLite file in a fresh folder.
+    /// A broker (and, for races, a second one) on one database.
     struct Harness {
-        let store: SQLiteStore
+        let store: any CountersignStorage
         let audit = AuditLog()
         let clock = TestClock()
-        let path: String
 
         func broker(
             configuration: BrokerConfiguration = BrokerConfiguration(), approvals: (any ApprovalStore)? = nil
@@ -42,17 +43,17 @@ import Testing
         }
     }
 
-    static func withHarness<T>(_ body: (Harness) async throws -> T) async throws -> T {
+    static func withHarness<T>(_ backend: Backend, _ body: (Harness) async throws -> T) async throws -> T {
         try await withTemporaryDirectory("countersign-broker") { folder in
-            let path = folder.appendingPathComponent("countersign.sqlite").path
-            return try await body(Harness(store: try SQLiteStore(path: path, logger: Logger(label: "store-test")), path: path))
+            let store = try await backend.open(try await backend.newDatabase(in: folder))
+            return try await body(Harness(store: store))
         }
     }
 
     static let requester = RequesterInfo(ip: "203.0.113.7", userAgent: "test")
 
-    @Test func ofTwoConcurrentAnswersExactlyOneWins() async throws {
-        try await Self.withHarness { harness in
+    @Test(arguments: Backend.available) func ofTwoConcurrentAnswersExactlyOneWins(backend: Backend) async throws {
+        try await Self.withHarness(backend) { harness in
             // setup
             let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
             let broker = try await harness.broker()
@@ -85,8 +86,8 @@ import Testing
         }
     }
 
-    @Test func theLiveIndexFollowsEachTransition() async throws {
-        try await Self.withHarness { harness in
+    @Test(arguments: Backend.available) func theLiveIndexFollowsEachTransition(backend: Backend) async throws {
+        try await Self.withHarness(backend) { harness in
             let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
             let broker = try await harness.broker()
             let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
@@ -107,8 +108,8 @@ import Testing
     /// device-keys.md: the stored transition keeps the JWS. A signed answer's
     /// audit event is written in the transition's transaction, so it is in the
     /// database when the answer returns, though no audit writer ever ran here.
-    @Test func aSignedAnswersProofIsWrittenWithItsTransition() async throws {
-        try await Self.withHarness { harness in
+    @Test(arguments: Backend.available) func aSignedAnswersProofIsWrittenWithItsTransition(backend: Backend) async throws {
+        try await Self.withHarness(backend) { harness in
             let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
             let broker = try await harness.broker()
             let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
@@ -137,8 +138,9 @@ import Testing
     /// The broker's memory holds no reset's new password hash, whether the
     /// request was made or reloaded at start; the row holds it until the
     /// request finishes, and completing sets it from there.
+    /// About the in-memory index, which only a database one process writes has (SQLite): on PostgreSQL nothing is held.
     @Test func aResetsNewPasswordHashIsHeldInTheDatabaseAlone() async throws {
-        try await Self.withHarness { harness in
+        try await Self.withHarness(.sqlite) { harness in
             let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
             let broker = try await harness.broker()
             let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
@@ -158,8 +160,9 @@ import Testing
         }
     }
 
+    /// About the in-memory index, which only a database one process writes has (SQLite): on PostgreSQL nothing is held.
     @Test func aRaceLostToAnotherWriterRefreshesTheIndexFromTheDatabase() async throws {
-        try await Self.withHarness { harness in
+        try await Self.withHarness(.sqlite) { harness in
             let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
             let first = try await harness.broker()
             let (request, code) = try await first.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
@@ -181,8 +184,10 @@ import Testing
     /// once, not at the timeout. Here the answer lands exactly in that gap.
     /// Waits here are an hour long: reaching the next line at all is the proof
     /// that something other than the timeout ended them (the time limit fails a hang).
-    @Test(.timeLimit(.minutes(1))) func anAnswerBetweenALongPollsReadAndItsParkingIsNotMissed() async throws {
-        try await Self.withHarness { harness in
+    @Test(.timeLimit(.minutes(1)), arguments: Backend.available) func anAnswerBetweenALongPollsReadAndItsParkingIsNotMissed(
+        backend: Backend
+    ) async throws {
+        try await Self.withHarness(backend) { harness in
             let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
             let broker = try await harness.broker()
             let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
@@ -197,8 +202,8 @@ import Testing
 
     /// Long polls nothing answers end at their own timeouts: one timer serves
     /// every waiter, so a shorter wait parked after a longer one must bring it forward.
-    @Test(.timeLimit(.minutes(1))) func unansweredLongPollsEndAtTheirOwnTimeouts() async throws {
-        try await Self.withHarness { harness in
+    @Test(.timeLimit(.minutes(1)), arguments: Backend.available) func unansweredLongPollsEndAtTheirOwnTimeouts(backend: Backend) async throws {
+        try await Self.withHarness(backend) { harness in
             _ = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
             let broker = try await harness.broker()
             let (request, _) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
@@ -220,8 +225,10 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1))) func aNewRequestSupersedesThePendingOneAndWakesItsLongPoll() async throws {
-        try await Self.withHarness { harness in
+    @Test(.timeLimit(.minutes(1)), arguments: Backend.available) func aNewRequestSupersedesThePendingOneAndWakesItsLongPoll(
+        backend: Backend
+    ) async throws {
+        try await Self.withHarness(backend) { harness in
             _ = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
             let broker = try await harness.broker()
             let (old, _) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
@@ -243,8 +250,8 @@ import Testing
         }
     }
 
-    @Test func anAnswerAfterTheDeadlineWritesTheTimeOutAndIsRefused() async throws {
-        try await Self.withHarness { harness in
+    @Test(arguments: Backend.available) func anAnswerAfterTheDeadlineWritesTheTimeOutAndIsRefused(backend: Backend) async throws {
+        try await Self.withHarness(backend) { harness in
             let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
             let broker = try await harness.broker(configuration: BrokerConfiguration(requestTTL: 60))
             let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
@@ -258,8 +265,8 @@ import Testing
         }
     }
 
-    @Test func aFraudReportSilencesPromptsFromTheMomentOfTheAnswer() async throws {
-        try await Self.withHarness { harness in
+    @Test(arguments: Backend.available) func aFraudReportSilencesPromptsFromTheMomentOfTheAnswer(backend: Backend) async throws {
+        try await Self.withHarness(backend) { harness in
             let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
             let broker = try await harness.broker(configuration: BrokerConfiguration(fraudSilence: 600))
             let (request, _) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
@@ -287,8 +294,8 @@ import Testing
         }
     }
 
-    @Test func anUnknownEmailGetsARequestNoDeviceCanSee() async throws {
-        try await Self.withHarness { harness in
+    @Test(arguments: Backend.available) func anUnknownEmailGetsARequestNoDeviceCanSee(backend: Backend) async throws {
+        try await Self.withHarness(backend) { harness in
             let broker = try await harness.broker()
             let (request, code) = try await broker.initiate(email: "nobody@example.com", newPasswordHash: "new", requester: Self.requester)
             #expect(code != nil)
@@ -302,8 +309,10 @@ import Testing
 
     // MARK: Interleavings the actor allows at its suspension points
 
-    @Test(.timeLimit(.minutes(1))) func aSupersedeThatBeatsAnAnswerStillCancelsWakesAndAudits() async throws {
-        try await Self.withHarness { harness in
+    @Test(.timeLimit(.minutes(1)), arguments: Backend.available) func aSupersedeThatBeatsAnAnswerStillCancelsWakesAndAudits(
+        backend: Backend
+    ) async throws {
+        try await Self.withHarness(backend) { harness in
             // setup
             let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
             let gated = GatedStore(harness.store)
@@ -332,8 +341,8 @@ import Testing
         }
     }
 
-    @Test func anApprovalDecidedBeforeTheDeadlineButWrittenAfterItIsRefused() async throws {
-        try await Self.withHarness { harness in
+    @Test(arguments: Backend.available) func anApprovalDecidedBeforeTheDeadlineButWrittenAfterItIsRefused(backend: Backend) async throws {
+        try await Self.withHarness(backend) { harness in
             let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
             let gated = GatedStore(harness.store)
             let broker = try await harness.broker(configuration: BrokerConfiguration(requestTTL: 60), approvals: gated)
@@ -351,8 +360,8 @@ import Testing
         }
     }
 
-    @Test func aStaleReadAfterALostRaceDoesNotUndoANewerTransition() async throws {
-        try await Self.withHarness { harness in
+    @Test(arguments: Backend.available) func aStaleReadAfterALostRaceDoesNotUndoANewerTransition(backend: Backend) async throws {
+        try await Self.withHarness(backend) { harness in
             // setup
             let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
             let gated = GatedStore(harness.store)
@@ -384,7 +393,7 @@ import Testing
 /// An approval store whose calls can be held at one point each, to interleave
 /// two broker operations exactly where the actor may suspend.
 final class GatedStore: ApprovalStore {
-    let base: SQLiteStore
+    let base: any CountersignStorage
     /// Holds `insert` after its transaction committed, before it returns.
     let insertReturn = Gate()
     /// Holds `apply` before its transaction.
@@ -392,7 +401,7 @@ final class GatedStore: ApprovalStore {
     /// Holds `request(id:)` after its read, before it returns.
     let readReturn = Gate()
 
-    init(_ base: SQLiteStore) { self.base = base }
+    init(_ base: any CountersignStorage) { self.base = base }
 
     func insert(
         _ request: ApprovalRequest, idempotency: IdempotencyRecord?, supersededEvent: @escaping @Sendable (ApprovalRequest) -> OutboxItem?
@@ -412,7 +421,7 @@ final class GatedStore: ApprovalStore {
     func pendingRequests(userID: String, now: Date) async throws -> [ApprovalRequest] { try await base.pendingRequests(userID: userID, now: now) }
     func dueRequests(now: Date, limit: Int) async throws -> [ApprovalRequest] { try await base.dueRequests(now: now, limit: limit) }
     func liveCounts() async throws -> [ApprovalState: Int] { try await base.liveCounts() }
-    var isShared: Bool { false }
+    var isShared: Bool { base.isShared }
 
     func apply(
         _ transition: Transition, to request: ApprovalRequest, event: OutboxItem?, audit: AuditEvent?,

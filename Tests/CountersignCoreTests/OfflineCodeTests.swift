@@ -1,6 +1,7 @@
 import CountersignStore
 import Foundation
 import Logging
+import PostgresTestSupport
 import Testing
 
 @testable import CountersignCore
@@ -92,9 +93,10 @@ import Testing
     }
 
     static func withSetup(
-        mayApproveResets: Bool = true, deviceKeys: DeviceKeyPolicy = .optional, enabled: Bool = true, _ body: (Setup) async throws -> Void
+        _ backend: Backend, mayApproveResets: Bool = true, deviceKeys: DeviceKeyPolicy = .optional, enabled: Bool = true,
+        _ body: (Setup) async throws -> Void
     ) async throws {
-        try await ApprovalBrokerTests.withHarness { harness in
+        try await ApprovalBrokerTests.withHarness(backend) { harness in
             let user = try await harness.store.createUser(email: email, passwordHash: "hash")
             let keys = SecretKeys.random()
             let issued = try #require(try OfflineSecrets(keys: keys, enabled: true).issue())
@@ -117,8 +119,8 @@ import Testing
 
     /// The step before, now and after are accepted; two back is not; each
     /// (device, step) once; nothing older than the last step used.
-    @Test func theStepWindowAndReplays() async throws {
-        try await Self.withSetup { setup in
+    @Test(arguments: Backend.available) func theStepWindowAndReplays(backend: Backend) async throws {
+        try await Self.withSetup(backend) { setup in
             let first = try await setup.reset()
             #expect(try await setup.answer(setup.code(-2), first) == .wrong)
             #expect(try await setup.answer(setup.code(2), first) == .wrong)
@@ -148,8 +150,8 @@ import Testing
         }
     }
 
-    @Test func theFifthWrongCodeDeniesTheRequest() async throws {
-        try await Self.withSetup { setup in
+    @Test(arguments: Backend.available) func theFifthWrongCodeDeniesTheRequest(backend: Backend) async throws {
+        try await Self.withSetup(backend) { setup in
             let request = try await setup.reset()
             let wrong = setup.code(0) == "000000" ? "000001" : "000000"
             for _ in 1...4 { #expect(try await setup.answer(wrong, request) == .wrong) }
@@ -164,8 +166,8 @@ import Testing
     }
 
     /// Many wrong codes at once still deny exactly once, on the fifth.
-    @Test func parallelWrongCodesDenyOnce() async throws {
-        try await Self.withSetup { setup in
+    @Test(arguments: Backend.available) func parallelWrongCodesDenyOnce(backend: Backend) async throws {
+        try await Self.withSetup(backend) { setup in
             let request = try await setup.reset()
             let wrong = setup.code(0) == "000000" ? "000001" : "000000"
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -178,8 +180,8 @@ import Testing
         }
     }
 
-    @Test func aCodeAndTheDevicesAnswerRaceToOneWinner() async throws {
-        try await Self.withSetup { setup in
+    @Test(arguments: Backend.available) func aCodeAndTheDevicesAnswerRaceToOneWinner(backend: Backend) async throws {
+        try await Self.withSetup(backend) { setup in
             for round in 0..<6 {
                 setup.harness.clock.advance(30)
                 let request = try await setup.reset()
@@ -205,8 +207,8 @@ import Testing
 
     /// trust.md: a device an integration enrolled cannot approve a password
     /// reset, by code either; it can approve the integration's own approvals.
-    @Test func anEnrolledDevicesCodeDoesNotApproveAPasswordReset() async throws {
-        try await Self.withSetup(mayApproveResets: false) { setup in
+    @Test(arguments: Backend.available) func anEnrolledDevicesCodeDoesNotApproveAPasswordReset(backend: Backend) async throws {
+        try await Self.withSetup(backend, mayApproveResets: false) { setup in
             let reset = try await setup.reset()
             #expect(try await setup.answer(setup.code(0), reset) == .wrong)
             let prompt = ApprovalPrompt(
@@ -221,22 +223,22 @@ import Testing
         }
     }
 
-    @Test func withKeysRequiredAnUnboundDevicesCodeDoesNotCount() async throws {
-        try await Self.withSetup(deviceKeys: .required) { setup in
+    @Test(arguments: Backend.available) func withKeysRequiredAnUnboundDevicesCodeDoesNotCount(backend: Backend) async throws {
+        try await Self.withSetup(backend, deviceKeys: .required) { setup in
             let reset = try await setup.reset()
             #expect(try await setup.answer(setup.code(0), reset) == .wrong)
         }
     }
 
-    @Test func withOfflineCodesOffNoCodeCounts() async throws {
-        try await Self.withSetup(enabled: false) { setup in
+    @Test(arguments: Backend.available) func withOfflineCodesOffNoCodeCounts(backend: Backend) async throws {
+        try await Self.withSetup(backend, enabled: false) { setup in
             let reset = try await setup.reset()
             #expect(try await setup.answer(setup.code(0), reset) == .wrong)
         }
     }
 
-    @Test func bypassCodesWorkOnceWhereTheyWereIssuedFor() async throws {
-        try await Self.withSetup { setup in
+    @Test(arguments: Backend.available) func bypassCodesWorkOnceWhereTheyWereIssuedFor(backend: Backend) async throws {
+        try await Self.withSetup(backend) { setup in
             let codes = [BypassCode.generate(), BypassCode.generate()]
             let hashes = codes.map { BypassCode.hash($0, userID: setup.userID, keys: setup.codes.secrets.keys) }
             let now = setup.harness.clock.now
@@ -263,8 +265,8 @@ import Testing
     /// However many guesses arrive at once, no more than the request's tries
     /// are ever checked: a right code among twenty parallel wrong ones gets in
     /// only if it drew one of the five tries.
-    @Test func parallelGuessesAreCheckedAtMostFiveTimes() async throws {
-        try await Self.withSetup { setup in
+    @Test(arguments: Backend.available) func parallelGuessesAreCheckedAtMostFiveTimes(backend: Backend) async throws {
+        try await Self.withSetup(backend) { setup in
             let request = try await setup.reset()
             let right = setup.code(0)
             let wrong = right == "000000" ? "000001" : "000000"
@@ -283,8 +285,8 @@ import Testing
 
     /// A request no one may answer (made while a fraud report silences the
     /// user) is not approved by the user's device code, nor by a bypass code.
-    @Test func aSilencedUsersRequestTakesNoCode() async throws {
-        try await Self.withSetup { setup in
+    @Test(arguments: Backend.available) func aSilencedUsersRequestTakesNoCode(backend: Backend) async throws {
+        try await Self.withSetup(backend) { setup in
             try await setup.harness.store.silencePrompts(userID: setup.userID, until: setup.harness.clock.now.addingTimeInterval(3600))
             let request = try await setup.reset()
             #expect(request.userID == nil)
@@ -299,8 +301,8 @@ import Testing
     }
 
     /// A bypass code typed while the device answers: if the device wins, the code is still unused.
-    @Test func aBypassCodeThatLosesTheRaceStaysUsable() async throws {
-        try await Self.withSetup { setup in
+    @Test(arguments: Backend.available) func aBypassCodeThatLosesTheRaceStaysUsable(backend: Backend) async throws {
+        try await Self.withSetup(backend) { setup in
             let code = BypassCode.generate()
             let now = setup.harness.clock.now
             try await setup.harness.store.replaceBypassCodes(

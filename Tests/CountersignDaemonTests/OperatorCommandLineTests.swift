@@ -8,8 +8,8 @@ import Glibc
 #endif
 
 /// The command line as an operator on a systemd host meets it: admin commands
-/// run by root leave every file to the service's user, and every command's help
-/// says the same things the same way.
+/// run by root act as the service's user, and every command's help says the
+/// same things the same way.
 @Suite struct OperatorCommandLineTests {
     /// The service's user here: `nobody`, as a stand-in for the unit's dynamic user.
     static let serviceUID: UInt32 = 65534
@@ -29,28 +29,23 @@ import Glibc
         return owners
     }
 
-    /// Root runs the admin commands against a state directory the service's user owns, laid out as `DynamicUser=` lays it
-    /// out (before the first start, and after): every file they leave belongs to that user, who can go on writing the database.
+    /// Root runs the admin commands against the state directory of the unit's `User=` (before the first start, and
+    /// after): every file they leave belongs to that user, who can go on writing the database.
     @Test(.enabled(if: geteuid() == 0, "needs root: it runs the commands as an operator's sudo does"))
     func adminCommandsRunByRootLeaveNoFileTheServiceCannotWrite() async throws {
         try await withTemporaryDirectory("countersign-service-user") { root in
-            // As DynamicUser= lays it out: the state directory is a link (owned by root) to a folder under private/.
-            // private/ is root's alone (0700): only root may pass through it.
-            let folder = root.appendingPathComponent("private/countersign")
+            let folder = root.appendingPathComponent("countersign")
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: root.appendingPathComponent("private").path)
             try FileManager.default.setAttributes(
                 [.ownerAccountID: Self.serviceUID, .groupOwnerAccountID: Self.serviceUID, .posixPermissions: 0o700], ofItemAtPath: folder.path)
-            let state = root.appendingPathComponent("countersign")
-            try FileManager.default.createSymbolicLink(atPath: state.path, withDestinationPath: "private/countersign")
-            let database = state.appendingPathComponent("countersign.sqlite").path
+            let database = folder.appendingPathComponent("countersign.sqlite").path
             let binary = DaemonProcessTests.binary.path
             func asRoot(_ arguments: [String], input: String? = nil) async throws -> String {
                 let (status, output) = try await onOwnThread { try runToEnd(binary, arguments + ["--database", database], input: input) }
                 #expect(status == 0, "\(arguments): \(output)")
                 return output
             }
-            // The first user before the first start: the command makes the database, and gives it to the folder's owner.
+            // The first user before the first start: the command makes the database, as the folder's owner.
             _ = try await asRoot(["user", "add", "ana@example.com", "--bcrypt-cost", "4"], input: "correct horse battery\n")
             _ = try await asRoot(["integration", "add", "acme"])
             #expect(try await asRoot(["user", "list"]).contains("ana@example.com"))
@@ -65,8 +60,7 @@ import Glibc
             for (name, owner) in try Self.owners(folder) {
                 #expect(owner == Self.serviceUID, "\(name) belongs to uid \(owner), not the service's user")
             }
-            // The service's own user (which, inside its unit, reaches its directory) writes the database root's commands touched.
-            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: root.appendingPathComponent("private").path)
+            // The service's own user writes the database root's commands touched.
             let (status, output) = try await onOwnThread {
                 try runToEnd(
                     "/usr/bin/setpriv",

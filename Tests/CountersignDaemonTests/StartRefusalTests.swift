@@ -68,6 +68,14 @@ import Glibc
         #expect(object["message"]?.contains("cannot listen on 127.0.0.1:\(port) (--listen): Address already in use") == true, "\(object)")
         #expect(object["time"] != nil)
         #expect(!FileManager.default.fileExists(atPath: database))
+
+        // A bad setting too, whether the format came from the flag or the environment.
+        let (bad, badOutput) = try await DaemonProcessTests.command(
+            ["serve", "--database", database, "--request-ttl", "0"], environment: ["COUNTERSIGN_LOG_FORMAT": "json"])
+        #expect(bad == 78, "\(badOutput)")
+        let refusal = try #require(
+            try JSONSerialization.jsonObject(with: Data(badOutput.trimmingCharacters(in: .whitespacesAndNewlines).utf8)) as? [String: String])
+        #expect(refusal["message"]?.contains("--request-ttl") == true, "\(refusal)")
     }
 
     @Test func aDatabaseANewerReleaseMigratedIsRefused() async throws {

@@ -56,15 +56,18 @@ import Testing
         #expect(throws: ConfigurationError.self) { _ = try ConfigurationLoader(flags: [:], environment: [:], configFile: path) }
     }
 
-    /// The config file the package installs (systemd/countersign.json) loads, and changes nothing but the database's place.
+    /// The config file the package installs (systemd/countersign.json) loads, and changes nothing but the database's place
+    /// and the local proxy it trusts: every setting it shows commented out is at its default.
     @Test func theInstalledConfigFileLoadsAsTheDefaults() throws {
         let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("systemd/countersign.json").path
         let installed = try ConfigurationLoader(flags: [:], environment: [:], configFile: path).serveConfiguration()
         var defaults = try ConfigurationLoader(flags: [:], environment: [:], configFile: nil).serveConfiguration()
         #expect(installed.databasePath == "/var/lib/countersign/countersign.sqlite")
+        #expect(installed.trustedProxies.map(\.description) == ["127.0.0.1", "::1"])
         defaults.databasePath = installed.databasePath
         defaults.database = installed.database
+        defaults.trustedProxies = installed.trustedProxies
         #expect(installed == defaults)
     }
 

@@ -7,17 +7,6 @@ import PostgresTestSupport
 import TestSupport
 import Testing
 
-/// A backend of the store ports: each test of ``StoreTests`` runs on both.
-enum Backend: String, CaseIterable, CustomTestStringConvertible {
-    case sqlite
-    case postgres
-
-    var testDescription: String { rawValue }
-
-    /// SQLite always; PostgreSQL when a server can be started here (always in CI).
-    static let available: [Backend] = PostgresTestServer.isAvailable ? [.sqlite, .postgres] : [.sqlite]
-}
-
 /// The store test suite, the same tests on SQLite and on PostgreSQL. Where
 /// two stores are opened on one database they stand for two nodes.
 /// A class, so that each test's folder goes with its instance, whichever backend it ran on.
@@ -34,17 +23,11 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
 
     /// A new, empty database of `backend`: a file path or a URL.
     func newDatabase(_ backend: Backend) async throws -> String {
-        switch backend {
-        case .sqlite: folder.appendingPathComponent("store.sqlite").path
-        case .postgres: try await PostgresTestServer.shared().newDatabase()
-        }
+        try await backend.newDatabase(in: folder)
     }
 
     func open(_ backend: Backend, _ database: String, node: String = "node-a") async throws -> any CountersignStorage {
-        switch backend {
-        case .sqlite: try SQLiteStore(path: database, logger: Logger(label: "test"))
-        case .postgres: try await PostgresStore(settings: try PostgresSettings(url: database), nodeID: node, logger: Logger(label: "test"))
-        }
+        try await backend.open(database, node: node)
     }
 
     /// A store on a new database of `backend`.
