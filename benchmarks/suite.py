@@ -22,7 +22,8 @@ Rows:
              beside the first, bcrypt's own ceiling: HummingbirdBcrypt's C code
              (benchmarks/bcrypt_ceiling.c) hashing on every core, nothing else
   memory     RSS delta ÷ live requests, after creating --live requests
-  restart    kill -9 with those requests live, then start → READY=1 (sd_notify)
+  restart    kill -9 with those requests live, then start → READY=1 (sd_notify),
+             and the RSS of the restarted daemon over a fresh one's ÷ live
   longpoll   --held long polls held at once from distinct X-Forwarded-For
              addresses: RSS per waiting poll, and when the last is answered
              after the approval; beside it the bare route holding as many
@@ -378,10 +379,13 @@ def row_memory_and_restart(args, rows):
         wait_for_port(daemon.port, daemon.process)
         reloaded = int(metric_sum(daemon.metrics_port, "countersign_live_requests", state="pending"))
         rss = daemon.rss_kib()
-        log(f"restart: READY after {ready - began:.2f} s with {reloaded:,} live (RSS {rss / 1024:.0f} MiB)")
+        loaded = (rss - before) * 1024 / reloaded
+        log(f"restart: READY after {ready - began:.2f} s with {reloaded:,} live (RSS {rss / 1024:.0f} MiB: {loaded:,.0f} bytes each)")
         listener.close()
         shutil.rmtree(os.path.dirname(path), ignore_errors=True)
         rows.append(("kill -9, restart → READY", f"{ready - began:.2f} s with {reloaded:,} live (RSS after {rss / 1024:.0f} MiB)", "≤ 2 s with 100k"))
+        rows.append(("memory per live request after that restart (RSS − a fresh daemon's) ÷ live",
+                     f"{loaded / 1024:.2f} KiB ({reloaded:,} loaded; RSS {before / 1024:.0f} → {rss / 1024:.0f} MiB)", "≤ 1 KiB"))
 
 
 def open_held(port, held, request_line):

@@ -76,10 +76,16 @@ extension SQLiteStore: ApprovalStore {
         }
     }
 
+    /// Every live request, read row by row: a start with 100,000 of them never holds 100,000 rows
+    /// at once beside the requests made of them (that high-water mark would stay in the process).
     public func liveRequests() async throws -> [ApprovalRequest] {
         try await pool.read { db in
-            try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM approval_requests WHERE state IN ('pending', 'approved')"))
-                .map(ApprovalRequest.init(row:))
+            var requests: [ApprovalRequest] = []
+            let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT * FROM approval_requests WHERE state IN ('pending', 'approved')"))
+            while let row = try rows.next() {
+                requests.append(try ApprovalRequest(row: row))
+            }
+            return requests
         }
     }
 
