@@ -113,5 +113,6 @@ struct BcryptOption: ParsableArguments {
 /// error and exit status 1, without the usage text of a mistyped command (64).
 struct CommandFailure: Error, CustomStringConvertible {
     let description: String
-    init(_ description: String) { self.description = description }
+    /// Once an admin command run by root works as the database folder's owner, the line says so.
+    init(_ description: String) { self.description = ServiceUser.actingAs.map { "\(description) (\($0))" } ?? description }
 }

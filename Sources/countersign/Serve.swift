@@ -77,6 +77,8 @@ func configurationFault(_ message: String, format: LogFormat = .text) -> ExitCod
 /// One line on standard error: `countersign: MESSAGE` (with the journal's error priority when standard
 /// error is the journal), or with `--log-format json` one object as every other log line is.
 func faultLine(_ message: String, format: LogFormat) {
+    // An admin command run by root works as the database folder's owner: say so beside what failed.
+    let message = ServiceUser.actingAs.map { message.hasSuffix("(\($0))") ? message : "\(message) (\($0))" } ?? message
     let journal = DaemonLogHandler.standardErrorIsJournal(environment: ProcessInfo.processInfo.environment)
     switch format {
     case .text:

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -11,26 +12,41 @@ import Glibc
 /// network-facing service's user can write, and could leave root-owned files
 /// there (a new database made before the first start) that the service then
 /// cannot write. So before anything is opened, a root process becomes the
-/// owner of the database's folder: that user and group, no supplementary
-/// groups. A folder root owns, or a process that is not root, is left as it is.
+/// owner of the database's folder (found through every symbolic link of the
+/// path): that user, its primary group (the folder's group when it has no
+/// account entry), no supplementary groups. A folder root owns, or a process
+/// that is not root, is left as it is.
 enum ServiceUser {
+    private static let becameOwner = Mutex<String?>(nil)
+
+    /// Said after every failure once the process changed user: a file it cannot read now may be root's.
+    static var actingAs: String? { becameOwner.withLock { $0 } }
+
     static func become(ownerOf databasePath: String) throws {
         guard geteuid() == 0 else { return }
-        let folder = URL(fileURLWithPath: databasePath).deletingLastPathComponent().resolvingSymlinksInPath().path
+        let file = URL(fileURLWithPath: databasePath)
+        let resolved = FileManager.default.fileExists(atPath: file.path) ? file.resolvingSymlinksInPath() : file
+        let folder = resolved.deletingLastPathComponent().resolvingSymlinksInPath().path
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: folder),
             let owner = (attributes[.ownerAccountID] as? NSNumber)?.uint32Value,
-            let group = (attributes[.groupOwnerAccountID] as? NSNumber)?.uint32Value, owner != 0
+            let folderGroup = (attributes[.groupOwnerAccountID] as? NSNumber)?.uint32Value, owner != 0
         else { return }  // Root's own folder, or none (opening the database says so).
-        let (uid, gid) = (uid_t(owner), gid_t(group))
-        guard setgroups(0, nil) == 0, setgid(gid) == 0, setuid(uid) == 0, getuid() == uid, geteuid() == uid, setuid(0) != 0 else {
+        let uid = uid_t(owner)
+        let gid = getpwuid(uid).map { $0.pointee.pw_gid } ?? gid_t(folderGroup)
+        guard gid != 0 else {
+            throw CommandFailure("\(folder) belongs to uid \(uid) with group root: give it the service's group (chown \(uid):GROUP)")
+        }
+        guard setgroups(0, nil) == 0, setgid(gid) == 0, setuid(uid) == 0 else {
             throw CommandFailure("cannot act as \(folder)'s owner (uid \(uid)): \(String(cString: strerror(errno)))")
         }
-        guard access(folder, R_OK | W_OK | X_OK) == 0 else {
-            throw CommandFailure(
-                """
-                as \(folder)'s owner (uid \(uid)) the database cannot be reached: \(String(cString: strerror(errno))) \
-                (a folder under /var/lib/private belongs to a unit with DynamicUser=; give the unit a User=)
-                """)
+        guard getuid() == uid, geteuid() == uid, getgid() == gid, setuid(0) != 0 else {
+            throw CommandFailure("cannot act as \(folder)'s owner (uid \(uid)): the process kept root's identity")
         }
+        guard access(folder, R_OK | W_OK | X_OK) == 0 else {
+            let reason = String(cString: strerror(errno))
+            let hint = folder.hasPrefix("/var/lib/private/") ? " (a unit with DynamicUser= owns it: start the unit with User=countersign once)" : ""
+            throw CommandFailure("\(folder) cannot be reached as its owner (uid \(uid)): \(reason)\(hint)")
+        }
+        becameOwner.withLock { $0 = "as uid \(uid), the owner of \(folder)" }
     }
 }

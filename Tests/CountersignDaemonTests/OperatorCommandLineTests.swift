@@ -11,7 +11,7 @@ import Glibc
 /// run by root act as the service's user, and every command's help says the
 /// same things the same way.
 @Suite struct OperatorCommandLineTests {
-    /// The service's user here: `nobody`, as a stand-in for the unit's dynamic user.
+    /// The service's user here: `nobody`, as a stand-in for the unit's `User=countersign`.
     static let serviceUID: UInt32 = 65534
 
     /// What an option's value may be called: a unit or a kind of value, never the flag's name again (`<request-ttl>`).
