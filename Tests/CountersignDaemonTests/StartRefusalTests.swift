@@ -26,56 +26,59 @@ import Glibc
         return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
     }
 
-    @Test func anAddressInUseStopsTheStartBeforeTheDatabaseIsTouched() async throws {
+    /// A port another socket holds, and a database path in a folder of its own that a refused start must leave untouched.
+    static func withABusyPort(_ body: (_ port: Int, _ database: String, _ folder: URL) async throws -> Void) async throws {
         let folder = try makeTemporaryFolder("countersign-listen")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let (descriptor, port) = try Self.listening()
+        let (descriptor, port) = try listening()
         defer { close(descriptor) }
-        let database = folder.appendingPathComponent("countersign.sqlite").path
-        let (status, output) = try await DaemonProcessTests.command([
-            "serve", "--database", database, "--listen", "127.0.0.1:\(port)", "--metrics-listen", "off",
-        ])
-        #expect(status == 78, "\(output)")
-        #expect(output.contains("cannot listen on 127.0.0.1:\(port) (--listen): Address already in use"), "\(output)")
-        #expect(!output.contains("errno"))
-        #expect(!FileManager.default.fileExists(atPath: database))
-        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("countersign.key").path))
+        try await body(port, folder.appendingPathComponent("countersign.sqlite").path, folder)
+    }
 
-        // The metrics listener is checked the same way.
-        let (metrics, metricsOutput) = try await DaemonProcessTests.command([
-            "serve", "--database", database, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:\(port)",
-        ])
-        #expect(metrics == 78, "\(metricsOutput)")
-        #expect(metricsOutput.contains("(--metrics-listen): Address already in use"), "\(metricsOutput)")
-        #expect(!FileManager.default.fileExists(atPath: database))
+    @Test func anAddressInUseStopsTheStartBeforeTheDatabaseIsTouched() async throws {
+        try await Self.withABusyPort { port, database, folder in
+            let (status, output) = try await DaemonProcessTests.command([
+                "serve", "--database", database, "--listen", "127.0.0.1:\(port)", "--metrics-listen", "off",
+            ])
+            #expect(status == 78, "\(output)")
+            #expect(output.contains("cannot listen on 127.0.0.1:\(port) (--listen): Address already in use"), "\(output)")
+            #expect(!output.contains("errno"))
+            #expect(!FileManager.default.fileExists(atPath: database))
+            #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("countersign.key").path))
+
+            // The metrics listener is checked the same way.
+            let (metrics, metricsOutput) = try await DaemonProcessTests.command([
+                "serve", "--database", database, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:\(port)",
+            ])
+            #expect(metrics == 78, "\(metricsOutput)")
+            #expect(metricsOutput.contains("(--metrics-listen): Address already in use"), "\(metricsOutput)")
+            #expect(!FileManager.default.fileExists(atPath: database))
+        }
     }
 
     /// With `--log-format json` the refusal is one JSON object, as every other line a log collector reads from the daemon.
     @Test func withLogFormatJSONARefusalIsOneObject() async throws {
-        let folder = try makeTemporaryFolder("countersign-listen-json")
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let (descriptor, port) = try Self.listening()
-        defer { close(descriptor) }
-        let database = folder.appendingPathComponent("countersign.sqlite").path
-        let (status, output) = try await DaemonProcessTests.command([
-            "serve", "--database", database, "--listen", "127.0.0.1:\(port)", "--metrics-listen", "off", "--log-format", "json",
-        ])
-        #expect(status == 78, "\(output)")
-        let lines = output.split(separator: "\n")
-        #expect(lines.count == 1, "\(output)")
-        let object = try #require(try JSONSerialization.jsonObject(with: Data((lines.first ?? "").utf8)) as? [String: String])
-        #expect(object["level"] == "error")
-        #expect(object["message"]?.contains("cannot listen on 127.0.0.1:\(port) (--listen): Address already in use") == true, "\(object)")
-        #expect(object["time"] != nil)
-        #expect(!FileManager.default.fileExists(atPath: database))
+        try await Self.withABusyPort { port, database, _ in
+            let (status, output) = try await DaemonProcessTests.command([
+                "serve", "--database", database, "--listen", "127.0.0.1:\(port)", "--metrics-listen", "off", "--log-format", "json",
+            ])
+            #expect(status == 78, "\(output)")
+            let lines = output.split(separator: "\n")
+            #expect(lines.count == 1, "\(output)")
+            let object = try #require(try JSONSerialization.jsonObject(with: Data((lines.first ?? "").utf8)) as? [String: String])
+            #expect(object["level"] == "error")
+            #expect(object["message"]?.contains("cannot listen on 127.0.0.1:\(port) (--listen): Address already in use") == true, "\(object)")
+            #expect(object["time"] != nil)
+            #expect(!FileManager.default.fileExists(atPath: database))
 
-        // A bad setting too, whether the format came from the flag or the environment.
-        let (bad, badOutput) = try await DaemonProcessTests.command(
-            ["serve", "--database", database, "--request-ttl", "0"], environment: ["COUNTERSIGN_LOG_FORMAT": "json"])
-        #expect(bad == 78, "\(badOutput)")
-        let refusal = try #require(
-            try JSONSerialization.jsonObject(with: Data(badOutput.trimmingCharacters(in: .whitespacesAndNewlines).utf8)) as? [String: String])
-        #expect(refusal["message"]?.contains("--request-ttl") == true, "\(refusal)")
+            // A bad setting too, whether the format came from the flag or the environment.
+            let (bad, badOutput) = try await DaemonProcessTests.command(
+                ["serve", "--database", database, "--request-ttl", "0"], environment: ["COUNTERSIGN_LOG_FORMAT": "json"])
+            #expect(bad == 78, "\(badOutput)")
+            let refusal = try #require(
+                try JSONSerialization.jsonObject(with: Data(badOutput.trimmingCharacters(in: .whitespacesAndNewlines).utf8)) as? [String: String])
+            #expect(refusal["message"]?.contains("--request-ttl") == true, "\(refusal)")
+        }
     }
 
     @Test func aDatabaseANewerReleaseMigratedIsRefused() async throws {
