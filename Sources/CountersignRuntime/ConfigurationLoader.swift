@@ -1,3 +1,4 @@
+import Configuration
 import CountersignCore
 import CountersignHTTP
 import CountersignMail
@@ -5,6 +6,7 @@ import CountersignPostgres
 import CountersignPush
 import Foundation
 import Logging
+import Synchronization
 
 /// Merges settings with the precedence flag > environment (`COUNTERSIGN_*`) > config file > default.
 public struct ConfigurationLoader {
@@ -13,6 +15,13 @@ public struct ConfigurationLoader {
         public var flag: String
         public var environment: String
         public var fileKey: String
+        /// A value that may hold a password (a database or SMTP URL): marked secret for swift-configuration
+        /// and never repeated in a refusal.
+        public var isSecret = false
+
+        /// The setting's key for the configuration reader: its config-file key (`fcm.endpoint`).
+        var readKey: ConfigKey { ConfigKey(fileKey) }
+        var configKey: AbsoluteConfigKey { AbsoluteConfigKey(readKey) }
 
         /// The flag without its dashes, as a command-line parser names it (`listen`).
         public var longName: String { String(flag.drop { $0 == "-" }) }
@@ -20,7 +29,7 @@ public struct ConfigurationLoader {
 
     public static let listen = Setting(flag: "--listen", environment: "COUNTERSIGN_LISTEN", fileKey: "listen")
     public static let metricsListen = Setting(flag: "--metrics-listen", environment: "COUNTERSIGN_METRICS_LISTEN", fileKey: "metricsListen")
-    public static let database = Setting(flag: "--database", environment: "COUNTERSIGN_DATABASE", fileKey: "database")
+    public static let database = Setting(flag: "--database", environment: "COUNTERSIGN_DATABASE", fileKey: "database", isSecret: true)
     public static let databasePasswordFile = Setting(
         flag: "--database-password-file", environment: "COUNTERSIGN_DATABASE_PASSWORD_FILE", fileKey: "databasePasswordFile")
     public static let nodeID = Setting(flag: "--node-id", environment: "COUNTERSIGN_NODE_ID", fileKey: "nodeID")
@@ -70,7 +79,7 @@ public struct ConfigurationLoader {
     public static let vapidSubject = Setting(flag: "--vapid-subject", environment: "COUNTERSIGN_VAPID_SUBJECT", fileKey: "webpush.vapidSubject")
     public static let pushAllowPrivateEndpoints = Setting(
         flag: "--push-allow-private-endpoints", environment: "COUNTERSIGN_PUSH_ALLOW_PRIVATE_ENDPOINTS", fileKey: "pushAllowPrivateEndpoints")
-    public static let smtpURL = Setting(flag: "--smtp-url", environment: "COUNTERSIGN_SMTP_URL", fileKey: "smtp.url")
+    public static let smtpURL = Setting(flag: "--smtp-url", environment: "COUNTERSIGN_SMTP_URL", fileKey: "smtp.url", isSecret: true)
     public static let smtpUser = Setting(flag: "--smtp-user", environment: "COUNTERSIGN_SMTP_USER", fileKey: "smtp.user")
     public static let smtpPasswordFile = Setting(
         flag: "--smtp-password-file", environment: "COUNTERSIGN_SMTP_PASSWORD_FILE", fileKey: "smtp.passwordFile")
@@ -97,10 +106,14 @@ public struct ConfigurationLoader {
         mailTemplates, secretKeyFile, deviceKeys, offlineCodes,
     ]
 
-    let flags: [String: String]
-    let lists: [String: [String]]
+    /// The settings as swift-configuration reads them: the command line, then the environment, then the config file.
+    let reader: ConfigReader
+    /// Which provider answered each read, so that a refusal can name where the bad value came from.
+    let answers: AnsweringProviders
+    let commandLine: InMemoryProvider
+    let environmentVariables: KeyMappingProvider<EnvironmentVariablesProvider>
+    let file: InMemoryProvider
     let environment: [String: String]
-    let file: [String: Any]
     let filePath: String?
 
     /// - Parameters:
@@ -108,21 +121,38 @@ public struct ConfigurationLoader {
     ///   - configFile: the JSON config file, when given (flag, then `COUNTERSIGN_CONFIG`).
     ///   - lists: repeatable flags, by flag name (`"--rate-limit"`).
     public init(flags: [String: String], lists: [String: [String]] = [:], environment: [String: String], configFile: String?) throws {
-        self.flags = flags
-        self.lists = lists.filter { !$0.value.isEmpty }
         self.environment = environment
         self.filePath = configFile ?? environment["COUNTERSIGN_CONFIG"]
-        guard let filePath else {
-            self.file = [:]
-            return
+        var given: [AbsoluteConfigKey: ConfigValue] = [:]
+        for setting in Self.all {
+            if let value = flags[setting.flag] {
+                given[setting.configKey] = ConfigValue(.string(value), isSecret: setting.isSecret)
+            } else if let values = lists[setting.flag], !values.isEmpty {
+                given[setting.configKey] = ConfigValue(.stringArray(values), isSecret: setting.isSecret)
+            }
         }
-        guard let data = FileManager.default.contents(atPath: filePath) else {
-            throw ConfigurationError("cannot read config file \(filePath)")
+        self.commandLine = InMemoryProvider(name: "command line", values: given)
+        // The environment's names are the daemon's own (COUNTERSIGN_REQUEST_TTL), not the key's default spelling (REQUEST_TTL).
+        let environmentNames = Dictionary(uniqueKeysWithValues: Self.all.map { ($0.configKey, AbsoluteConfigKey([$0.environment])) })
+        self.environmentVariables = KeyMappingProvider(
+            upstream: EnvironmentVariablesProvider(
+                environmentVariables: environment, secretsSpecifier: .specific(Set(Self.all.filter(\.isSecret).map(\.environment)))),
+            keyMapper: { key in environmentNames[key] ?? AbsoluteConfigKey(["COUNTERSIGN_UNKNOWN"] + key.components) })
+        self.file = InMemoryProvider(name: filePath ?? "config file", values: try filePath.map(Self.fileValues) ?? [:])
+        self.answers = AnsweringProviders()
+        self.reader = ConfigReader(providers: [commandLine, environmentVariables, file], accessReporter: answers)
+    }
+
+    /// The config file's settings as configuration values: nested objects (`"fcm": {...}`) become dotted keys
+    /// (`fcm.endpoint`), numbers and booleans their text (parsed as a flag's value is), and `rateLimits` a list of
+    /// `NAME=COUNT/SECONDS` as the flag takes them. An unknown key or a value of the wrong shape refuses the file.
+    static func fileValues(path: String) throws -> [AbsoluteConfigKey: ConfigValue] {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigurationError("cannot read config file \(path)")
         }
         guard let json = ConfigFileText.strictJSON(data), let object = try? JSONSerialization.jsonObject(with: json) as? [String: Any] else {
-            throw ConfigurationError("config file \(filePath) is not a JSON object (comments and trailing commas are allowed)")
+            throw ConfigurationError("config file \(path) is not a JSON object (comments and trailing commas are allowed)")
         }
-        // Nested objects ("fcm": {...}, "smtp": {...}) are flattened to dotted keys ("fcm.endpoint").
         var flat: [String: Any] = [:]
         for (key, value) in object {
             if ["fcm", "smtp", "apns", "webpush"].contains(key), let nested = value as? [String: Any] {
@@ -131,23 +161,63 @@ public struct ConfigurationLoader {
                 flat[key] = value
             }
         }
-        let known = Set(Self.all.map(\.fileKey))
-        if let unknown = flat.keys.sorted().first(where: { !known.contains($0) }) {
+        let settings = Dictionary(uniqueKeysWithValues: Self.all.map { ($0.fileKey, $0) })
+        if let unknown = flat.keys.sorted().first(where: { settings[$0] == nil }) {
             throw ConfigurationError(
-                "config file \(filePath): unknown key \"\(unknown)\" (known: \(known.sorted().joined(separator: ", ")))")
+                "config file \(path): unknown key \"\(unknown)\" (known: \(settings.keys.sorted().joined(separator: ", ")))")
         }
-        self.file = flat
+        var values: [AbsoluteConfigKey: ConfigValue] = [:]
+        for (key, value) in flat {
+            guard let setting = settings[key] else { continue }
+            let source = "\(path): \(key)"
+            let content: ConfigContent
+            switch key {
+            case Self.rateLimits.fileKey:
+                content = .stringArray(try Self.fileRateLimits(value, source: source))
+            case Self.trustedProxies.fileKey:
+                guard let array = value as? [String] else { throw ConfigurationError("\(source) must be an array of CIDR strings") }
+                content = .stringArray(array)
+            default:
+                if let text = value as? String {
+                    content = .string(text)
+                } else if let number = value as? NSNumber {
+                    content = .string(number.stringValue)
+                } else {
+                    throw ConfigurationError("\(source) must be a string, a number or a boolean")
+                }
+            }
+            values[setting.configKey] = ConfigValue(content, isSecret: setting.isSecret)
+        }
+        return values
+    }
+
+    /// `{"NAME": {"count": C, "window": S}, …}` as `["NAME=C/S", …]`.
+    static func fileRateLimits(_ value: Any, source: String) throws -> [String] {
+        guard let entries = value as? [String: Any] else { throw ConfigurationError("\(source) must be an object") }
+        return try entries.keys.sorted().map { key in
+            _ = try Self.limitName(key, source: source)
+            guard let fields = entries[key] as? [String: Any], let count = (fields["count"] as? NSNumber)?.intValue,
+                let window = (fields["window"] as? NSNumber)?.intValue, count > 0, (1...86400).contains(window)
+            else {
+                throw ConfigurationError("\(source).\(key) must be {\"count\": N, \"window\": SECONDS} with N ≥ 1 and 1…86400 seconds")
+            }
+            return "\(key)=\(count)/\(window)"
+        }
+    }
+
+    /// Where a value came from, as the operator wrote it: the flag, the environment variable, or the file and its key.
+    func source(of setting: Setting, providerName: String?) -> String {
+        switch providerName {
+        case commandLine.providerName: setting.flag
+        case environmentVariables.providerName: setting.environment
+        default: "\(filePath ?? "config file"): \(setting.fileKey)"
+        }
     }
 
     /// The raw value of a setting and where it came from, or `nil` when unset.
     func raw(_ setting: Setting) -> (value: String, source: String)? {
-        if let value = flags[setting.flag] { return (value, setting.flag) }
-        if let value = environment[setting.environment] { return (value, setting.environment) }
-        if let value = file[setting.fileKey] {
-            let text = (value as? String) ?? ((value as? NSNumber)?.stringValue ?? "\(value)")
-            return (text, "\(filePath ?? "config file"): \(setting.fileKey)")
-        }
-        return nil
+        guard let value = reader.string(forKey: setting.readKey, isSecret: setting.isSecret) else { return nil }
+        return (value, source(of: setting, providerName: answers.provider(of: setting.configKey)))
     }
 
     static func parseNodeID(_ value: String) -> String? {
@@ -158,7 +228,9 @@ public struct ConfigurationLoader {
     func value<T>(_ setting: Setting, expected: String, parse: (String) -> T?) throws -> T? {
         guard let (raw, source) = raw(setting) else { return nil }
         guard let value = parse(raw.trimmingCharacters(in: .whitespaces)) else {
-            throw ConfigurationError("invalid value \"\(raw)\" for \(source): expected \(expected)")
+            // A secret (a database URL may hold its password) is not repeated where the journal keeps it.
+            let shown = setting.isSecret ? "" : "\"\(raw)\" "
+            throw ConfigurationError("invalid value \(shown)for \(source): expected \(expected)")
         }
         return value
     }
@@ -451,50 +523,31 @@ public struct ConfigurationLoader {
         return WebPushSettings(vapidKeyFile: beside, subject: subject)
     }
 
-    /// Each limit from the flag that names it, else the environment, else the file.
+    /// Each limit from the flag that names it, else the environment, else the file: every source's list is read
+    /// (not only the first that has one), the later ones overriding a name the earlier ones set.
     func rateLimitValues() throws -> [RateLimitName: RateLimit] {
         var limits: [RateLimitName: RateLimit] = [:]
-        if let object = file[Self.rateLimits.fileKey] {
-            let source = "\(filePath ?? "config file"): rateLimits"
-            guard let entries = object as? [String: Any] else { throw ConfigurationError("\(source) must be an object") }
-            for (key, value) in entries {
-                let name = try Self.limitName(key, source: source)
-                guard let fields = value as? [String: Any], let count = (fields["count"] as? NSNumber)?.intValue,
-                    let window = (fields["window"] as? NSNumber)?.intValue, count > 0, (1...86400).contains(window)
-                else {
-                    throw ConfigurationError("\(source).\(key) must be {\"count\": N, \"window\": SECONDS} with N ≥ 1 and 1…86400 seconds")
-                }
-                limits[name] = RateLimit(count: count, window: TimeInterval(window))
-            }
-        }
-        if let text = environment[Self.rateLimits.environment] {
-            for item in text.split(separator: ",") {
-                let (name, limit) = try Self.parseLimit(String(item), source: Self.rateLimits.environment)
+        let setting = Self.rateLimits
+        let providers: [any ConfigProvider] = [file, environmentVariables, commandLine]
+        for provider in providers {
+            let items = try provider.value(forKey: setting.configKey, type: .stringArray).value?.content.asStringArray ?? []
+            let source = self.source(of: setting, providerName: provider.providerName)
+            // `a=1/2,` in the environment: the empty item after a trailing comma is no limit.
+            for item in items where !(item.isEmpty && provider.providerName == environmentVariables.providerName) {
+                let (name, limit) = try Self.parseLimit(item, source: source)
                 limits[name] = limit
             }
-        }
-        for item in lists[Self.rateLimits.flag] ?? [] {
-            let (name, limit) = try Self.parseLimit(item, source: Self.rateLimits.flag)
-            limits[name] = limit
         }
         return limits
     }
 
     /// The flag's list if given, else the environment's, else the file's.
     func trustedProxyValues() throws -> [IPNetwork] {
-        let items: [String]
-        let source: String
-        if let fromFlags = lists[Self.trustedProxies.flag] {
-            (items, source) = (fromFlags, Self.trustedProxies.flag)
-        } else if let text = environment[Self.trustedProxies.environment] {
-            (items, source) = (text.split(separator: ",").map(String.init), Self.trustedProxies.environment)
-        } else if let value = file[Self.trustedProxies.fileKey] {
-            source = "\(filePath ?? "config file"): trustedProxies"
-            guard let array = value as? [String] else { throw ConfigurationError("\(source) must be an array of CIDR strings") }
-            items = array
-        } else {
-            return []
-        }
+        let setting = Self.trustedProxies
+        guard var items = reader.stringArray(forKey: setting.readKey) else { return [] }
+        let answered = answers.provider(of: setting.configKey)
+        let source = self.source(of: setting, providerName: answered)
+        if answered == environmentVariables.providerName { items.removeAll(where: \.isEmpty) }
         return try items.map { item in
             let trimmed = item.trimmingCharacters(in: .whitespaces)
             guard let network = IPNetwork(trimmed) else {
@@ -553,5 +606,28 @@ public struct ConfigurationLoader {
         case "off": false
         default: nil
         }
+    }
+}
+
+/// Remembers, for each key read, the provider whose value the reader returned (swift-configuration reports every
+/// read to its access reporter, with each provider's answer in order).
+final class AnsweringProviders: AccessReporter {
+    private let answered = Mutex<[AbsoluteConfigKey: String]>([:])
+
+    func report(_ event: AccessEvent) {
+        let name = event.providerResults.last { result in
+            if case .success(let lookup) = result.result { lookup.value != nil } else { true }
+        }?.providerName
+        answered.withLock { $0[event.metadata.key] = name }
+    }
+
+    func provider(of key: AbsoluteConfigKey) -> String? {
+        answered.withLock { $0[key] ?? nil }
+    }
+}
+
+extension ConfigContent {
+    var asStringArray: [String]? {
+        if case .stringArray(let values) = self { values } else { nil }
     }
 }

@@ -117,8 +117,30 @@ import Testing
         #expect(throws: ConfigurationError.self) {
             try ConfigurationLoader(flags: ["--bcrypt-cost": "3"], environment: [:], configFile: nil).serveConfiguration()
         }
-        #expect(throws: ConfigurationError.self) {
-            try ConfigurationLoader(flags: ["--listen": "localhost"], environment: [:], configFile: nil).serveConfiguration()
+        #expect(throws: ConfigurationError("invalid value \"localhost\" for --listen: expected HOST:PORT, e.g. 127.0.0.1:8080")) {
+            try ConfigurationLoader(flags: ["--listen": "localhost"], environment: ["COUNTERSIGN_LISTEN": "127.0.0.1:1"], configFile: nil)
+                .serveConfiguration()
+        }
+        // The source is the one whose value was read: the file's key when neither flag nor environment sets it.
+        let (zeroFolder, zeroPath) = try writeConfig(#"{"requestTTL": 0, "fcm": {"endpoint": "ftp://x"}}"#)
+        defer { zeroFolder.remove() }
+        #expect(throws: ConfigurationError("invalid value \"0\" for \(zeroPath): requestTTL: expected whole seconds from 1 to 86400")) {
+            try ConfigurationLoader(flags: [:], environment: [:], configFile: zeroPath).serveConfiguration()
+        }
+        #expect(
+            throws: ConfigurationError(
+                "invalid value \"ftp://x\" for \(zeroPath): fcm.endpoint: expected an http(s) URL such as https://fcm.googleapis.com")
+        ) {
+            try ConfigurationLoader(flags: ["--request-ttl": "5"], environment: [:], configFile: zeroPath).serveConfiguration()
+        }
+        // A value that may hold a password (a database URL) is not repeated.
+        #expect(throws: ConfigurationError("invalid value for COUNTERSIGN_DATABASE: expected a file path or a postgres:// URL")) {
+            try ConfigurationLoader(flags: [:], environment: ["COUNTERSIGN_DATABASE": " "], configFile: nil).serveConfiguration()
+        }
+        let (listFolder, listPath) = try writeConfig(#"{"listen": ["127.0.0.1:8080"]}"#)
+        defer { listFolder.remove() }
+        #expect(throws: ConfigurationError("\(listPath): listen must be a string, a number or a boolean")) {
+            try ConfigurationLoader(flags: [:], environment: [:], configFile: listPath)
         }
         let (folder, path) = try writeConfig(#"{"requestTtl": 30}"#)
         defer { folder.remove() }
