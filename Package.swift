@@ -45,11 +45,17 @@ let package = Package(
                 .product(name: "HeapModule", package: "swift-collections"),
             ]
         ),
+        // The SQL both stores run, written once: statements, bound values and row decoding; no driver.
+        .target(
+            name: "CountersignSQL",
+            dependencies: ["CountersignCore"]
+        ),
         // SQLite (GRDB) implementation of the store ports, and migrations.
         .target(
             name: "CountersignStore",
             dependencies: [
                 "CountersignCore",
+                "CountersignSQL",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -60,6 +66,7 @@ let package = Package(
             name: "CountersignPostgres",
             dependencies: [
                 "CountersignCore",
+                "CountersignSQL",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -289,6 +296,10 @@ let package = Package(
                 "TestSupport", "CountersignCore", "CountersignStore", "CountersignPostgres", .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tests/PostgresTestSupport"),
+        .testTarget(
+            name: "CountersignSQLTests",
+            dependencies: ["CountersignSQL", "CountersignCore"]
+        ),
         .testTarget(
             name: "CountersignCoreTests",
             dependencies: [

@@ -37,6 +37,11 @@ public final class SQLiteStore: Sendable {
             throw StoreError.cannotOpen(path, "\(error)")
         }
         self.path = path
+        // The shared statements (CountersignSQL) use RETURNING (3.35) and IS NOT DISTINCT FROM (3.39).
+        let version = try pool.read { db in try String.fetchOne(db, sql: "SELECT sqlite_version()") } ?? ""
+        guard Self.isRecentEnough(sqliteVersion: version) else {
+            throw StoreError.cannotOpen(path, "SQLite \(version) is older than \(Self.oldestSQLite), which countersign needs")
+        }
         group = GroupCommit(pool: pool)
         let migrator = Self.migrator
         let before = try pool.read { db in try migrator.appliedIdentifiers(db) }
@@ -53,6 +58,15 @@ public final class SQLiteStore: Sendable {
         lookupConfiguration.readonly = true
         lookupConfiguration.busyMode = .timeout(5)
         lookups = try DatabaseQueue(path: path, configuration: lookupConfiguration)
+    }
+
+    static let oldestSQLite = "3.39.0"
+
+    /// Whether a `sqlite_version()` is at least ``oldestSQLite``.
+    static func isRecentEnough(sqliteVersion: String) -> Bool {
+        let have = sqliteVersion.split(separator: ".").map { Int($0) ?? 0 }
+        let need = oldestSQLite.split(separator: ".").map { Int($0) ?? 0 }
+        return !have.isEmpty && !have.lexicographicallyPrecedes(need)
     }
 
     /// Whether the database answers a trivial query.

@@ -95,3 +95,40 @@ public struct DeviceRegistration: Sendable {
         self.offlineSecret = offlineSecret
     }
 }
+
+extension Device {
+    /// A device registered for the first time: a new id; push on when it has an address.
+    public init(_ registration: DeviceRegistration, push: PushAddress?, at now: Date = Date()) {
+        self.init(
+            id: SecureToken.recordID(), userID: registration.userID, name: registration.name, platform: registration.platform, push: push,
+            pushEnabled: push != nil, createdAt: now, publicKey: registration.publicKey, mayApproveResets: registration.mayApproveResets,
+            offlineSecret: registration.offlineSecret)
+    }
+
+    /// The same phone registered again for its user: it keeps its id and takes the
+    /// registration's name, platform, address, key, right to approve resets and offline secret.
+    public func reregistered(_ registration: DeviceRegistration, push: PushAddress) -> Device {
+        var device = self
+        device.name = registration.name
+        device.platform = registration.platform
+        device.push = push
+        device.pushEnabled = true
+        device.publicKey = registration.publicKey
+        device.mayApproveResets = registration.mayApproveResets
+        device.offlineSecret = registration.offlineSecret
+        return device
+    }
+
+    /// Whether a request now should record it as seen: at most once per ``lastSeenResolution``,
+    /// so that most requests stay reads.
+    public func isDueToBeSeen(at now: Date) -> Bool {
+        (lastSeenAt.map { now.timeIntervalSince($0) } ?? .infinity) >= Self.lastSeenResolution
+    }
+}
+
+extension User {
+    /// The cost of a bcrypt hash from its first characters (`$2b$12$`: 12).
+    public static func passwordHashCost(prefix: String) -> Int? {
+        Int(prefix.split(separator: "$").dropFirst().first ?? "")
+    }
+}
