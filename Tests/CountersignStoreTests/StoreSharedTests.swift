@@ -279,6 +279,9 @@ extension StoreTests {
         #expect(try await store.finishOutbox(id: "evt_1", as: .delivered, detail: "200", at: now))
         #expect(try await store.claimOutbox(now: now, lease: 60, limit: 10).map(\.id) == ["evt_2"])
         #expect(try await store.webhookDeliveries(failedOnly: false, limit: 10).map(\.id) == ["evt_2", "evt_1"])
+        #expect(try await store.webhookDeliveries(failedOnly: true, limit: 10).isEmpty)
+        // One being sent (leased) is not sent again beside it.
+        #expect(try await store.redeliverWebhook(eventID: "evt_2", now: now) == nil)
         #expect(try await store.redeliverWebhook(eventID: "evt_1", now: now) == "r1")
         #expect(try await store.redeliverWebhook(eventID: "evt_none", now: now) == nil)
     }
