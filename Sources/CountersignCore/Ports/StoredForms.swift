@@ -19,25 +19,6 @@ extension ApprovalPrompt {
     }()
 }
 
-/// The condition a transition's conditional update adds to `WHERE id = ? AND state = ?`:
-/// the request's deadline column, and whether the write must come after it
-/// (a time-out) or before it (anything else). Terminal states never change: `nil`.
-public struct DeadlineCheck: Sendable, Equatable {
-    /// `expires_at` while pending, `complete_by` once approved.
-    public var column: String
-    /// SQL comparison of the column with the write time: `<=` for a time-out, else `>`.
-    public var comparison: String
-
-    public init?(_ transition: Transition) {
-        switch transition.from {
-        case .pending: column = "expires_at"
-        case .approved: column = "complete_by"
-        default: return nil
-        }
-        comparison = transition.cause == .timedOut ? "<=" : ">"
-    }
-}
-
 extension Transition {
     /// Whether this transition ends the held password hash: nothing can be
     /// done with it once the request has finished. The one rule for both
