@@ -1,15 +1,11 @@
 import CountersignCore
+import CountersignSQL
 import Foundation
 import PostgresNIO
 
 extension PostgresStore: OutboxStore {
     static func insert(_ item: OutboxItem, _ connection: PostgresConnection, _ logger: Logger) async throws {
-        try await connection.run(
-            """
-            INSERT INTO outbox (id, kind, reference, user_id, payload, state, created_at, next_attempt_at, deadline, attempts)
-            VALUES (\(item.id), \(item.kind.rawValue), \(item.reference), \(item.userID), \(item.payload), 'pending', \(item.createdAt.stored),
-                \(item.nextAttemptAt.stored), \(item.deadline.stored), \(item.attempts))
-            """, logger)
+        try await connection.perform(OutboxSQL.insert(item), logger)
     }
 
     /// Claims due items with a lease held by this node. `SKIP LOCKED`: nodes
@@ -36,22 +32,11 @@ extension PostgresStore: OutboxStore {
     }
 
     public func rescheduleOutbox(id: String, at date: Date, error: String) async throws -> Bool {
-        try await rows(
-            """
-            UPDATE outbox SET next_attempt_at = \(date.stored), lease_until = NULL, lease_owner = NULL, last_error = \(error)
-            WHERE id = \(id) AND state = 'pending' RETURNING id
-            """
-        ).count == 1
+        try await fetch(OutboxSQL.reschedule(id: id, at: date, error: error, .postgres)).count == 1
     }
 
     public func finishOutbox(id: String, as end: OutboxEnd, detail: String, at date: Date) async throws -> Bool {
-        try await rows(
-            """
-            UPDATE outbox SET state = \(end.rawValue), payload = CASE WHEN kind = 'mail' THEN NULL ELSE payload END,
-                lease_until = NULL, lease_owner = NULL, last_error = \(end == .delivered ? nil : detail), finished_at = \(date.stored)
-            WHERE id = \(id) AND state = 'pending' RETURNING id
-            """
-        ).count == 1
+        try await fetch(OutboxSQL.finish(id: id, as: end, detail: detail, at: date, .postgres)).count == 1
     }
 
     /// Releases the leases this node held before a restart (by its node id);
@@ -62,21 +47,6 @@ extension PostgresStore: OutboxStore {
     }
 
     public func outboxDepth() async throws -> [OutboxKind: Int] {
-        var depth: [OutboxKind: Int] = [:]
-        for row in try await rows("SELECT kind, COUNT(*)::bigint AS n FROM outbox WHERE state = 'pending' GROUP BY kind") {
-            if let kind = OutboxKind(rawValue: try row.get("kind")) { depth[kind] = try row.get("n", as: Int.self) }
-        }
-        return depth
-    }
-}
-
-extension OutboxItem {
-    /// `nil` for a kind this version does not know (written by a newer one).
-    init?(row: PostgresRandomAccessRow) throws {
-        guard let kind = OutboxKind(rawValue: try row.get("kind")), let payload = try row.get("payload", as: Data?.self) else { return nil }
-        self.init(
-            id: try row.get("id"), kind: kind, reference: try row.get("reference"), userID: try row.get("user_id"), payload: payload,
-            createdAt: try row.date("created_at"), nextAttemptAt: try row.date("next_attempt_at"), deadline: try row.date("deadline"),
-            attempts: Int(try row.get("attempts", as: Int32.self)))
+        try OutboxKind.depth(try await fetch(OutboxSQL.depth))
     }
 }

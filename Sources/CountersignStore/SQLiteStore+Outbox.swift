@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignSQL
 import Foundation
 import GRDB
 
@@ -16,15 +17,7 @@ extension SQLiteStore: OutboxStore {
     static let knownKinds = "[" + OutboxKind.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ",") + "]"
 
     static func insert(_ item: OutboxItem, _ db: Database) throws {
-        try db.cachedStatement(
-            sql: """
-                INSERT INTO outbox (id, kind, reference, user_id, payload, state, created_at, next_attempt_at, deadline, attempts)
-                VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)
-                """
-        ).execute(arguments: [
-            item.id, item.kind.rawValue, item.reference, item.userID, item.payload, item.createdAt.storedValue,
-            item.nextAttemptAt.storedValue, item.deadline.storedValue, item.attempts,
-        ])
+        try db.perform(OutboxSQL.insert(item))
     }
 
     public func claimOutbox(now: Date, lease: TimeInterval, limit: Int) async throws -> [OutboxItem] {
@@ -54,25 +47,11 @@ extension SQLiteStore: OutboxStore {
     }
 
     public func rescheduleOutbox(id: String, at date: Date, error: String) async throws -> Bool {
-        try await pool.write { db in
-            try db.cachedStatement(
-                sql: "UPDATE outbox SET next_attempt_at = ?, lease_until = NULL, last_error = ? WHERE id = ? AND state = 'pending'"
-            ).execute(arguments: [date.storedValue, error, id])
-            return db.changesCount == 1
-        }
+        try await pool.write { db in try db.perform(OutboxSQL.reschedule(id: id, at: date, error: error, .sqlite)) == 1 }
     }
 
     public func finishOutbox(id: String, as end: OutboxEnd, detail: String, at date: Date) async throws -> Bool {
-        try await pool.write { db in
-            try db.cachedStatement(
-                sql: """
-                    UPDATE outbox SET state = ?, payload = CASE WHEN kind = 'mail' THEN NULL ELSE payload END,
-                        lease_until = NULL, last_error = ?, finished_at = ?
-                    WHERE id = ? AND state = 'pending'
-                    """
-            ).execute(arguments: [end.rawValue, end == .delivered ? nil : detail, date.storedValue, id])
-            return db.changesCount == 1
-        }
+        try await pool.write { db in try db.perform(OutboxSQL.finish(id: id, as: end, detail: detail, at: date, .sqlite)) == 1 }
     }
 
     public func releaseOutboxLeases() async throws {
@@ -82,30 +61,6 @@ extension SQLiteStore: OutboxStore {
     }
 
     public func outboxDepth() async throws -> [OutboxKind: Int] {
-        try await pool.read { db in
-            var depth: [OutboxKind: Int] = [:]
-            for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT kind, COUNT(*) AS n FROM outbox WHERE state = 'pending' GROUP BY kind")) {
-                if let kind = OutboxKind(rawValue: row["kind"]) { depth[kind] = row["n"] }
-            }
-            return depth
-        }
-    }
-}
-
-extension OutboxItem {
-    /// `nil` for a kind this version does not know (written by a newer one).
-    init?(row: Row) throws {
-        guard let kind = OutboxKind(rawValue: row["kind"]), let payload = row["payload"] as Data? else { return nil }
-        self.init(
-            id: row["id"],
-            kind: kind,
-            reference: row["reference"],
-            userID: row["user_id"],
-            payload: payload,
-            createdAt: Date(stored: row["created_at"]),
-            nextAttemptAt: Date(stored: row["next_attempt_at"]),
-            deadline: Date(stored: row["deadline"]),
-            attempts: row["attempts"]
-        )
+        try await pool.read { db in try OutboxKind.depth(db.fetch(OutboxSQL.depth)) }
     }
 }

@@ -1,0 +1,24 @@
+import CountersignCore
+import Foundation
+
+extension OutboxItem {
+    /// `nil` for a kind this version does not know (written by a newer one), or an item with no payload left.
+    public init?(row: some SQLRow) throws {
+        guard let kind = OutboxKind(rawValue: try row.get("kind")), let payload = try row.get("payload", as: Data?.self) else { return nil }
+        self.init(
+            id: try row.get("id"), kind: kind, reference: try row.get("reference"), userID: try row.get("user_id"), payload: payload,
+            createdAt: try row.get("created_at"), nextAttemptAt: try row.get("next_attempt_at"), deadline: try row.get("deadline"),
+            attempts: try row.get("attempts"))
+    }
+}
+
+extension OutboxKind {
+    /// The rows of ``OutboxSQL/depth`` by kind; a kind this version does not know is left out.
+    public static func depth(_ rows: [some SQLRow]) throws -> [OutboxKind: Int] {
+        var depth: [OutboxKind: Int] = [:]
+        for row in rows {
+            if let kind = OutboxKind(rawValue: try row.get("kind")) { depth[kind] = try row.get("n", as: Int.self) }
+        }
+        return depth
+    }
+}
