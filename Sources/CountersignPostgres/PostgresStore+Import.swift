@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignSQL
 import Foundation
 import PostgresNIO
 

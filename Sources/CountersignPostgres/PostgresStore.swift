@@ -362,14 +362,6 @@ extension PostgresRandomAccessRow {
     func get<T: PostgresDecodable>(_ column: String, as type: T.Type = T.self) throws -> T {
         try self[column].decode(T.self)
     }
-
-    func date(_ column: String) throws -> Date {
-        Date(timeIntervalSince1970: try get(column, as: Double.self))
-    }
-
-    func optionalDate(_ column: String) throws -> Date? {
-        try get(column, as: Double?.self).map(Date.init(timeIntervalSince1970:))
-    }
 }
 
 extension Date {

@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignSQL
 import Foundation
 import GRDB
 
@@ -6,7 +7,7 @@ extension SQLiteStore {
     /// The rows of `table` that `countersign migrate` moves, in insertion order.
     public func export(_ table: MigratedTable) async throws -> [[(column: String, value: StoredValue)]] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM \(table.rawValue) WHERE \(table.condition) ORDER BY rowid").map { row in
+            try Row.fetchAll(db, sql: "SELECT * FROM \(table.rawValue) WHERE \(table.condition.sql) ORDER BY rowid").map { row in
                 row.columnNames.map { column in
                     let value: StoredValue =
                         switch row[column] as DatabaseValue {

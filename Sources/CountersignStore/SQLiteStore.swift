@@ -114,7 +114,6 @@ public enum StoreError: Error, CustomStringConvertible {
 extension Date {
     /// Times are stored as Unix seconds (REAL), so SQL can compare them.
     var storedValue: Double { timeIntervalSince1970 }
-    init(stored: Double) { self.init(timeIntervalSince1970: stored) }
 }
 
 extension SQLiteStore {

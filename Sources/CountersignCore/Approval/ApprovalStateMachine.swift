@@ -104,7 +104,8 @@ public struct ApprovalStateMachine: Sendable {
     /// The user's password changed another way (an email reset): a live phone
     /// reset is cancelled, so that completing it cannot overwrite the new
     /// password. `nil` when it is not live (or its deadline passed). The stores
-    /// apply the same rule in SQL, in the password change's transaction.
+    /// ask this of each of the user's phone resets and store the transition, in
+    /// the password change's transaction.
     public mutating func cancelForPasswordChange(at now: Date) -> Transition? {
         let current = state(at: now)
         guard current == .pending || current == .approved else { return nil }
