@@ -55,7 +55,7 @@ extension PostgresStore: ApprovalStore {
     }
 
     public func liveCounts() async throws -> [ApprovalState: Int] {
-        try ApprovalState.counts(try await fetch(ApprovalSQL.liveCounts))
+        try counts(try await fetch(ApprovalSQL.liveCounts), by: "state")
     }
 
     public func apply(

@@ -47,6 +47,6 @@ extension PostgresStore: OutboxStore {
     }
 
     public func outboxDepth() async throws -> [OutboxKind: Int] {
-        try OutboxKind.depth(try await fetch(OutboxSQL.depth))
+        try counts(try await fetch(OutboxSQL.depth), by: "kind")
     }
 }

@@ -111,3 +111,14 @@ public struct SQLMissingColumn: Error, CustomStringConvertible {
     public init(column: String) { self.column = column }
     public var description: String { "no column \(column) in the row" }
 }
+
+/// Rows of a `GROUP BY` count (``ApprovalSQL/liveCounts``, ``OutboxSQL/depth``): the count in column `n` by the
+/// value of `column`; a value this version does not know is left out.
+public func counts<Key: RawRepresentable & Hashable>(_ rows: [some SQLRow], by column: String) throws -> [Key: Int]
+where Key.RawValue == String {
+    var counts: [Key: Int] = [:]
+    for row in rows {
+        if let key = Key(rawValue: try row.get(column)) { counts[key] = try row.get("n", as: Int.self) }
+    }
+    return counts
+}

@@ -56,7 +56,7 @@ extension SQLiteStore: ApprovalStore {
     }
 
     public func liveCounts() async throws -> [ApprovalState: Int] {
-        try await pool.read { db in try ApprovalState.counts(db.fetch(ApprovalSQL.liveCounts)) }
+        try await pool.read { db in try counts(db.fetch(ApprovalSQL.liveCounts), by: "state") }
     }
 
     /// One process owns the file: the broker keeps its index.

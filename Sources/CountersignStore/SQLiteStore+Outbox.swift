@@ -61,6 +61,6 @@ extension SQLiteStore: OutboxStore {
     }
 
     public func outboxDepth() async throws -> [OutboxKind: Int] {
-        try await pool.read { db in try OutboxKind.depth(db.fetch(OutboxSQL.depth)) }
+        try await pool.read { db in try counts(db.fetch(OutboxSQL.depth), by: "kind") }
     }
 }

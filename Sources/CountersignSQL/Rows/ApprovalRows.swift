@@ -36,14 +36,3 @@ extension ApprovalRequest {
         )
     }
 }
-
-extension ApprovalState {
-    /// The rows of ``ApprovalSQL/liveCounts`` by state; a state this version does not know is left out.
-    public static func counts(_ rows: [some SQLRow]) throws -> [ApprovalState: Int] {
-        var counts: [ApprovalState: Int] = [:]
-        for row in rows {
-            if let state = ApprovalState(rawValue: try row.get("state")) { counts[state] = try row.get("n", as: Int.self) }
-        }
-        return counts
-    }
-}

@@ -11,14 +11,3 @@ extension OutboxItem {
             attempts: try row.get("attempts"))
     }
 }
-
-extension OutboxKind {
-    /// The rows of ``OutboxSQL/depth`` by kind; a kind this version does not know is left out.
-    public static func depth(_ rows: [some SQLRow]) throws -> [OutboxKind: Int] {
-        var depth: [OutboxKind: Int] = [:]
-        for row in rows {
-            if let kind = OutboxKind(rawValue: try row.get("kind")) { depth[kind] = try row.get("n", as: Int.self) }
-        }
-        return depth
-    }
-}
