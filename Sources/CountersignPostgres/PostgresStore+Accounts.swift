@@ -94,7 +94,7 @@ extension PostgresStore: AccountStore {
     }
 
     public func setDeviceKey(deviceID: String, key: DeviceKey, replacing current: DeviceKey?) async throws -> Bool {
-        try await fetch(AccountSQL.setKey(deviceID: deviceID, key: key, replacing: current)).count == 1
+        try await fetch(AccountSQL.setKey(deviceID: deviceID, key: key, replacing: current, .postgres)).count == 1
     }
 
     public func replaceAPIKey(deviceID: String, apiKeyHash: String, offlineSecret: Data?) async throws {

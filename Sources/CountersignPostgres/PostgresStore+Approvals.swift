@@ -21,17 +21,19 @@ extension PostgresStore: ApprovalStore {
             // Creates for one subject and action take turns: a racing one waits here, then sees this one's row pending.
             try await Self.serialize("approval", request.subject + "\u{1F}" + request.action.rawValue, connection, self.logger)
             // Locked: a racing insert for the same subject waits, then no longer sees them pending.
-            let superseded = try await connection.fetch(ApprovalSQL.supersedable(by: request).appending(" FOR UPDATE"), self.logger)
+            var superseded: [ApprovalRequest] = []
+            for old in try await connection.fetch(ApprovalSQL.supersedable(by: request, .postgres).appending(" FOR UPDATE"), self.logger)
                 .map(ApprovalRequest.init(row:))
-            for old in superseded {
+            {
+                var machine = ApprovalStateMachine(old)
+                guard let change = machine.supersede(at: now), let update = ApprovalSQL.transition(change, of: machine.request, writtenAt: now),
+                    try await connection.perform(update, self.logger) == 1
+                else { continue }
                 if let event = supersededEvent(old), let integrationID = old.integrationID {
                     try await connection.perform(ApprovalSQL.queueWebhook(event, integrationID: integrationID), self.logger)
                 }
-                var machine = ApprovalStateMachine(old)
-                if let change = machine.supersede(at: now), let update = ApprovalSQL.transition(change, of: machine.request, writtenAt: now) {
-                    try await connection.perform(update, self.logger)
-                }
                 try await Self.notify(old.id, connection, self.logger)
+                superseded.append(old)
             }
             try await connection.perform(ApprovalSQL.insert(request, prompt: prompt), self.logger)
             return superseded
@@ -64,12 +66,15 @@ extension PostgresStore: ApprovalStore {
     ) async throws -> Bool {
         let setsPassword = transition.setsPassword(of: request)
         return try await transaction { connection in
-            guard let update = ApprovalSQL.transition(transition, of: request, writtenAt: writeTime()) else { return false }
+            guard transition.from.isLive else { return false }  // terminal states never change
             // Completing a reset needs the held hash, which the update below clears: read (and lock) it first.
             let held =
                 setsPassword
                 ? try await connection.fetch(ApprovalSQL.heldPassword(requestID: request.id).appending(" FOR UPDATE"), self.logger).first : nil
-            guard try await connection.perform(update, self.logger) == 1 else { return false }
+            // The write time is read now, after any lock wait: the moment of the write, not of the decision.
+            guard let update = ApprovalSQL.transition(transition, of: request, writtenAt: writeTime()),
+                try await connection.perform(update, self.logger) == 1
+            else { return false }
             if let event, let integrationID = request.integrationID {
                 try await connection.perform(ApprovalSQL.queueWebhook(event, integrationID: integrationID), self.logger)
             }

@@ -58,8 +58,9 @@ extension PostgresStore: EmailResetStore {
     ) async throws -> [CancelledReset] {
         var cancelled: [CancelledReset] = []
         for row in try await connection.fetch(EmailResetSQL.livePhoneResets(userID: userID).appending(" FOR UPDATE"), logger) {
-            guard let (reset, update) = CancelledReset.cancellation(of: try ApprovalRequest(row: row), at: now) else { continue }
-            try await connection.perform(update, logger)
+            guard let (reset, update) = CancelledReset.cancellation(of: try ApprovalRequest(row: row), at: now),
+                try await connection.perform(update, logger) == 1
+            else { continue }
             try await Self.insert(CancelledReset.auditEvent(reset.id, userID: userID, at: now, by: path), connection, logger)
             // Every node's long polls of it wake when this commits.
             try await Self.notify(reset.id, connection, logger)

@@ -33,7 +33,7 @@ extension PostgresStore: IntegrationStore {
     }
 
     public func setWebhook(integrationID: String, url: String?, secret: String?) async throws -> Bool {
-        try await fetch(IntegrationSQL.setWebhook(integrationID: integrationID, url: url, secret: secret)).count == 1
+        try await fetch(IntegrationSQL.setWebhook(integrationID: integrationID, url: url, secret: secret, .postgres)).count == 1
     }
 
     public func setIntegrationEnabled(id: String, enabled: Bool) async throws -> Bool {

@@ -113,6 +113,9 @@ public struct ConfigurationLoader {
     let commandLine: InMemoryProvider
     let environmentVariables: KeyMappingProvider<EnvironmentVariablesProvider>
     let file: InMemoryProvider
+    /// Values of the config file that cannot be what their key wants, by key: refused when that setting is
+    /// read from the file (an operator command that does not read it still runs).
+    let fileProblems: [String: ConfigurationError]
     let environment: [String: String]
     let filePath: String?
 
@@ -138,15 +141,18 @@ public struct ConfigurationLoader {
             upstream: EnvironmentVariablesProvider(
                 environmentVariables: environment, secretsSpecifier: .specific(Set(Self.all.filter(\.isSecret).map(\.environment)))),
             keyMapper: { key in environmentNames[key] ?? AbsoluteConfigKey(["COUNTERSIGN_UNKNOWN"] + key.components) })
-        self.file = InMemoryProvider(name: filePath ?? "config file", values: try filePath.map(Self.fileValues) ?? [:])
+        let (fileValues, fileProblems) = try filePath.map(Self.fileValues) ?? ([:], [:])
+        self.file = InMemoryProvider(name: filePath ?? "config file", values: fileValues)
+        self.fileProblems = fileProblems
         self.answers = AnsweringProviders()
         self.reader = ConfigReader(providers: [commandLine, environmentVariables, file], accessReporter: answers)
     }
 
     /// The config file's settings as configuration values: nested objects (`"fcm": {...}`) become dotted keys
     /// (`fcm.endpoint`), numbers and booleans their text (parsed as a flag's value is), and `rateLimits` a list of
-    /// `NAME=COUNT/SECONDS` as the flag takes them. An unknown key or a value of the wrong shape refuses the file.
-    static func fileValues(path: String) throws -> [AbsoluteConfigKey: ConfigValue] {
+    /// `NAME=COUNT/SECONDS` as the flag takes them. An unknown key refuses the file; a value of the wrong shape
+    /// is a problem of its setting, said when the setting is read.
+    static func fileValues(path: String) throws -> ([AbsoluteConfigKey: ConfigValue], [String: ConfigurationError]) {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw ConfigurationError("cannot read config file \(path)")
         }
@@ -167,28 +173,33 @@ public struct ConfigurationLoader {
                 "config file \(path): unknown key \"\(unknown)\" (known: \(settings.keys.sorted().joined(separator: ", ")))")
         }
         var values: [AbsoluteConfigKey: ConfigValue] = [:]
+        var problems: [String: ConfigurationError] = [:]
         for (key, value) in flat {
             guard let setting = settings[key] else { continue }
             let source = "\(path): \(key)"
-            let content: ConfigContent
-            switch key {
-            case Self.rateLimits.fileKey:
-                content = .stringArray(try Self.fileRateLimits(value, source: source))
-            case Self.trustedProxies.fileKey:
-                guard let array = value as? [String] else { throw ConfigurationError("\(source) must be an array of CIDR strings") }
-                content = .stringArray(array)
-            default:
-                if let text = value as? String {
-                    content = .string(text)
-                } else if let number = value as? NSNumber {
-                    content = .string(number.stringValue)
-                } else {
-                    throw ConfigurationError("\(source) must be a string, a number or a boolean")
+            do {
+                let content: ConfigContent
+                switch key {
+                case Self.rateLimits.fileKey:
+                    content = .stringArray(try Self.fileRateLimits(value, source: source))
+                case Self.trustedProxies.fileKey:
+                    guard let array = value as? [String] else { throw ConfigurationError("\(source) must be an array of CIDR strings") }
+                    content = .stringArray(array)
+                default:
+                    if let text = value as? String {
+                        content = .string(text)
+                    } else if let number = value as? NSNumber {
+                        content = .string(number.stringValue)
+                    } else {
+                        throw ConfigurationError("\(source) must be a string, a number or a boolean")
+                    }
                 }
+                values[setting.configKey] = ConfigValue(content, isSecret: setting.isSecret)
+            } catch let problem as ConfigurationError {
+                problems[key] = problem
             }
-            values[setting.configKey] = ConfigValue(content, isSecret: setting.isSecret)
         }
-        return values
+        return (values, problems)
     }
 
     /// `{"NAME": {"count": C, "window": S}, …}` as `["NAME=C/S", …]`.
@@ -215,8 +226,14 @@ public struct ConfigurationLoader {
     }
 
     /// The raw value of a setting and where it came from, or `nil` when unset.
-    func raw(_ setting: Setting) -> (value: String, source: String)? {
-        guard let value = reader.string(forKey: setting.readKey, isSecret: setting.isSecret) else { return nil }
+    func raw(_ setting: Setting) throws -> (value: String, source: String)? {
+        let value = reader.string(forKey: setting.readKey, isSecret: setting.isSecret)
+        try answers.check(setting.configKey, reading: setting.flag)
+        guard let value else {
+            // Set in the file, but not as a value of its kind (and not overridden).
+            if let problem = fileProblems[setting.fileKey] { throw problem }
+            return nil
+        }
         return (value, source(of: setting, providerName: answers.provider(of: setting.configKey)))
     }
 
@@ -226,7 +243,7 @@ public struct ConfigurationLoader {
     }
 
     func value<T>(_ setting: Setting, expected: String, parse: (String) -> T?) throws -> T? {
-        guard let (raw, source) = raw(setting) else { return nil }
+        guard let (raw, source) = try raw(setting) else { return nil }
         guard let value = parse(raw.trimmingCharacters(in: .whitespaces)) else {
             // A secret (a database URL may hold its password) is not repeated where the journal keeps it.
             let shown = setting.isSecret ? "" : "\"\(raw)\" "
@@ -411,7 +428,7 @@ public struct ConfigurationLoader {
 
     /// `nil` when no SMTP URL is set (mail off).
     public func smtpSettings() throws -> SMTPSettings? {
-        guard let (url, source) = raw(Self.smtpURL), !url.isEmpty else { return nil }
+        guard let (url, source) = try raw(Self.smtpURL), !url.isEmpty else { return nil }
         let plainText =
             try value(
                 Self.smtpTLS, expected: "required or none",
@@ -422,7 +439,7 @@ public struct ConfigurationLoader {
                     default: nil
                     }
                 }) ?? false
-        guard let from = raw(Self.smtpFrom)?.value, !from.isEmpty else {
+        guard let from = try raw(Self.smtpFrom)?.value, !from.isEmpty else {
             throw ConfigurationError("\(source) is set but --smtp-from is not: mail needs a sender address")
         }
         let user = try value(Self.smtpUser, expected: "a user name", parse: { $0.isEmpty ? nil : $0 })
@@ -528,6 +545,7 @@ public struct ConfigurationLoader {
     func rateLimitValues() throws -> [RateLimitName: RateLimit] {
         var limits: [RateLimitName: RateLimit] = [:]
         let setting = Self.rateLimits
+        if let problem = fileProblems[setting.fileKey] { throw problem }
         let providers: [any ConfigProvider] = [file, environmentVariables, commandLine]
         for provider in providers {
             let items = try provider.value(forKey: setting.configKey, type: .stringArray).value?.content.asStringArray ?? []
@@ -544,7 +562,12 @@ public struct ConfigurationLoader {
     /// The flag's list if given, else the environment's, else the file's.
     func trustedProxyValues() throws -> [IPNetwork] {
         let setting = Self.trustedProxies
-        guard var items = reader.stringArray(forKey: setting.readKey) else { return [] }
+        let read = reader.stringArray(forKey: setting.readKey)
+        try answers.check(setting.configKey, reading: setting.flag)
+        guard var items = read else {
+            if let problem = fileProblems[setting.fileKey] { throw problem }
+            return []
+        }
         let answered = answers.provider(of: setting.configKey)
         let source = self.source(of: setting, providerName: answered)
         if answered == environmentVariables.providerName { items.removeAll(where: \.isEmpty) }
@@ -612,17 +635,35 @@ public struct ConfigurationLoader {
 /// Remembers, for each key read, the provider whose value the reader returned (swift-configuration reports every
 /// read to its access reporter, with each provider's answer in order).
 final class AnsweringProviders: AccessReporter {
-    private let answered = Mutex<[AbsoluteConfigKey: String]>([:])
+    private let answered = Mutex<[AbsoluteConfigKey: Result<String?, any Error>]>([:])
 
     func report(_ event: AccessEvent) {
-        let name = event.providerResults.last { result in
-            if case .success(let lookup) = result.result { lookup.value != nil } else { true }
-        }?.providerName
-        answered.withLock { $0[event.metadata.key] = name }
+        // The reader stops at the first provider that fails, and answers "unset": keep the failure to say it.
+        let answer: Result<String?, any Error>
+        if let failure = event.providerResults.lazy.compactMap({ result -> (any Error)? in
+            if case .failure(let error) = result.result { error } else { nil }
+        }).first {
+            answer = .failure(failure)
+        } else if let failure = event.conversionError {
+            answer = .failure(failure)
+        } else {
+            answer = .success(
+                event.providerResults.last { result in
+                    if case .success(let lookup) = result.result { lookup.value != nil } else { false }
+                }?.providerName)
+        }
+        answered.withLock { $0[event.metadata.key] = answer }
     }
 
     func provider(of key: AbsoluteConfigKey) -> String? {
-        answered.withLock { $0[key] ?? nil }
+        answered.withLock { (try? $0[key]?.get()) ?? nil }
+    }
+
+    /// Throws when the last read of `key` failed in a provider (a value of another type than the one read).
+    func check(_ key: AbsoluteConfigKey, reading flag: String) throws {
+        if case .failure(let error) = answered.withLock({ $0[key] }) {
+            throw ConfigurationError("cannot read \(flag): \(error)")
+        }
     }
 }
 

@@ -5,7 +5,10 @@ public struct SQLDialect: Sendable {
     public let outboxInsertionOrder: SQLFragment
     /// Clears an outbox row's lease: PostgreSQL also records which node holds it.
     public let clearLease: SQLFragment
+    /// Equality that takes two NULLs as equal: SQLite's `IS` (its `IS NOT DISTINCT FROM` needs 3.39), the standard's on PostgreSQL.
+    public let isNotDistinctFrom: SQLFragment
 
-    public static let sqlite = SQLDialect(outboxInsertionOrder: "rowid", clearLease: "lease_until = NULL")
-    public static let postgres = SQLDialect(outboxInsertionOrder: "seq", clearLease: "lease_until = NULL, lease_owner = NULL")
+    public static let sqlite = SQLDialect(outboxInsertionOrder: "rowid", clearLease: "lease_until = NULL", isNotDistinctFrom: "IS")
+    public static let postgres = SQLDialect(
+        outboxInsertionOrder: "seq", clearLease: "lease_until = NULL, lease_owner = NULL", isNotDistinctFrom: "IS NOT DISTINCT FROM")
 }

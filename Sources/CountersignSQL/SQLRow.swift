@@ -14,7 +14,7 @@ public struct SQLDecodingError: Error, CustomStringConvertible {
     /// What the column held, by kind only: a row may hold a password hash or a secret.
     public let found: String
 
-    init(column: String, expected: String, found value: SQLValue) {
+    @usableFromInline init(column: String, expected: String, found value: SQLValue) {
         self.column = column
         self.expected = expected
         self.found =
@@ -37,25 +37,25 @@ public protocol SQLColumnDecodable {
 }
 
 extension String: SQLColumnDecodable {
-    public static func decode(_ value: SQLValue) -> String? {
+    @inlinable public static func decode(_ value: SQLValue) -> String? {
         if case .text(let text) = value { text } else { nil }
     }
 }
 
 extension Int: SQLColumnDecodable {
-    public static func decode(_ value: SQLValue) -> Int? {
+    @inlinable public static func decode(_ value: SQLValue) -> Int? {
         if case .integer(let number) = value { Int(exactly: number) } else { nil }
     }
 }
 
 extension Int64: SQLColumnDecodable {
-    public static func decode(_ value: SQLValue) -> Int64? {
+    @inlinable public static func decode(_ value: SQLValue) -> Int64? {
         if case .integer(let number) = value { number } else { nil }
     }
 }
 
 extension Double: SQLColumnDecodable {
-    public static func decode(_ value: SQLValue) -> Double? {
+    @inlinable public static func decode(_ value: SQLValue) -> Double? {
         switch value {
         case .real(let number): number
         // SQLite may hand back a whole REAL as an integer.
@@ -66,7 +66,7 @@ extension Double: SQLColumnDecodable {
 }
 
 extension Bool: SQLColumnDecodable {
-    public static func decode(_ value: SQLValue) -> Bool? {
+    @inlinable public static func decode(_ value: SQLValue) -> Bool? {
         switch value {
         case .bool(let flag): flag
         // SQLite's booleans are 0 and 1.
@@ -77,27 +77,27 @@ extension Bool: SQLColumnDecodable {
 }
 
 extension Data: SQLColumnDecodable {
-    public static func decode(_ value: SQLValue) -> Data? {
+    @inlinable public static func decode(_ value: SQLValue) -> Data? {
         if case .blob(let data) = value { data } else { nil }
     }
 }
 
 extension Date: SQLColumnDecodable {
-    public static func decode(_ value: SQLValue) -> Date? {
+    @inlinable public static func decode(_ value: SQLValue) -> Date? {
         Double.decode(value).map(Date.init(timeIntervalSince1970:))
     }
 }
 
 extension SQLRow {
     /// A column that is never NULL.
-    public func get<T: SQLColumnDecodable>(_ column: String, as type: T.Type = T.self) throws -> T {
+    @inlinable public func get<T: SQLColumnDecodable>(_ column: String, as type: T.Type = T.self) throws -> T {
         let value = try value(column)
         guard let decoded = T.decode(value) else { throw SQLDecodingError(column: column, expected: "\(T.self)", found: value) }
         return decoded
     }
 
     /// A column that may be NULL.
-    public func get<T: SQLColumnDecodable>(_ column: String, as type: T?.Type = T?.self) throws -> T? {
+    @inlinable public func get<T: SQLColumnDecodable>(_ column: String, as type: T?.Type = T?.self) throws -> T? {
         let value = try value(column)
         if value == .null { return nil }
         guard let decoded = T.decode(value) else { throw SQLDecodingError(column: column, expected: "\(T.self) or NULL", found: value) }

@@ -84,7 +84,7 @@ extension SQLiteStore: AccountStore {
     }
 
     public func setDeviceKey(deviceID: String, key: DeviceKey, replacing current: DeviceKey?) async throws -> Bool {
-        try await pool.write { db in try db.perform(AccountSQL.setKey(deviceID: deviceID, key: key, replacing: current)) == 1 }
+        try await pool.write { db in try db.perform(AccountSQL.setKey(deviceID: deviceID, key: key, replacing: current, .sqlite)) == 1 }
     }
 
     public func replaceAPIKey(deviceID: String, apiKeyHash: String, offlineSecret: Data?) async throws {

@@ -14,15 +14,16 @@ extension SQLiteStore: ApprovalStore {
                 try db.perform(ApprovalSQL.forgetStaleKey(idempotency))
                 if try db.perform(ApprovalSQL.insertKey(idempotency, at: now)) == 0 { throw IdempotencyKeyTaken() }
             }
-            let superseded = try db.fetch(ApprovalSQL.supersedable(by: request)).map(ApprovalRequest.init(row:))
-            for old in superseded {
+            var superseded: [ApprovalRequest] = []
+            for old in try db.fetch(ApprovalSQL.supersedable(by: request, .sqlite)).map(ApprovalRequest.init(row:)) {
+                var machine = ApprovalStateMachine(old)
+                guard let change = machine.supersede(at: now), let update = ApprovalSQL.transition(change, of: machine.request, writtenAt: now),
+                    try db.perform(update) == 1
+                else { continue }
                 if let event = supersededEvent(old), let integrationID = old.integrationID {
                     try db.perform(ApprovalSQL.queueWebhook(event, integrationID: integrationID))
                 }
-                var machine = ApprovalStateMachine(old)
-                if let change = machine.supersede(at: now), let update = ApprovalSQL.transition(change, of: machine.request, writtenAt: now) {
-                    try db.perform(update)
-                }
+                superseded.append(old)
             }
             try db.perform(ApprovalSQL.insert(request, prompt: prompt))
             return superseded
@@ -68,10 +69,13 @@ extension SQLiteStore: ApprovalStore {
     ) async throws -> Bool {
         let setsPassword = transition.setsPassword(of: request)
         return try await group.write { db in
-            guard let update = ApprovalSQL.transition(transition, of: request, writtenAt: writeTime()) else { return false }
+            guard transition.from.isLive else { return false }  // terminal states never change
             // Completing a reset needs the held hash, which the update below clears: read it first.
             let held = setsPassword ? try db.fetchFirst(ApprovalSQL.heldPassword(requestID: request.id)) : nil
-            guard try db.perform(update) == 1 else { return false }
+            // The write time is read now, in the transaction: the moment of the write, not of the decision.
+            guard let update = ApprovalSQL.transition(transition, of: request, writtenAt: writeTime()), try db.perform(update) == 1 else {
+                return false
+            }
             if let event, let integrationID = request.integrationID {
                 try db.perform(ApprovalSQL.queueWebhook(event, integrationID: integrationID))
             }

@@ -45,8 +45,8 @@ extension SQLiteStore: EmailResetStore {
     static func cancelLivePhoneResets(userID: String, now: Date, by path: String, _ db: Database) throws -> [CancelledReset] {
         var cancelled: [CancelledReset] = []
         for row in try db.fetch(EmailResetSQL.livePhoneResets(userID: userID)) {
-            guard let (reset, update) = CancelledReset.cancellation(of: try ApprovalRequest(row: row), at: now) else { continue }
-            try db.perform(update)
+            guard let (reset, update) = CancelledReset.cancellation(of: try ApprovalRequest(row: row), at: now), try db.perform(update) == 1
+            else { continue }
             try Self.insert(CancelledReset.auditEvent(reset.id, userID: userID, at: now, by: path), db)
             cancelled.append(reset)
         }

@@ -37,7 +37,7 @@ extension SQLiteStore: IntegrationStore {
     }
 
     public func setWebhook(integrationID: String, url: String?, secret: String?) async throws -> Bool {
-        try await pool.write { db in try db.perform(IntegrationSQL.setWebhook(integrationID: integrationID, url: url, secret: secret)) == 1 }
+        try await pool.write { db in try db.perform(IntegrationSQL.setWebhook(integrationID: integrationID, url: url, secret: secret, .sqlite)) == 1 }
     }
 
     public func setIntegrationEnabled(id: String, enabled: Bool) async throws -> Bool {

@@ -37,7 +37,7 @@ public final class SQLiteStore: Sendable {
             throw StoreError.cannotOpen(path, "\(error)")
         }
         self.path = path
-        // The shared statements (CountersignSQL) use RETURNING (3.35) and IS NOT DISTINCT FROM (3.39).
+        // The shared statements (CountersignSQL) use RETURNING (3.35), UPDATE … FROM (3.33) and upserts (3.24).
         let version = try pool.read { db in try String.fetchOne(db, sql: "SELECT sqlite_version()") } ?? ""
         guard Self.isRecentEnough(sqliteVersion: version) else {
             throw StoreError.cannotOpen(path, "SQLite \(version) is older than \(Self.oldestSQLite), which countersign needs")
@@ -60,7 +60,7 @@ public final class SQLiteStore: Sendable {
         lookups = try DatabaseQueue(path: path, configuration: lookupConfiguration)
     }
 
-    static let oldestSQLite = "3.39.0"
+    static let oldestSQLite = "3.35.0"
 
     /// Whether a `sqlite_version()` is at least ``oldestSQLite``.
     static func isRecentEnough(sqliteVersion: String) -> Bool {

@@ -140,8 +140,11 @@ import Testing
         let (listFolder, listPath) = try writeConfig(#"{"listen": ["127.0.0.1:8080"]}"#)
         defer { listFolder.remove() }
         #expect(throws: ConfigurationError("\(listPath): listen must be a string, a number or a boolean")) {
-            try ConfigurationLoader(flags: [:], environment: [:], configFile: listPath)
+            try ConfigurationLoader(flags: [:], environment: [:], configFile: listPath).serveConfiguration()
         }
+        // Said when that setting is read: what does not read it (an operator command's cost) still works, and a flag overrides it.
+        #expect(try ConfigurationLoader(flags: [:], environment: [:], configFile: listPath).bcryptCost() == 12)
+        #expect(try ConfigurationLoader(flags: ["--listen": "127.0.0.1:9"], environment: [:], configFile: listPath).serveConfiguration().port == 9)
         let (folder, path) = try writeConfig(#"{"requestTtl": 30}"#)
         defer { folder.remove() }
         do {

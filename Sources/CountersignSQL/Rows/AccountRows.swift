@@ -2,7 +2,7 @@ import CountersignCore
 import Foundation
 
 extension User {
-    public init(row: some SQLRow) throws {
+    @inlinable public init(row: some SQLRow) throws {
         self.init(
             id: try row.get("id"), email: try row.get("email"), passwordHash: try row.get("password_hash"), createdAt: try row.get("created_at"),
             silencedUntil: try row.get("silenced_until"))
@@ -10,7 +10,7 @@ extension User {
 }
 
 extension Device {
-    public init(row: some SQLRow) throws {
+    @inlinable public init(row: some SQLRow) throws {
         self.init(
             id: try row.get("id"),
             userID: try row.get("user_id"),

@@ -8,7 +8,7 @@ public struct CorruptRow: Error, CustomStringConvertible {
 }
 
 extension ApprovalRequest {
-    public init(row: some SQLRow) throws {
+    @inlinable public init(row: some SQLRow) throws {
         let salt = try row.get("number_code_salt", as: String?.self)
         let hash = try row.get("number_code_hash", as: String?.self)
         guard let state = ApprovalState(rawValue: try row.get("state")), let action = ApprovalAction(rawValue: try row.get("action")) else {

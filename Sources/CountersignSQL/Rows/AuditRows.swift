@@ -4,7 +4,7 @@ import Foundation
 extension AuditEvent {
     /// `nil` for a kind this version does not know (written by a newer one). The email is the event's own,
     /// else its user's (column `user_email` of the join).
-    public init?(row: some SQLRow) throws {
+    @inlinable public init?(row: some SQLRow) throws {
         guard let kind = AuditKind(rawValue: try row.get("kind")) else { return nil }
         self.init(
             at: try row.get("at"), kind: kind, userID: try row.get("user_id"),

@@ -2,7 +2,7 @@ import CountersignCore
 import Foundation
 
 extension EmailResetTicket {
-    public init(row: some SQLRow) throws {
+    @inlinable public init(row: some SQLRow) throws {
         self.init(
             id: try row.get("id"), userID: try row.get("user_id"), email: try row.get("email"), codeHash: try row.get("code_hash"),
             tokenHash: try row.get("token_hash"), createdAt: try row.get("created_at"), expiresAt: try row.get("expires_at"),

@@ -2,7 +2,7 @@ import CountersignCore
 import Foundation
 
 extension Integration {
-    public init(row: some SQLRow) throws {
+    @inlinable public init(row: some SQLRow) throws {
         self.init(
             id: try row.get("id"), name: try row.get("name"), webhookURL: try row.get("webhook_url"), webhookSecret: try row.get("webhook_secret"),
             enabled: try row.get("enabled"), createdAt: try row.get("created_at"), previousWebhookSecret: try row.get("webhook_secret_previous"),
@@ -12,7 +12,7 @@ extension Integration {
 
 extension OutboxEntry {
     /// `nil` for a kind this version does not know.
-    public init?(row: some SQLRow) throws {
+    @inlinable public init?(row: some SQLRow) throws {
         guard let kind = OutboxKind(rawValue: try row.get("kind")) else { return nil }
         self.init(
             id: try row.get("id"), kind: kind, reference: try row.get("reference"), state: try row.get("state"), attempts: try row.get("attempts"),
@@ -22,7 +22,7 @@ extension OutboxEntry {
 }
 
 extension IdempotencyRecord {
-    public init(row: some SQLRow) throws {
+    @inlinable public init(row: some SQLRow) throws {
         self.init(
             integrationID: try row.get("integration_id"), key: try row.get("key"), requestHash: try row.get("request_hash"),
             approvalID: try row.get("approval_id"), answer: try row.get("answer"), createdAt: try row.get("created_at"))

@@ -3,7 +3,7 @@ import Foundation
 
 extension OutboxItem {
     /// `nil` for a kind this version does not know (written by a newer one), or an item with no payload left.
-    public init?(row: some SQLRow) throws {
+    @inlinable public init?(row: some SQLRow) throws {
         guard let kind = OutboxKind(rawValue: try row.get("kind")), let payload = try row.get("payload", as: Data?.self) else { return nil }
         self.init(
             id: try row.get("id"), kind: kind, reference: try row.get("reference"), userID: try row.get("user_id"), payload: payload,

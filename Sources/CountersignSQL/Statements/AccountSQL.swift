@@ -74,8 +74,11 @@ public enum AccountSQL {
     }
 
     /// Sets the device's key only if it is still `current` (two rotations at once: one wins).
-    public static func setKey(deviceID: String, key: DeviceKey, replacing current: DeviceKey?) -> SQLStatement {
-        "UPDATE devices SET public_key = \(key.json) WHERE id = \(deviceID) AND public_key IS NOT DISTINCT FROM \(current?.json) RETURNING id"
+    public static func setKey(deviceID: String, key: DeviceKey, replacing current: DeviceKey?, _ dialect: SQLDialect) -> SQLStatement {
+        """
+        UPDATE devices SET public_key = \(key.json)
+        WHERE id = \(deviceID) AND public_key \(unsafe: dialect.isNotDistinctFrom) \(current?.json) RETURNING id
+        """
     }
 
     public static func replaceAPIKey(deviceID: String, apiKeyHash: String, offlineSecret: Data?) -> SQLStatement {

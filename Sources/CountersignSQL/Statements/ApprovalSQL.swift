@@ -22,11 +22,12 @@ public enum ApprovalSQL {
     }
 
     /// The requests a new one replaces: pending, unexpired, for the same subject, action and integration.
-    public static func supersedable(by request: ApprovalRequest) -> SQLStatement {
+    public static func supersedable(by request: ApprovalRequest, _ dialect: SQLDialect) -> SQLStatement {
         """
         SELECT * FROM approval_requests
         WHERE subject = \(request.subject) AND action = \(request.action.rawValue)
-            AND integration_id IS NOT DISTINCT FROM \(request.integrationID) AND state = 'pending' AND expires_at > \(request.createdAt)
+            AND integration_id \(unsafe: dialect.isNotDistinctFrom) \(request.integrationID) AND state = 'pending'
+            AND expires_at > \(request.createdAt)
         """
     }
 

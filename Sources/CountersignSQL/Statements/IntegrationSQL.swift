@@ -35,14 +35,15 @@ public enum IntegrationSQL {
     }
 
     /// A secret replaced here (`--rotate-secret`, or the webhook removed) stops at once, the previous one too.
-    public static func setWebhook(integrationID: String, url: String?, secret: String?) -> SQLStatement {
-        """
-        UPDATE integrations SET webhook_url = \(url),
-            webhook_secret_previous = CASE WHEN webhook_secret IS NOT DISTINCT FROM \(secret) THEN webhook_secret_previous END,
-            webhook_secret_previous_until = CASE WHEN webhook_secret IS NOT DISTINCT FROM \(secret) THEN webhook_secret_previous_until END,
-            webhook_secret = \(secret)
-        WHERE id = \(integrationID) RETURNING id
-        """
+    public static func setWebhook(integrationID: String, url: String?, secret: String?, _ dialect: SQLDialect) -> SQLStatement {
+        let same = dialect.isNotDistinctFrom
+        return """
+            UPDATE integrations SET webhook_url = \(url),
+                webhook_secret_previous = CASE WHEN webhook_secret \(unsafe: same) \(secret) THEN webhook_secret_previous END,
+                webhook_secret_previous_until = CASE WHEN webhook_secret \(unsafe: same) \(secret) THEN webhook_secret_previous_until END,
+                webhook_secret = \(secret)
+            WHERE id = \(integrationID) RETURNING id
+            """
     }
 
     /// Unused codes of an integration stop working (disabled, or its key rotated).
@@ -107,7 +108,8 @@ public enum IntegrationSQL {
     }
 
     /// Takes an enrollment code: one conditional update, so that of racing redeemers one gets the row
-    /// (`user_id`, `integration_id`). Only an unused, unexpired code of an enabled integration that still reaches the user.
+    /// (`user_id`, `integration_id`: unqualified, as SQLite's RETURNING allows only the updated table's
+    /// columns; neither joined table has a column of those names). Only an unused, unexpired code of an enabled integration that still reaches the user.
     public static func redeemEnrollment(codeHash: String, now: Date) -> SQLStatement {
         """
         UPDATE enrollments AS e SET used_at = \(now)
