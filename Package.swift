@@ -312,6 +312,16 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "CountersignPostgresTests",
+            dependencies: [
+                "CountersignCore",
+                "CountersignPostgres",
+                "PostgresTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
+        ),
+        .testTarget(
             name: "CountersignStoreTests",
             dependencies: [
                 "TestSupport",

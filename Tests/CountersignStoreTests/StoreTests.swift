@@ -179,15 +179,3 @@ import Testing
         }
     }
 }
-
-extension ApprovalStore {
-    /// Applies a transition written at the moment it was decided.
-    func apply(_ transition: Transition, to request: ApprovalRequest) async throws -> Bool {
-        try await apply(transition, to: request, event: nil, audit: nil, writeTime: { transition.at })
-    }
-
-    /// Inserts a phone-reset request (no idempotency key, no webhook).
-    func insert(_ request: ApprovalRequest) async throws -> [ApprovalRequest] {
-        try await insert(request, idempotency: nil, supersededEvent: { _ in nil })
-    }
-}
