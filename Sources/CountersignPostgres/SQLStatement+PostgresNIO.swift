@@ -40,16 +40,14 @@ extension PostgresConnection {
 }
 
 extension PostgresRandomAccessRow: SQLRow {
-    public func value(_ column: String) throws -> SQLValue {
+    public func string(_ column: String) throws -> String? { try cell(column).decode(String?.self) }
+    public func integer(_ column: String) throws -> Int64? { try cell(column).decode(Int64?.self) }
+    public func real(_ column: String) throws -> Double? { try cell(column).decode(Double?.self) }
+    public func bool(_ column: String) throws -> Bool? { try cell(column).decode(Bool?.self) }
+    public func blob(_ column: String) throws -> Data? { try cell(column).decode(Data?.self) }
+
+    private func cell(_ column: String) throws -> PostgresCell {
         guard contains(column) else { throw SQLMissingColumn(column: column) }
-        let cell = self[column]
-        guard cell.bytes != nil else { return .null }
-        switch cell.dataType {
-        case .int2, .int4, .int8: return .integer(try cell.decode(Int64.self))
-        case .float4, .float8: return .real(try cell.decode(Double.self))
-        case .bool: return .bool(try cell.decode(Bool.self))
-        case .bytea: return .blob(try cell.decode(Data.self))
-        default: return .text(try cell.decode(String.self))
-        }
+        return self[column]
     }
 }

@@ -1,107 +1,77 @@
 import Foundation
 
-/// A row as either store reads it, by column name. Each store says what one column
-/// holds (``value(_:)``); decoding a model from a row is written once, over this.
+/// A row as either store reads it, by column name. Each store reads a column of each
+/// kind its driver's fastest way; decoding a model from a row is written once, over this.
+/// Every method answers `nil` for NULL.
 public protocol SQLRow {
-    /// The column's value; throws when the row has no such column.
-    func value(_ column: String) throws -> SQLValue
+    func string(_ column: String) throws -> String?
+    func integer(_ column: String) throws -> Int64?
+    func real(_ column: String) throws -> Double?
+    /// A boolean (SQLite keeps 0 or 1).
+    func bool(_ column: String) throws -> Bool?
+    func blob(_ column: String) throws -> Data?
 }
 
-/// A column that does not hold what its model expects.
+/// A column that holds NULL where its model needs a value.
 public struct SQLDecodingError: Error, CustomStringConvertible {
     public let column: String
     public let expected: String
-    /// What the column held, by kind only: a row may hold a password hash or a secret.
-    public let found: String
 
-    @usableFromInline init(column: String, expected: String, found value: SQLValue) {
+    @usableFromInline init(column: String, expected: String) {
         self.column = column
         self.expected = expected
-        self.found =
-            switch value {
-            case .null: "NULL"
-            case .integer: "an integer"
-            case .real: "a real number"
-            case .text: "text"
-            case .blob: "a blob"
-            case .bool: "a boolean"
-            }
     }
 
-    public var description: String { "column \(column): expected \(expected), found \(found)" }
+    public var description: String { "column \(column): expected \(expected), found NULL" }
 }
 
 /// A value a column may be decoded to.
 public protocol SQLColumnDecodable {
-    static func decode(_ value: SQLValue) -> Self?
+    /// The column's value, `nil` for NULL.
+    static func decode(_ column: String, of row: some SQLRow) throws -> Self?
 }
 
 extension String: SQLColumnDecodable {
-    @inlinable public static func decode(_ value: SQLValue) -> String? {
-        if case .text(let text) = value { text } else { nil }
-    }
+    @inlinable public static func decode(_ column: String, of row: some SQLRow) throws -> String? { try row.string(column) }
 }
 
 extension Int: SQLColumnDecodable {
-    @inlinable public static func decode(_ value: SQLValue) -> Int? {
-        if case .integer(let number) = value { Int(exactly: number) } else { nil }
-    }
+    @inlinable public static func decode(_ column: String, of row: some SQLRow) throws -> Int? { try row.integer(column).map { Int($0) } }
 }
 
 extension Int64: SQLColumnDecodable {
-    @inlinable public static func decode(_ value: SQLValue) -> Int64? {
-        if case .integer(let number) = value { number } else { nil }
-    }
+    @inlinable public static func decode(_ column: String, of row: some SQLRow) throws -> Int64? { try row.integer(column) }
 }
 
 extension Double: SQLColumnDecodable {
-    @inlinable public static func decode(_ value: SQLValue) -> Double? {
-        switch value {
-        case .real(let number): number
-        // SQLite may hand back a whole REAL as an integer.
-        case .integer(let number): Double(number)
-        default: nil
-        }
-    }
+    @inlinable public static func decode(_ column: String, of row: some SQLRow) throws -> Double? { try row.real(column) }
 }
 
 extension Bool: SQLColumnDecodable {
-    @inlinable public static func decode(_ value: SQLValue) -> Bool? {
-        switch value {
-        case .bool(let flag): flag
-        // SQLite's booleans are 0 and 1.
-        case .integer(let number): number != 0
-        default: nil
-        }
-    }
+    @inlinable public static func decode(_ column: String, of row: some SQLRow) throws -> Bool? { try row.bool(column) }
 }
 
 extension Data: SQLColumnDecodable {
-    @inlinable public static func decode(_ value: SQLValue) -> Data? {
-        if case .blob(let data) = value { data } else { nil }
-    }
+    @inlinable public static func decode(_ column: String, of row: some SQLRow) throws -> Data? { try row.blob(column) }
 }
 
 extension Date: SQLColumnDecodable {
-    @inlinable public static func decode(_ value: SQLValue) -> Date? {
-        Double.decode(value).map(Date.init(timeIntervalSince1970:))
+    /// Times are stored as Unix seconds (double precision).
+    @inlinable public static func decode(_ column: String, of row: some SQLRow) throws -> Date? {
+        try row.real(column).map(Date.init(timeIntervalSince1970:))
     }
 }
 
 extension SQLRow {
     /// A column that is never NULL.
     @inlinable public func get<T: SQLColumnDecodable>(_ column: String, as type: T.Type = T.self) throws -> T {
-        let value = try value(column)
-        guard let decoded = T.decode(value) else { throw SQLDecodingError(column: column, expected: "\(T.self)", found: value) }
-        return decoded
+        guard let value = try T.decode(column, of: self) else { throw SQLDecodingError(column: column, expected: "\(T.self)") }
+        return value
     }
 
     /// A column that may be NULL.
     @inlinable public func get<T: SQLColumnDecodable>(_ column: String, as type: T?.Type = T?.self) throws -> T? {
-        let value = try value(column)
-        if value == .null { return nil }
-        guard let decoded = T.decode(value) else { throw SQLDecodingError(column: column, expected: "\(T.self) or NULL", found: value) }
-        return decoded
+        try T.decode(column, of: self)
     }
 }
 

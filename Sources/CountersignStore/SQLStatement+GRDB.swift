@@ -44,15 +44,18 @@ extension Database {
     func exists(_ statement: SQLStatement) throws -> Bool { try fetchFirst(statement) != nil }
 }
 
+// Optional reads: a NULL is `nil` here and said by the decoder, so that no error of GRDB's (which
+// describes the whole row, password hashes included) is made of a stored value.
 extension Row: SQLRow {
-    public func value(_ column: String) throws -> SQLValue {
-        guard let value: DatabaseValue = self[column] else { throw SQLMissingColumn(column: column) }
-        return switch value.storage {
-        case .null: .null
-        case .int64(let number): .integer(number)
-        case .double(let number): .real(number)
-        case .string(let text): .text(text)
-        case .blob(let data): .blob(data)
-        }
+    public func string(_ column: String) throws -> String? { try checked(column, decode(String?.self, forColumn: column)) }
+    public func integer(_ column: String) throws -> Int64? { try checked(column, decode(Int64?.self, forColumn: column)) }
+    public func real(_ column: String) throws -> Double? { try checked(column, decode(Double?.self, forColumn: column)) }
+    public func bool(_ column: String) throws -> Bool? { try checked(column, decode(Bool?.self, forColumn: column)) }
+    public func blob(_ column: String) throws -> Data? { try checked(column, decode(Data?.self, forColumn: column)) }
+
+    /// GRDB reads a column the row lacks as NULL: a statement and its decoder that disagree are an error here.
+    private func checked<T>(_ column: String, _ value: T?) throws -> T? {
+        if value == nil, !hasColumn(column) { throw SQLMissingColumn(column: column) }
+        return value
     }
 }

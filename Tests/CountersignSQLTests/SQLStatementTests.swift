@@ -28,15 +28,55 @@ import Testing
 }
 
 @Suite struct SQLRowTests {
+    /// A row as a store hands it over: SQLite gives booleans as 0/1 and may give a whole REAL as an integer;
+    /// PostgreSQL gives booleans and doubles.
     struct Row: SQLRow {
+        struct WrongKind: Error {}
         var columns: [String: SQLValue]
-        func value(_ column: String) throws -> SQLValue {
-            guard let value = columns[column] else { throw SQLMissingColumn(column: column) }
+
+        func column(_ name: String) throws -> SQLValue {
+            guard let value = columns[name] else { throw SQLMissingColumn(column: name) }
             return value
+        }
+        func string(_ name: String) throws -> String? {
+            switch try column(name) {
+            case .null: nil
+            case .text(let text): text
+            default: throw WrongKind()
+            }
+        }
+        func integer(_ name: String) throws -> Int64? {
+            switch try column(name) {
+            case .null: nil
+            case .integer(let number): number
+            default: throw WrongKind()
+            }
+        }
+        func real(_ name: String) throws -> Double? {
+            switch try column(name) {
+            case .null: nil
+            case .real(let number): number
+            case .integer(let number): Double(number)
+            default: throw WrongKind()
+            }
+        }
+        func bool(_ name: String) throws -> Bool? {
+            switch try column(name) {
+            case .null: nil
+            case .bool(let flag): flag
+            case .integer(let number): number != 0
+            default: throw WrongKind()
+            }
+        }
+        func blob(_ name: String) throws -> Data? {
+            switch try column(name) {
+            case .null: nil
+            case .blob(let data): data
+            default: throw WrongKind()
+            }
         }
     }
 
-    /// SQLite gives booleans as 0/1 and may give a whole REAL as an integer; PostgreSQL gives booleans and doubles.
     @Test func oneDecoderReadsEitherStoresColumns() throws {
         let sqlite = Row(columns: [
             "id": .text("u1"), "email": .text("a@example.com"), "password_hash": .text("$2b$10$abc"), "created_at": .integer(1_700_000_000),
@@ -44,29 +84,30 @@ import Testing
         ])
         let postgres = Row(columns: [
             "id": .text("u1"), "email": .text("a@example.com"), "password_hash": .text("$2b$10$abc"), "created_at": .real(1_700_000_000),
-            "silenced_until": .null,
+            "silenced_until": .real(1_700_000_060),
         ])
         let fromSQLite = try User(row: sqlite)
         let fromPostgres = try User(row: postgres)
         #expect(fromSQLite.createdAt == Date(timeIntervalSince1970: 1_700_000_000))
         #expect(fromSQLite.createdAt == fromPostgres.createdAt)
         #expect(fromSQLite.silencedUntil == nil)
+        #expect(fromPostgres.silencedUntil == Date(timeIntervalSince1970: 1_700_000_060))
         #expect(try Row(columns: ["b": .integer(1)]).get("b", as: Bool.self))
         #expect(try !Row(columns: ["b": .bool(false)]).get("b", as: Bool.self))
     }
 
-    /// A column of the wrong kind names the column and the kind, never the value (it may be a hash or a secret).
-    @Test func aWrongColumnIsNamedWithoutItsValue() {
-        let row = Row(columns: ["password_hash": .integer(7), "api_key_hash": .text("secret-hash")])
-        #expect(throws: SQLDecodingError.self) { try row.get("password_hash", as: String.self) }
+    /// A NULL where the model needs a value names the column, and no value (a row may hold a hash or a secret).
+    @Test func aMissingValueIsNamedByItsColumn() throws {
+        let row = Row(columns: ["password_hash": .null, "api_key_hash": .text("secret-hash")])
         do {
-            _ = try row.get("api_key_hash", as: Int.self)
-            Issue.record("text decoded as an integer")
+            _ = try row.get("password_hash", as: String.self)
+            Issue.record("NULL decoded as a string")
         } catch let error as SQLDecodingError {
-            #expect(error.description == "column api_key_hash: expected Int, found text")
+            #expect(error.description == "column password_hash: expected String, found NULL")
         } catch {
             Issue.record("unexpected \(error)")
         }
+        #expect(try row.get("password_hash", as: String?.self) == nil)
         #expect(throws: SQLMissingColumn.self) { try row.get("nothing", as: String?.self) }
         #expect(User.passwordHashCost(prefix: "$2b$12$") == 12)
     }
