@@ -14,15 +14,19 @@ public struct SQLStatement: Sendable, ExpressibleByStringInterpolation {
     var parts: [Part]
     /// The bound values, in placeholder order.
     public private(set) var arguments: [SQLValue]
+    /// The text with `?` for each placeholder (SQLite), built as the statement is: the hot path renders nothing.
+    public private(set) var questionMarked: String
 
     public init(stringLiteral value: String) {
         parts = [.sql(value)]
         arguments = []
+        questionMarked = value
     }
 
     public init(stringInterpolation: StringInterpolation) {
         parts = stringInterpolation.parts
         arguments = stringInterpolation.arguments
+        questionMarked = stringInterpolation.questionMarked
     }
 
     /// The text with each placeholder as `placeholder(n)`, `n` counting from 1.
@@ -44,42 +48,47 @@ public struct SQLStatement: Sendable, ExpressibleByStringInterpolation {
     public func appending(_ fragment: SQLFragment) -> SQLStatement {
         var statement = self
         statement.parts.append(.sql(fragment.sql))
+        statement.questionMarked += fragment.sql
         return statement
     }
 
-    /// `?` for each placeholder (SQLite).
-    public var questionMarked: String { text { _ in "?" } }
     /// `$1`, `$2`, … (PostgreSQL).
     public var numbered: String { text { "$\($0)" } }
 
     public struct StringInterpolation: StringInterpolationProtocol {
         var parts: [Part] = []
         var arguments: [SQLValue] = []
+        var questionMarked = ""
 
         public init(literalCapacity: Int, interpolationCount: Int) {
             parts.reserveCapacity(interpolationCount * 2 + 1)
             arguments.reserveCapacity(interpolationCount)
+            questionMarked.reserveCapacity(literalCapacity + interpolationCount)
         }
 
         public mutating func appendLiteral(_ literal: String) {
             if !literal.isEmpty { parts.append(.sql(literal)) }
+            questionMarked += literal
         }
 
         /// A bound value.
         public mutating func appendInterpolation(_ value: some SQLBindable) {
             parts.append(.placeholder)
             arguments.append(value.sqlValue)
+            questionMarked += "?"
         }
 
         /// A bound value that may be NULL.
         public mutating func appendInterpolation(_ value: (some SQLBindable)?) {
             parts.append(.placeholder)
             arguments.append(value?.sqlValue ?? .null)
+            questionMarked += "?"
         }
 
         /// A fragment of the program's own SQL (a column list, a condition), never a value from outside.
         public mutating func appendInterpolation(unsafe fragment: SQLFragment) {
             parts.append(.sql(fragment.sql))
+            questionMarked += fragment.sql
         }
     }
 }
