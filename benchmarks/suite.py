@@ -37,6 +37,7 @@ Rows:
              in benchmarks/provider-stub/
 """
 import argparse, http.client, json, os, platform, re, resource, selectors, shutil, signal, socket, statistics
+import statistics
 import subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -202,7 +203,8 @@ def row_status(args, rows):
     finally:
         bare.terminate()
         bare.wait()
-    rows.append(("status poll ÷ bare route (wrk -t1 -c64)", ", ".join(f"{r:.2f}" for r in ratios) + f" (req/s {'; '.join(figures)})", "≥ 0.8"))
+    rows.append(("status poll ÷ bare route (wrk -t1 -c64)", ", ".join(f"{r:.2f}" for r in ratios) + f" (median {statistics.median(ratios):.2f}; req/s {'; '.join(figures)})",
+                 "median ≥ 0.85"))
 
 
 def wake_rounds(daemon, key, rounds):
