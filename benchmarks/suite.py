@@ -37,7 +37,6 @@ Rows:
              in benchmarks/provider-stub/
 """
 import argparse, http.client, json, os, platform, re, resource, selectors, shutil, signal, socket, statistics
-import statistics
 import subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(__file__))
