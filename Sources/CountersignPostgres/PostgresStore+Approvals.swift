@@ -71,7 +71,7 @@ extension PostgresStore: ApprovalStore {
             let held =
                 setsPassword
                 ? try await connection.fetch(ApprovalSQL.heldPassword(requestID: request.id).appending(" FOR UPDATE"), self.logger).first : nil
-            // The write time is read now, after any lock wait: the moment of the write, not of the decision.
+            // The write time is read now, after the held hash's lock (a reset's completion waits there): the moment of the write.
             guard let update = ApprovalSQL.transition(transition, of: request, writtenAt: writeTime()),
                 try await connection.perform(update, self.logger) == 1
             else { return false }

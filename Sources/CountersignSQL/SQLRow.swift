@@ -12,17 +12,24 @@ public protocol SQLRow {
     func blob(_ column: String) throws -> Data?
 }
 
-/// A column that holds NULL where its model needs a value.
+/// A column that does not hold what its model needs: NULL where a value is needed, or a value
+/// of another kind. It names the column and the kinds, never the value (a row may hold a hash or a secret).
 public struct SQLDecodingError: Error, CustomStringConvertible {
     public let column: String
     public let expected: String
+    public let found: String
 
-    @usableFromInline init(column: String, expected: String) {
+    @usableFromInline init(column: String, expected: String, found: String = "NULL") {
         self.column = column
         self.expected = expected
+        self.found = found
     }
 
-    public var description: String { "column \(column): expected \(expected), found NULL" }
+    public init(column: String, expected: String, foundKind: String) {
+        self.init(column: column, expected: expected, found: foundKind)
+    }
+
+    public var description: String { "column \(column): expected \(expected), found \(found)" }
 }
 
 /// A value a column may be decoded to.

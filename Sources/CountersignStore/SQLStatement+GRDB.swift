@@ -44,18 +44,70 @@ extension Database {
     func exists(_ statement: SQLStatement) throws -> Bool { try fetchFirst(statement) != nil }
 }
 
-// Optional reads: a NULL is `nil` here and said by the decoder, so that no error of GRDB's (which
-// describes the whole row, password hashes included) is made of a stored value.
+// Each column is read as SQLite stored it and checked against the kind asked for: no silent
+// conversion (text read as a number would be 0), and no error of GRDB's, whose description holds
+// the whole row (password hashes included), is made of a stored value.
 extension Row: SQLRow {
-    public func string(_ column: String) throws -> String? { try checked(column, decode(String?.self, forColumn: column)) }
-    public func integer(_ column: String) throws -> Int64? { try checked(column, decode(Int64?.self, forColumn: column)) }
-    public func real(_ column: String) throws -> Double? { try checked(column, decode(Double?.self, forColumn: column)) }
-    public func bool(_ column: String) throws -> Bool? { try checked(column, decode(Bool?.self, forColumn: column)) }
-    public func blob(_ column: String) throws -> Data? { try checked(column, decode(Data?.self, forColumn: column)) }
+    public func string(_ column: String) throws -> String? {
+        switch try stored(column) {
+        case .null: return nil
+        case .string(let text): return text
+        case let other: throw Self.mismatch(column, expected: "text", other)
+        }
+    }
 
-    /// GRDB reads a column the row lacks as NULL: a statement and its decoder that disagree are an error here.
-    private func checked<T>(_ column: String, _ value: T?) throws -> T? {
-        if value == nil, !hasColumn(column) { throw SQLMissingColumn(column: column) }
-        return value
+    public func integer(_ column: String) throws -> Int64? {
+        switch try stored(column) {
+        case .null: return nil
+        case .int64(let number): return number
+        case let other: throw Self.mismatch(column, expected: "an integer", other)
+        }
+    }
+
+    public func real(_ column: String) throws -> Double? {
+        switch try stored(column) {
+        case .null: return nil
+        case .double(let number): return number
+        case .int64(let number): return Double(number)
+        case let other: throw Self.mismatch(column, expected: "a real number", other)
+        }
+    }
+
+    /// SQLite keeps a boolean as 0 or 1.
+    public func bool(_ column: String) throws -> Bool? {
+        switch try stored(column) {
+        case .null: return nil
+        case .int64(let number): return number != 0
+        case let other: throw Self.mismatch(column, expected: "a boolean (0 or 1)", other)
+        }
+    }
+
+    public func blob(_ column: String) throws -> Data? {
+        switch try stored(column) {
+        case .null: return nil
+        case .blob(let data): return data
+        case let other: throw Self.mismatch(column, expected: "a blob", other)
+        }
+    }
+
+    /// The column's value as stored (`DatabaseValue`, not an optional: no generic metadata to look up per column).
+    private func stored(_ column: String) throws -> DatabaseValue.Storage {
+        do {
+            return try decode(DatabaseValue.self, forColumn: column).storage
+        } catch {
+            throw SQLMissingColumn(column: column)
+        }
+    }
+
+    private static func mismatch(_ column: String, expected: String, _ found: DatabaseValue.Storage) -> SQLDecodingError {
+        let kind =
+            switch found {
+            case .null: "NULL"
+            case .int64: "an integer"
+            case .double: "a real number"
+            case .string: "text"
+            case .blob: "a blob"
+            }
+        return SQLDecodingError(column: column, expected: expected, foundKind: kind)
     }
 }
