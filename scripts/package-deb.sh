@@ -122,6 +122,8 @@ shlibs=$(cd "$stage/shlibs" && dpkg-shlibdeps -O "$root/usr/bin/countersign" 2>"
   || { echo "package-deb: dpkg-shlibdeps failed:" >&2; cat "$stage/shlibs.log" >&2; exit 1; }
 depends=$(sed -n 's/^shlibs:Depends=//p' <<<"$shlibs")
 [ -n "$depends" ] || { echo "package-deb: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
+# The symbols say 3.20; the statements need RETURNING (3.35): the store refuses an older SQLite at start.
+depends=$(sed 's/libsqlite3-0 ([^)]*)/libsqlite3-0 (>= 3.35.0)/' <<<"$depends")
 
 install -d "$root/DEBIAN"
 install -m 0755 packaging/deb/postinst packaging/deb/prerm packaging/deb/postrm "$root/DEBIAN/"

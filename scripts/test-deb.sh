@@ -34,6 +34,7 @@ depends=$(dpkg-deb -f "$deb" Depends)
 for library in libsqlite3 libcurl; do
   case "$depends" in *"$library"*) ;; *) fail "Depends ($depends) does not name $library" ;; esac
 done
+case "$depends" in *"libsqlite3-0 (>= 3.35.0)"*) ;; *) fail "Depends ($depends) does not ask for SQLite 3.35, which the store needs" ;; esac
 echo "test-deb: no libswift; Depends: $depends"
 
 # A whole phone-approved reset against a throw-away daemon, from the scratch root.
