@@ -36,6 +36,9 @@ struct FakeFCMHarness {
         let fake = try await FakeFCM()
         let logger = Logger(label: "fake-fcm-test")
         var configuration = FCMSender.Configuration(endpoint: "")
+        // A hang detector, not a speed: when the whole suite starts at once an answer has come after
+        // the 10 s default, the send was tried again, and a test of "not retried" saw two sends.
+        configuration.requestTimeout = 120
         configure(&configuration)
         let settings = configuration
         return try await fake.serve { base in
