@@ -30,7 +30,7 @@ public struct SQLStatement: Sendable, ExpressibleByStringInterpolation {
     }
 
     /// The text with each placeholder as `placeholder(n)`, `n` counting from 1.
-    public func text(placeholder: (Int) -> String) -> String {
+    func text(placeholder: (Int) -> String) -> String {
         var text = ""
         var count = 0
         for part in parts {
@@ -97,7 +97,6 @@ public struct SQLStatement: Sendable, ExpressibleByStringInterpolation {
 public struct SQLFragment: Sendable, ExpressibleByStringLiteral {
     public let sql: String
     public init(stringLiteral sql: String) { self.sql = sql }
-    public init(trusted sql: String) { self.sql = sql }
 }
 
 /// A value bound to a placeholder. Booleans stay booleans (SQLite stores 0 or 1,

@@ -49,45 +49,38 @@ extension Database {
 // the whole row (password hashes included), is made of a stored value.
 extension Row: SQLRow {
     public func string(_ column: String) throws -> String? {
-        switch try stored(column) {
-        case .null: return nil
-        case .string(let text): return text
-        case let other: throw Self.mismatch(column, expected: "text", other)
-        }
+        try read(column, expected: "text") { if case .string(let text) = $0 { text } else { nil } }
     }
 
     public func integer(_ column: String) throws -> Int64? {
-        switch try stored(column) {
-        case .null: return nil
-        case .int64(let number): return number
-        case let other: throw Self.mismatch(column, expected: "an integer", other)
-        }
+        try read(column, expected: "an integer") { if case .int64(let number) = $0 { number } else { nil } }
     }
 
     public func real(_ column: String) throws -> Double? {
-        switch try stored(column) {
-        case .null: return nil
-        case .double(let number): return number
-        case .int64(let number): return Double(number)
-        case let other: throw Self.mismatch(column, expected: "a real number", other)
+        try read(column, expected: "a real number") {
+            switch $0 {
+            case .double(let number): number
+            case .int64(let number): Double(number)
+            default: nil
+            }
         }
     }
 
     /// SQLite keeps a boolean as 0 or 1.
     public func bool(_ column: String) throws -> Bool? {
-        switch try stored(column) {
-        case .null: return nil
-        case .int64(let number): return number != 0
-        case let other: throw Self.mismatch(column, expected: "a boolean (0 or 1)", other)
-        }
+        try read(column, expected: "a boolean (0 or 1)") { if case .int64(let number) = $0 { number != 0 } else { nil } }
     }
 
     public func blob(_ column: String) throws -> Data? {
-        switch try stored(column) {
-        case .null: return nil
-        case .blob(let data): return data
-        case let other: throw Self.mismatch(column, expected: "a blob", other)
-        }
+        try read(column, expected: "a blob") { if case .blob(let data) = $0 { data } else { nil } }
+    }
+
+    /// NULL is `nil`; a value `pick` does not take is refused naming the column and both kinds.
+    private func read<T>(_ column: String, expected: String, _ pick: (DatabaseValue.Storage) -> T?) throws -> T? {
+        let value = try stored(column)
+        if case .null = value { return nil }
+        guard let picked = pick(value) else { throw Self.mismatch(column, expected: expected, value) }
+        return picked
     }
 
     /// The column's value as stored (`DatabaseValue`, not an optional: no generic metadata to look up per column).
