@@ -174,7 +174,7 @@ let package = Package(
                 .product(name: "Mustache", package: "swift-mustache"),
             ]
         ),
-        // The daemon as it runs: configuration, wiring (buildServer), bcrypt, systemd.
+        // The daemon as it runs: configuration, wiring (buildApplication), bcrypt, systemd.
         .target(
             name: "CountersignRuntime",
             dependencies: [

@@ -8,7 +8,7 @@ import Synchronization
 import UnixSignals
 
 /// The whole daemon, wired: store, broker, push dispatch and HTTP application.
-/// Built by ``buildServer(configuration:logger:pushSender:mailSender:environment:onServerRunning:)``.
+/// Built by ``buildApplication(configuration:logger:pushSender:mailSender:environment:onServerRunning:)``.
 public struct CountersignServer: Sendable {
     public let configuration: ServeConfiguration
     public let store: any CountersignStorage

@@ -47,7 +47,7 @@ struct Demo: AsyncParsableCommand {
             configuration.email.publicURL = "http://127.0.0.1:\(configuration.port)"
         }
         let readiness = RunningServices.Readiness()
-        let server = try await buildServer(configuration: configuration, logger: logger, mailSender: printer) { port in
+        let server = try await buildApplication(configuration: configuration, logger: logger, mailSender: printer) { port in
             readiness.ready(port: port)
         }
         try await RunningServices.run(server.services, readiness: readiness, logger: logger) { port in

@@ -46,7 +46,7 @@ struct Serve: AsyncParsableCommand {
         let logger = bootstrapLogging(level: configuration.logLevel, format: configuration.logFormat)
         logger.info("starting", metadata: configuration.startupSummary)
         let server = try await loadOrExit(format: format) {
-            try await buildServer(configuration: configuration, logger: logger, environment: ProcessInfo.processInfo.environment)
+            try await buildApplication(configuration: configuration, logger: logger, environment: ProcessInfo.processInfo.environment)
         }
         try await server.run(logger: logger)
     }

@@ -16,7 +16,7 @@ import Testing
                 .appendingPathComponent("docs/openapi.yaml")
             let text = try String(contentsOf: document, encoding: .utf8)
             let documented = Self.operations(in: text)
-            let server = try await buildServer(configuration: TestDaemon.configuration(folder), logger: LogCapture().logger())
+            let server = try await buildApplication(configuration: TestDaemon.configuration(folder), logger: LogCapture().logger())
             #expect(server.routes.count >= 12)
             for route in server.routes {
                 #expect(documented.contains(route), "\(route) is missing from docs/openapi.yaml")

@@ -155,14 +155,14 @@ import Testing
             try Data(#"{"type": "service_account", "project_id": "p"}"#.utf8).write(to: URL(fileURLWithPath: file))
             let configuration = TestDaemon.configuration(folder) { $0.push = PushSettings(serviceAccountFile: file) }
             do {
-                _ = try await buildServer(configuration: configuration, logger: LogCapture().logger())
+                _ = try await buildApplication(configuration: configuration, logger: LogCapture().logger())
                 Issue.record("start-up went on with a bad service account")
             } catch let error as ServiceAccountError {
                 #expect(error.description.contains("\"token_uri\"") || error.description.contains("\"private_key\""))
             }
             // An empty credential file means push off.
             try Data().write(to: URL(fileURLWithPath: file))
-            let server = try await buildServer(configuration: configuration, logger: LogCapture().logger())
+            let server = try await buildApplication(configuration: configuration, logger: LogCapture().logger())
             #expect(server.routes.contains("GET /healthz"))
         }
     }

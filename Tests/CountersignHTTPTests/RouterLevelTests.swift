@@ -15,7 +15,7 @@ import Testing
 @Suite struct RouterLevelTests {
     static func withRouter(_ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
         try await withTemporaryFolder { folder in
-            let server = try await buildServer(configuration: TestDaemon.configuration(folder), logger: Logger(label: "router-test"))
+            let server = try await buildApplication(configuration: TestDaemon.configuration(folder), logger: Logger(label: "router-test"))
             try await server.application.test(.router) { client in try await body(client) }
         }
     }

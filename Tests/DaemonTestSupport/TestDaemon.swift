@@ -41,7 +41,7 @@ final class ManualClock: Sendable {
     }
 }
 
-/// A daemon built by `buildServer` exactly as `serve` builds it, running on
+/// A daemon built by `buildApplication` exactly as `serve` builds it, running on
 /// 127.0.0.1 with an ephemeral port, talked to over real HTTP.
 struct TestDaemon: Sendable {
     let base: String
@@ -68,7 +68,7 @@ struct TestDaemon: Sendable {
         let logger = logs.logger()
         let readiness = RunningServices.Readiness()
         let now: @Sendable () -> Date = { clock?.now ?? Date() }
-        let server = try await buildServer(
+        let server = try await buildApplication(
             configuration: configuration, logger: logger, pushSender: pushSender,
             onServerRunning: { port in readiness.ready(port: port) }, now: now)
         return try await RunningServices.run(server.services, readiness: readiness, logger: logger) { port in

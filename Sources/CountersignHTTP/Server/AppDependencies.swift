@@ -3,7 +3,7 @@ import CountersignServices
 import Foundation
 
 /// What the routes work with: built once by the runtime from its
-/// configuration, then handed to ``buildApplication(_:address:services:logger:onServerRunning:)``.
+/// configuration, then handed to ``buildRouter(_:)``.
 /// Each part reaches the controllers and services only through the port it needs.
 public struct AppDependencies: Sendable {
     public var store: any CountersignStorage

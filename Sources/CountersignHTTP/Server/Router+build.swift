@@ -1,62 +1,15 @@
 import CountersignCore
 import CountersignServices
 import Hummingbird
-import Logging
-import NIOCore
-import ServiceLifecycle
+import HummingbirdCore
 
-/// The HTTP application: the router on its listener (and `/metrics` on its
-/// own), run with the background services the runtime made.
-///
-/// - Parameters:
-///   - clients: services the others use (the push, mail and webhook clients):
-///     started first, stopped last, after the `/metrics` listener.
-///   - services: the services to run with the server, in start order (they
-///     stop in reverse): the expiry sweep, audit writer, push dispatch, outbox…
-///   - onServerRunning: called with the bound port once the listener is up.
-/// - Returns: the application, and every route as `METHOD /path/{parameter}`.
-public func buildApplication(
-    _ dependencies: AppDependencies,
-    address: BindAddress,
-    metricsAddress: BindAddress? = nil,
-    onMetricsRunning: @escaping @Sendable (Int) async -> Void = { _ in },
-    clients: [any Service] = [],
-    services: [any Service] = [],
-    logger: Logger,
-    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
-) -> (application: Application<RouterResponder<AppRequestContext>>, routes: [String]) {
-    let router = buildRouter(dependencies)
-    // `/metrics` has a listener of its own (loopback by default): its counters
-    // move per account, so the public listener must not serve them.
-    let metricsServer = metricsAddress.map { address in
-        Application(
-            router: buildMetricsRouter(dependencies),
-            configuration: .init(address: address, serverName: "countersign-metrics"),
-            onServerRunning: { channel in
-                logger.info("metrics listening", metadata: ["address": "\(channel.localAddress?.description ?? "?")"])
-                await onMetricsRunning(channel.localAddress?.port ?? 0)
-            },
-            logger: logger)
-    }
-    let application = Application(
-        router: router,
-        server: GuardedHTTP1Channel.builder(
-            idleTimeout: dependencies.idleTimeout, requestTimeout: dependencies.requestTimeout,
-            connections: ConnectionsPerAddress(
-                cap: dependencies.connectionsPerAddress, trusted: dependencies.trustedProxies, metrics: dependencies.metrics)),
-        // Thousands of long polls may connect at once; with the default queue of
-        // 256 a burst overflows it, and the kernel drops connections that then
-        // retry a second later. The kernel caps it at net.core.somaxconn.
-        configuration: .init(address: address, serverName: "countersign", backlog: 4096),
-        // `/metrics` answers until every background service has stopped: a last scrape sees their final counts.
-        services: clients + (metricsServer.map { [$0] } ?? []) + services,
-        onServerRunning: { channel in
-            logger.info("listening", metadata: ["address": "\(channel.localAddress?.description ?? "?")"])
-            await onServerRunning(channel.localAddress?.port ?? 0)
-        },
-        logger: logger
-    )
-    return (application, router.routes.map { "\($0.method.rawValue) \($0.path)" })
+/// HTTP/1.1 with the contract's connection limits (idle and request
+/// deadlines, open connections per address) for the public listener.
+public func guardedHTTP1(_ dependencies: AppDependencies) -> HTTPServerBuilder {
+    GuardedHTTP1Channel.builder(
+        idleTimeout: dependencies.idleTimeout, requestTimeout: dependencies.requestTimeout,
+        connections: ConnectionsPerAddress(
+            cap: dependencies.connectionsPerAddress, trusted: dependencies.trustedProxies, metrics: dependencies.metrics))
 }
 
 /// Every route of the API, behind the middleware chain.
@@ -117,7 +70,7 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
 }
 
 /// `GET /metrics` alone, for the metrics listener.
-func buildMetricsRouter(_ dependencies: AppDependencies) -> Router<AppRequestContext> {
+public func buildMetricsRouter(_ dependencies: AppDependencies) -> Router<AppRequestContext> {
     let router = Router(context: AppRequestContext.self)
     MetricsController(
         metrics: dependencies.metrics, broker: dependencies.broker, pushQueue: dependencies.pushQueue, outbox: dependencies.store,
