@@ -133,7 +133,8 @@ import Testing
                 TestDaemon.configuration(folder) {
                     $0.rateLimits[.statusPollsPerIP] = limit
                     $0.trustedProxies = [IPNetwork("127.0.0.1")!]
-                }
+                },
+                transport: .socket
             ) { daemon in
                 let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
                 let path = "/api/mobile/auth/reset/phone/status/\(id)"
@@ -152,7 +153,7 @@ import Testing
             // Untrusted peer: the header is ignored, every request counts against 127.0.0.1.
             let other = try TemporaryFolder()
             defer { other.remove() }
-            try await TestDaemon.run(TestDaemon.configuration(other) { $0.rateLimits[.statusPollsPerIP] = limit }) { daemon in
+            try await TestDaemon.run(TestDaemon.configuration(other) { $0.rateLimits[.statusPollsPerIP] = limit }, transport: .socket) { daemon in
                 let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
                 let path = "/api/mobile/auth/reset/phone/status/\(id)"
                 #expect(try await daemon.call(.GET, path, headers: [("X-Forwarded-For", "198.51.100.1")]).status == 200)
@@ -259,7 +260,8 @@ import Testing
         try await withTemporaryFolder { folder in
             let logs = LogCapture()
             let (secrets, (requestID, code)) = try await TestDaemon.run(
-                TestDaemon.configuration(folder) { $0.rateLimits[.loginFailuresPerEmail] = RateLimit(count: 1, window: 60) }, logs: logs
+                TestDaemon.configuration(folder) { $0.rateLimits[.loginFailuresPerEmail] = RateLimit(count: 1, window: 60) }, transport: .socket,
+                logs: logs
             ) { daemon in
                 try await daemon.createUser(Fixture.email, password: Fixture.password)
                 let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password, fcmToken: "token-ana-123456")

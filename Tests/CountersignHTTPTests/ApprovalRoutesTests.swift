@@ -11,7 +11,7 @@ import Testing
 
 @Suite struct ApprovalRoutesTests {
     @Test func pendingListsOnlyTheUsersLiveRequestsWithRequesterContext() async throws {
-        try await withTestDaemon { daemon in
+        try await withTestDaemon(.socket) { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             try await daemon.createUser("bob@example.com", password: Fixture.password)
             let (ana, _) = try await daemon.login(Fixture.email, password: Fixture.password)

@@ -112,7 +112,7 @@ import Testing
         let logs = LogCapture()
         let clock = ManualClock()
         try await withTestDaemon(
-            configure: { $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 5, window: 10) }, logs: logs, clock: clock
+            .socket, configure: { $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 5, window: 10) }, logs: logs, clock: clock
         ) { daemon in
             // 50 polls in one window: the daemon's clock does not move while they run.
             var refused = 0

@@ -24,7 +24,7 @@ import Testing
     @Test func anIdleConnectionIsClosed() async throws {
         // Four seconds: the request on the second connection is read (and the idle timer reset)
         // well within it, however late a busy machine gets to its bytes.
-        try await withTestDaemon(configure: { $0.idleTimeout = .seconds(4) }) { daemon in
+        try await withTestDaemon(.socket, configure: { $0.idleTimeout = .seconds(4) }) { daemon in
             // The limits below only turn a hang into a failure.
             let silent = try RawConnection(port: try Self.port(daemon))
             let closed = try #require(await silent.waitForClose(limit: .seconds(60)))
@@ -39,7 +39,7 @@ import Testing
     }
 
     @Test func aRequestWhoseHeadersTrickleIsClosedAtTheHeaderDeadline() async throws {
-        try await withTestDaemon(configure: Self.oneSecondRequestDeadline) { daemon in
+        try await withTestDaemon(.socket, configure: Self.oneSecondRequestDeadline) { daemon in
             let slow = try RawConnection(port: try Self.port(daemon))
             slow.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
             // Closed by the 1 s deadline, long before the 30 s idle timeout (the limit is a hang detector).
@@ -59,7 +59,7 @@ import Testing
     /// trust.md: the deadline covers the body too: one dribbled a byte at a
     /// time, each well inside the idle timeout, is cut at the request deadline.
     @Test func aBodyDribbledAByteAtATimeIsClosedAtTheRequestDeadline() async throws {
-        try await withTestDaemon(configure: Self.oneSecondRequestDeadline) { daemon in
+        try await withTestDaemon(.socket, configure: Self.oneSecondRequestDeadline) { daemon in
             let slow = try RawConnection(port: try Self.port(daemon))
             slow.send("POST /api/mobile/auth/login HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{")
             for _ in 0..<30 {
@@ -76,7 +76,7 @@ import Testing
     /// does not switch the deadline off for the requests after it, and a
     /// request that begins in the read that ended the one before still gets one.
     @Test func anEarlyAnswerLeavesTheNextRequestItsDeadline() async throws {
-        try await withTestDaemon(configure: Self.oneSecondRequestDeadline) { daemon in
+        try await withTestDaemon(.socket, configure: Self.oneSecondRequestDeadline) { daemon in
             let connection = try RawConnection(port: try Self.port(daemon))
             connection.send("POST /no-such-route HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\n")
             // The 404 comes before the body is sent (on a busy machine it may come later: then this
@@ -92,7 +92,7 @@ import Testing
     }
 
     @Test func onAKeptAliveConnectionEachHeadHasItsOwnDeadline() async throws {
-        try await withTestDaemon(configure: Self.oneSecondRequestDeadline) { daemon in
+        try await withTestDaemon(.socket, configure: Self.oneSecondRequestDeadline) { daemon in
             let connection = try RawConnection(port: try Self.port(daemon))
             // Whole requests for longer than the deadline: none is late, so none is cut.
             for _ in 0..<8 {
@@ -149,11 +149,14 @@ import Testing
     /// Long polls whose clients close their connections give their slots back
     /// and leave the broker's wake list; the request itself is untouched.
     @Test func hungUpLongPollsFreeTheirSlotsAndLeaveTheWakeList() async throws {
-        try await withTestDaemon(configure: {
-            $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 10_000, window: 60)
-            // All from 127.0.0.1: no per-address cap here (it has its own test).
-            $0.connectionsPerAddress = 0
-        }) { daemon in
+        try await withTestDaemon(
+            .socket,
+            configure: {
+                $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 10_000, window: 60)
+                // All from 127.0.0.1: no per-address cap here (it has its own test).
+                $0.connectionsPerAddress = 0
+            }
+        ) { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             _ = try await daemon.login(Fixture.email, password: Fixture.password)
             let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
@@ -202,7 +205,7 @@ import Testing
     }
 
     @Test func anAddressHoldsAtMostItsCapOfConnections() async throws {
-        try await withTestDaemon(configure: { $0.connectionsPerAddress = 3 }) { daemon in
+        try await withTestDaemon(.socket, configure: { $0.connectionsPerAddress = 3 }) { daemon in
             let port = try ConnectionLimitTests.port(daemon)
             // Four connections open at once and say nothing: one is over the cap (which
             // one depends on which event loop sets its connection up first).
@@ -229,10 +232,13 @@ import Testing
 
     /// A reverse proxy carries many clients: its connections are not capped.
     @Test func aTrustedProxyIsNotCapped() async throws {
-        try await withTestDaemon(configure: {
-            $0.connectionsPerAddress = 1
-            $0.trustedProxies = [IPNetwork("127.0.0.1/32")!]
-        }) { daemon in
+        try await withTestDaemon(
+            .socket,
+            configure: {
+                $0.connectionsPerAddress = 1
+                $0.trustedProxies = [IPNetwork("127.0.0.1/32")!]
+            }
+        ) { daemon in
             let port = try ConnectionLimitTests.port(daemon)
             let held = try RawConnection(port: port)
             #expect(await Self.answered(try RawConnection(port: port)))

@@ -38,7 +38,7 @@ import Testing
     }
 
     @Test func aBodyOfExactly16KiBIsReadWithItsUnknownFieldsIgnoredAndOneByteMoreIs413() async throws {
-        try await withTestDaemon { daemon in
+        try await withTestDaemon(.socket) { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             /// A login body of exactly `size` bytes, padded by a field the API does not know.
             func login(size: Int) throws -> [UInt8] {
@@ -90,6 +90,7 @@ import Testing
         #expect(ClientAddress.limitKey("2001:db8:1:3::9") == "2001:db8:1:3::/64")
         #expect(ClientAddress.limitKey("203.0.113.7") == "203.0.113.7")
         try await withTestDaemon(
+            .socket,
             configure: {
                 $0.trustedProxies = [IPNetwork("127.0.0.1")!]
                 $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 2, window: 60)

@@ -4,6 +4,8 @@ import CountersignHTTP
 import CountersignRuntime
 import CountersignStore
 import Foundation
+import HTTPTypes
+import HummingbirdTesting
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -14,6 +16,7 @@ import TestSupport
 /// Runs `body` against a test daemon on a fresh temporary folder (the common
 /// case), with the test configuration changed by `configure`.
 func withTestDaemon<T: Sendable>(
+    _ transport: Transport = .router,
     configure: (inout ServeConfiguration) -> Void = { _ in },
     logs: LogCapture = LogCapture(),
     pushSender: (any PushSender)? = nil,
@@ -21,8 +24,21 @@ func withTestDaemon<T: Sendable>(
     _ body: @Sendable (TestDaemon) async throws -> T
 ) async throws -> T {
     try await withTemporaryFolder { folder in
-        try await TestDaemon.run(TestDaemon.configuration(folder, configure), logs: logs, pushSender: pushSender, clock: clock, body)
+        try await TestDaemon.run(
+            TestDaemon.configuration(folder, configure), transport: transport, logs: logs, pushSender: pushSender, clock: clock, body)
     }
+}
+
+/// How a test reaches its daemon.
+enum Transport: Sendable {
+    /// HTTP over a socket on 127.0.0.1: for what a connection carries (the
+    /// peer's address and `X-Forwarded-For`, connection caps, deadlines,
+    /// hang-ups) and for clients other than `call` (raw connections, links).
+    case socket
+    /// Straight into the router (HummingbirdTesting's `.router`): the same
+    /// middleware, routes and services, no listener. Every request's client
+    /// address is then `unknown`, one address for all.
+    case router
 }
 
 /// A daemon clock a test moves by hand: request lifetimes, email codes and
@@ -42,11 +58,15 @@ final class ManualClock: Sendable {
 }
 
 /// A daemon built by `buildApplication` exactly as `serve` builds it, running on
-/// 127.0.0.1 with an ephemeral port, talked to over real HTTP.
+/// 127.0.0.1 with an ephemeral port and talked to over real HTTP, or reached
+/// through its router (``Transport``).
 struct TestDaemon: Sendable {
+    /// `http://127.0.0.1:PORT`; with the router transport an address nothing answers at.
     let base: String
     let server: CountersignServer
     let hasher: BcryptPasswordHasher
+    /// The router's test client, with the router transport.
+    var router: (any TestClientProtocol)? = nil
 
     /// Test defaults lower the bcrypt cost through the same setting a user has.
     static func configuration(_ folder: TemporaryFolder, _ change: (inout ServeConfiguration) -> Void = { _ in }) -> ServeConfiguration {
@@ -60,6 +80,7 @@ struct TestDaemon: Sendable {
 
     static func run<T: Sendable>(
         _ configuration: ServeConfiguration,
+        transport: Transport = .router,
         logs: LogCapture = LogCapture(),
         pushSender: (any PushSender)? = nil,
         clock: ManualClock? = nil,
@@ -71,8 +92,14 @@ struct TestDaemon: Sendable {
         let server = try await buildApplication(
             configuration: configuration, logger: logger, pushSender: pushSender,
             onServerRunning: { port in readiness.ready(port: port) }, now: now)
+        let hasher = BcryptPasswordHasher(cost: configuration.bcryptCost)
+        if transport == .router {
+            return try await server.application.test(.router) { client in
+                try await body(TestDaemon(base: "http://no-socket.invalid", server: server, hasher: hasher, router: client))
+            }
+        }
         return try await RunningServices.run(server.services, readiness: readiness, logger: logger) { port in
-            let daemon = TestDaemon(base: "http://127.0.0.1:\(port)", server: server, hasher: BcryptPasswordHasher(cost: configuration.bcryptCost))
+            let daemon = TestDaemon(base: "http://127.0.0.1:\(port)", server: server, hasher: hasher)
             return try await body(daemon)
         }
     }
@@ -101,11 +128,14 @@ struct TestDaemon: Sendable {
         headers: [(String, String)] = [],
         timeout: Duration = .seconds(40)
     ) async throws -> Answer {
+        let body = try rawBody ?? json.map { Array(try JSONSerialization.data(withJSONObject: $0)) }
+        if let router {
+            return try await Self.call(router, method, path, body: body, contentType: contentType, apiKey: apiKey, headers: headers, timeout: timeout)
+        }
         var request = HTTPClientRequest(url: base + path)
         request.method = method
         if let apiKey { request.headers.add(name: "X-API-Key", value: apiKey) }
         for (name, value) in headers { request.headers.add(name: name, value: value) }
-        let body = try rawBody ?? json.map { Array(try JSONSerialization.data(withJSONObject: $0)) }
         if let body {
             if let contentType { request.headers.add(name: "Content-Type", value: contentType) }
             request.body = .bytes(ByteBuffer(bytes: body))
@@ -113,6 +143,36 @@ struct TestDaemon: Sendable {
         let response = try await HTTPClient.shared.execute(request, timeout: .init(timeout))
         let collected = try await response.body.collect(upTo: 1 << 20)
         return Answer(status: Int(response.status.code), headers: response.headers, bytes: Array(collected.readableBytesView))
+    }
+
+    /// A request through the router: the same head and body `call` sends over a socket.
+    static func call(
+        _ router: any TestClientProtocol, _ method: HTTPMethod, _ path: String, body: [UInt8]?, contentType: String?, apiKey: String?,
+        headers: [(String, String)], timeout: Duration
+    ) async throws -> Answer {
+        var fields = HTTPFields()
+        if let apiKey { fields.append(HTTPField(name: HTTPField.Name("X-API-Key")!, value: apiKey)) }
+        for (name, value) in headers {
+            guard let name = HTTPField.Name(name) else { throw TestFailure("not a header name: \(name)") }
+            fields.append(HTTPField(name: name, value: value))
+        }
+        if body != nil, let contentType { fields.append(HTTPField(name: .contentType, value: contentType)) }
+        guard let method = HTTPRequest.Method(method.rawValue) else { throw TestFailure("not a method: \(method)") }
+        let head = fields
+        let response = try await withThrowingTaskGroup(of: TestResponse?.self) { group in
+            group.addTask { try await router.executeRequest(uri: path, method: method, headers: head, body: body.map { ByteBuffer(bytes: $0) }) }
+            // A hang detector: the router answers as the server would, with no client timeout of its own.
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let response = first else { throw TestFailure("\(method) \(path): no answer in \(timeout)") }
+            return response
+        }
+        var answerHeaders = HTTPHeaders()
+        for field in response.headers { answerHeaders.add(name: field.name.rawName, value: field.value) }
+        return Answer(status: Int(response.status.code), headers: answerHeaders, bytes: Array(response.body.readableBytesView))
     }
 
     // MARK: Fixtures
