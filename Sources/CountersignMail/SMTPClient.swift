@@ -6,7 +6,7 @@ import Foundation
 /// thread of its own). The message is built with libcurl's MIME API as
 /// `multipart/alternative` (plain text and HTML, quoted-printable).
 struct SMTPClient {
-    let settings: SMTPSettings
+    let settings: SMTPConfiguration
 
     /// libcurl must be set up once per process before any thread uses it.
     static let globalSetup: Void = {
@@ -21,8 +21,8 @@ struct SMTPClient {
     }
 
     private func perform(_ message: MailMessage, replies: ReplyLog) -> MailDelivery {
-        guard let from = SMTPSettings.mailbox(in: settings.from) else { return .permanentFailure("invalid sender address") }
-        guard let to = SMTPSettings.mailbox(in: message.to) else { return .permanentFailure("invalid recipient address") }
+        guard let from = SMTPConfiguration.mailbox(in: settings.from) else { return .permanentFailure("invalid sender address") }
+        guard let to = SMTPConfiguration.mailbox(in: message.to) else { return .permanentFailure("invalid recipient address") }
         guard !message.subject.contains(where: { $0 == "\r" || $0 == "\n" }) else { return .permanentFailure("invalid subject") }
         // Defers run last-declared first: the handle is cleaned up before the
         // buffers, lists and MIME parts it points at are freed.

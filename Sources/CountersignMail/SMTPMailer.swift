@@ -6,14 +6,14 @@ import Synchronization
 
 /// Sends mail over SMTP with libcurl, off the event loops: each submission
 /// runs on a thread of a pool of its own, so at most
-/// ``SMTPSettings/maxConcurrentSends`` go at once. A service: the pool stops
+/// ``SMTPConfiguration/maxConcurrentSends`` go at once. A service: the pool stops
 /// when the service group shuts down (list it before the outbox sender).
 public final class SMTPMailer: MailSender, Service {
-    public let settings: SMTPSettings
+    public let settings: SMTPConfiguration
     private let pool: NIOThreadPool
     private let lastDeliveryFailed = Mutex(false)
 
-    public init(settings: SMTPSettings) {
+    public init(settings: SMTPConfiguration) {
         self.settings = settings
         _ = SMTPClient.globalSetup
         pool = NIOThreadPool(numberOfThreads: settings.maxConcurrentSends)

@@ -11,7 +11,7 @@ import PostgresNIO
 /// server that is not up yet is left to the pool, which waits for it.
 enum PostgresProbe {
     /// Throws the reason the database can never be opened with `settings`; returns otherwise.
-    static func check(_ settings: PostgresSettings, logger: Logger) async throws(PostgresStoreError) {
+    static func check(_ settings: PostgresConfiguration, logger: Logger) async throws(PostgresStoreError) {
         let connection: PostgresConnection
         do {
             connection = try await PostgresConnection.connect(
@@ -31,7 +31,7 @@ enum PostgresProbe {
         guard let error = error as? PSQLError else { return nil }
         switch error.code {
         case .sslUnsupported:
-            return "the server does not accept TLS (sslmode=\(PostgresSettings.SSLMode.require.rawValue) or verify-full asks for it)"
+            return "the server does not accept TLS (sslmode=\(PostgresConfiguration.SSLMode.require.rawValue) or verify-full asks for it)"
         case .server:
             // Class 28: invalid authorization; 3D000: no such database.
             guard let state = error.serverInfo?[.sqlState], state.hasPrefix("28") || state == "3D000" else { return nil }

@@ -221,7 +221,7 @@ extension PostgresStore {
 
 extension PostgresStore {
     /// The schema versions of the database, read on one connection without migrating anything.
-    public static func migrationStatus(settings: PostgresSettings, logger: Logger) async throws -> MigrationStatus {
+    public static func migrationStatus(settings: PostgresConfiguration, logger: Logger) async throws -> MigrationStatus {
         let connection = try await PostgresConnection.connect(
             on: MultiThreadedEventLoopGroup.singleton.any(),
             configuration: try settings.connectionConfiguration(applicationName: "countersign-migrate-status"), id: 0, logger: logger

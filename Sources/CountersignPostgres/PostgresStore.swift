@@ -11,7 +11,7 @@ import Synchronization
 /// and ``follow(onChange:onGap:)`` (the ``ChangeFeed``) carries those to this node's long polls.
 public final class PostgresStore: ChangeFeed, Sendable {
     let client: PostgresClient
-    let settings: PostgresSettings
+    let settings: PostgresConfiguration
     /// For queries: errors only.
     let logger: Logger
     /// For what the store itself reports (migrations, the notification connection).
@@ -40,7 +40,7 @@ public final class PostgresStore: ChangeFeed, Sendable {
 
     /// Connects (a pool of at most `maximumConnections`) and migrates the schema.
     public init(
-        settings: PostgresSettings, nodeID: String, maximumConnections: Int = 16, connectionWait: Duration? = nil,
+        settings: PostgresConfiguration, nodeID: String, maximumConnections: Int = 16, connectionWait: Duration? = nil,
         queryLimit: Duration? = nil, listenerCheck: Duration = .seconds(5), logger: Logger
     ) async throws {
         self.settings = settings

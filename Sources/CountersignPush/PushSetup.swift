@@ -16,7 +16,7 @@ public struct PushStack: Sendable {
 public enum PushSetup {
     /// Builds a sender for each configured provider (FCM, APNs, Web Push);
     /// `nil` when none is. A bad key file or setting throws one line naming what is wrong.
-    public static func make(settings: PushSettings, deadTokens: any PushTokenStore, logger: Logger) async throws -> PushStack? {
+    public static func make(settings: PushConfiguration, deadTokens: any PushTokenStore, logger: Logger) async throws -> PushStack? {
         var senders: [PushProvider: any PushSender] = [:]
         var services: [HTTPClientService] = []
         do {
@@ -55,7 +55,7 @@ public enum PushSetup {
 
     /// FCM's sender and its client; `nil` when no service account is configured (or its file is empty).
     static func makeFCM(
-        settings: PushSettings, deadTokens: any PushTokenStore, logger: Logger
+        settings: PushConfiguration, deadTokens: any PushTokenStore, logger: Logger
     ) async throws -> (sender: FCMSender, service: HTTPClientService)? {
         guard let path = settings.serviceAccountFile else { return nil }
         guard let data = FileManager.default.contents(atPath: path) else {

@@ -184,7 +184,7 @@ private struct EmailParts {
     ) throws -> EmailParts {
         let settings = configuration.email
         let keyPath = settings.secretKeyPath(databasePath: configuration.databasePath, environment: environment)
-        let credentialKey = environment["CREDENTIALS_DIRECTORY"].map { $0 + "/" + EmailSettings.secretKeyCredential }
+        let credentialKey = environment["CREDENTIALS_DIRECTORY"].map { $0 + "/" + EmailConfiguration.secretKeyCredential }
         if configuration.database.isCluster, settings.secretKeyFile == nil, keyPath != credentialKey {
             // Enrollment codes, idempotent answers and email codes made on one node are checked on another.
             throw ConfigurationError(

@@ -265,7 +265,7 @@ public struct ConfigurationLoader {
     /// The database (`--database`, with `--database-password-file` or the `database-password` credential for PostgreSQL).
     public func database() throws -> DatabaseLocation {
         let path = try databasePath()
-        guard PostgresSettings.isURL(path) else { return .sqlite(path: path) }
+        guard PostgresConfiguration.isURL(path) else { return .sqlite(path: path) }
         let seconds = "whole seconds from 1 to 86400"
         return try DatabaseLocation.postgres(
             url: path, password: try secret(Self.databasePasswordFile, credential: DatabaseLocation.passwordCredential, what: "database password"),
@@ -289,10 +289,10 @@ public struct ConfigurationLoader {
     public func secretKeyPath() throws -> String {
         let file = try value(Self.secretKeyFile, expected: "a file path", parse: { $0.isEmpty ? nil : $0 })
         let database = try databasePath()
-        if file == nil, PostgresSettings.isURL(database), environment["CREDENTIALS_DIRECTORY"] == nil {
+        if file == nil, PostgresConfiguration.isURL(database), environment["CREDENTIALS_DIRECTORY"] == nil {
             throw ConfigurationError("with a PostgreSQL database, give the nodes' secret key: --secret-key-file")
         }
-        var settings = EmailSettings()
+        var settings = EmailConfiguration()
         settings.secretKeyFile = file
         return settings.secretKeyPath(databasePath: database, environment: environment)
     }
@@ -398,16 +398,16 @@ public struct ConfigurationLoader {
         if let offline = try value(Self.offlineCodes, expected: "on or off", parse: Self.parseOnOff) {
             configuration.offlineCodes = offline
         }
-        configuration.push = try pushSettings()
-        configuration.email = try emailSettings()
+        configuration.push = try pushConfiguration()
+        configuration.email = try emailConfiguration()
         return configuration
     }
 
     /// The email reset's settings. The SMTP password comes from a file
     /// (`--smtp-password-file`, or `$CREDENTIALS_DIRECTORY/smtp-password`),
     /// never from a flag's value.
-    public func emailSettings() throws -> EmailSettings {
-        var settings = EmailSettings()
+    public func emailConfiguration() throws -> EmailConfiguration {
+        var settings = EmailConfiguration()
         let path = "a file path"
         if let ttl = try value(Self.emailCodeTTL, expected: "whole seconds from 1 to 86400", parse: Self.parseSeconds) {
             settings.codeTTL = ttl
@@ -422,12 +422,12 @@ public struct ConfigurationLoader {
             parse: ResetLinkTemplate.init)
         settings.templatesDirectory = try value(Self.mailTemplates, expected: "a folder", parse: { $0.isEmpty ? nil : $0 })
         settings.secretKeyFile = try value(Self.secretKeyFile, expected: path, parse: { $0.isEmpty ? nil : $0 })
-        settings.smtp = try smtpSettings()
+        settings.smtp = try smtpConfiguration()
         return settings
     }
 
     /// `nil` when no SMTP URL is set (mail off).
-    public func smtpSettings() throws -> SMTPSettings? {
+    public func smtpConfiguration() throws -> SMTPConfiguration? {
         guard let (url, source) = try raw(Self.smtpURL), !url.isEmpty else { return nil }
         let plainText =
             try value(
@@ -443,10 +443,10 @@ public struct ConfigurationLoader {
             throw ConfigurationError("\(source) is set but --smtp-from is not: mail needs a sender address")
         }
         let user = try value(Self.smtpUser, expected: "a user name", parse: { $0.isEmpty ? nil : $0 })
-        let password = try secret(Self.smtpPasswordFile, credential: EmailSettings.smtpPasswordCredential, what: "SMTP password")
+        let password = try secret(Self.smtpPasswordFile, credential: EmailConfiguration.smtpPasswordCredential, what: "SMTP password")
         let caFile = try value(Self.smtpCAFile, expected: "a file path", parse: { $0.isEmpty ? nil : $0 })
         do {
-            return try SMTPSettings(
+            return try SMTPConfiguration(
                 url: url.trimmingCharacters(in: .whitespaces), plainText: plainText, user: user, password: password, from: from, caFile: caFile)
         } catch {
             throw ConfigurationError("\(source): \(error.description)")
@@ -475,11 +475,11 @@ public struct ConfigurationLoader {
     /// FCM settings. The service account comes from the flag, the environment,
     /// the config file, then `$CREDENTIALS_DIRECTORY/fcm-service-account.json`
     /// (systemd `LoadCredential=`) when that file exists.
-    public func pushSettings() throws -> PushSettings {
-        var settings = PushSettings()
+    public func pushConfiguration() throws -> PushConfiguration {
+        var settings = PushConfiguration()
         let path = "a file path"
         settings.serviceAccountFile = try value(Self.fcmServiceAccount, expected: path, parse: { $0.isEmpty ? nil : $0 })
-        settings.serviceAccountFile = settings.serviceAccountFile ?? credential(PushSettings.credentialName)
+        settings.serviceAccountFile = settings.serviceAccountFile ?? credential(PushConfiguration.credentialName)
         if let endpoint = try value(
             Self.fcmEndpoint, expected: "an http(s) URL such as https://fcm.googleapis.com",
             parse: { text in
@@ -490,15 +490,17 @@ public struct ConfigurationLoader {
         }
         settings.caFile = try value(Self.fcmCAFile, expected: path, parse: { $0.isEmpty ? nil : $0 })
         settings.endpoints.allowsPrivate = try value(Self.pushAllowPrivateEndpoints, expected: "on or off", parse: Self.parseOnOff) ?? false
-        settings.apns = try apnsSettings()
-        settings.webPush = try webPushSettings()
+        settings.apns = try apnsConfiguration()
+        settings.webPush = try webPushConfiguration()
         return settings
     }
 
     /// APNs, on when a key file is given (`--apns-key-file` or the `apns-key` credential); its key and team ids are then required.
-    func apnsSettings() throws -> APNsSettings? {
+    func apnsConfiguration() throws -> APNsConfiguration? {
         let path = "a file path"
-        guard let keyFile = try value(Self.apnsKeyFile, expected: path, parse: { $0.isEmpty ? nil : $0 }) ?? credential(APNsSettings.credentialName)
+        guard
+            let keyFile = try value(Self.apnsKeyFile, expected: path, parse: { $0.isEmpty ? nil : $0 })
+                ?? credential(APNsConfiguration.credentialName)
         else { return nil }
         let id = "the 10 letters and digits Apple shows"
         let parseID: (String) -> String? = { $0.count == 10 && $0.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) } ? $0 : nil }
@@ -508,7 +510,7 @@ public struct ConfigurationLoader {
         guard let teamID = try value(Self.apnsTeamID, expected: id, parse: parseID) else {
             throw ConfigurationError("an APNs key is configured (\(keyFile)) but --apns-team-id is not")
         }
-        var settings = APNsSettings(keyFile: keyFile, keyID: keyID, teamID: teamID)
+        var settings = APNsConfiguration(keyFile: keyFile, keyID: keyID, teamID: teamID)
         settings.url = try value(
             Self.apnsURL, expected: "an https URL such as https://api.push.apple.com",
             parse: { text in URL(string: text).flatMap { ($0.scheme == "https" || $0.scheme == "http") && $0.host != nil ? text : nil } })
@@ -519,7 +521,7 @@ public struct ConfigurationLoader {
     /// Web Push, on when `--vapid-subject` is given. The VAPID key: `--vapid-key-file`, the `vapid-key`
     /// credential, else `countersign.vapid.pem` beside the SQLite database (created on first start).
     /// A cluster's nodes share one key: with PostgreSQL the file must be given and exist.
-    func webPushSettings() throws -> WebPushSettings? {
+    func webPushConfiguration() throws -> WebPushConfiguration? {
         guard
             let subject = try value(
                 Self.vapidSubject, expected: "mailto:ADDRESS or an https:// URL",
@@ -531,13 +533,13 @@ public struct ConfigurationLoader {
         else { return nil }
         let database = try databasePath()
         if let file = try value(Self.vapidKeyFile, expected: "a file path", parse: { $0.isEmpty ? nil : $0 }) ?? credential("vapid-key") {
-            return WebPushSettings(vapidKeyFile: file, subject: subject, createKey: !PostgresSettings.isURL(database))
+            return WebPushConfiguration(vapidKeyFile: file, subject: subject, createKey: !PostgresConfiguration.isURL(database))
         }
-        guard !PostgresSettings.isURL(database) else {
+        guard !PostgresConfiguration.isURL(database) else {
             throw ConfigurationError("with a PostgreSQL database, give the nodes' VAPID key: --vapid-key-file")
         }
         let beside = URL(fileURLWithPath: database).deletingLastPathComponent().appendingPathComponent("countersign.vapid.pem").path
-        return WebPushSettings(vapidKeyFile: beside, subject: subject)
+        return WebPushConfiguration(vapidKeyFile: beside, subject: subject)
     }
 
     /// Each limit from the flag that names it, else the environment, else the file: every source's list is read

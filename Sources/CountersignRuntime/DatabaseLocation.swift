@@ -8,7 +8,7 @@ import Logging
 /// PostgreSQL database shared by the nodes of a cluster.
 public enum DatabaseLocation: Sendable, Equatable {
     case sqlite(path: String)
-    case postgres(PostgresSettings)
+    case postgres(PostgresConfiguration)
 
     /// The systemd credential holding the PostgreSQL password.
     public static let passwordCredential = "database-password"
@@ -18,9 +18,9 @@ public enum DatabaseLocation: Sendable, Equatable {
     public static func postgres(
         url: String, password: String?, connectionWait: Duration? = nil, queryLimit: Duration? = nil
     ) throws -> DatabaseLocation {
-        var settings: PostgresSettings
+        var settings: PostgresConfiguration
         do {
-            settings = try PostgresSettings(url: url, password: password)
+            settings = try PostgresConfiguration(url: url, password: password)
         } catch {
             throw ConfigurationError("invalid PostgreSQL URL in --database: \(error.description)")
         }

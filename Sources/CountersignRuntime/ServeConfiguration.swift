@@ -42,7 +42,7 @@ public struct ServeConfiguration: Sendable, Equatable {
     /// The most devices one user may have.
     public var maxDevicesPerUser = Device.defaultMaxPerUser
     /// FCM: off unless a service account is configured.
-    public var push = PushSettings()
+    public var push = PushConfiguration()
     /// How log lines are written (`--log-format`).
     public var logFormat = LogFormat.text
     /// Whether answers must be signed with a device key (default `optional`).
@@ -50,7 +50,7 @@ public struct ServeConfiguration: Sendable, Equatable {
     /// Whether devices get offline-code secrets and their codes are accepted (default on).
     public var offlineCodes = true
     /// The email reset: SMTP (off unless configured), link, templates, code lifetime, secret key.
-    public var email = EmailSettings()
+    public var email = EmailConfiguration()
 
     /// How long a fraud report silences a user's prompts (a broker setting).
     public var fraudSilence: TimeInterval {
@@ -106,7 +106,7 @@ public struct ListenAddress: Sendable, Equatable {
     }
 }
 
-extension PushSettings {
+extension PushConfiguration {
     /// The providers on, for the start-up line: `FCM (service account F), APNs (key K, team T), Web Push (VAPID key F)`.
     var summary: String {
         var parts: [String] = []

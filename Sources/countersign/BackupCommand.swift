@@ -37,7 +37,7 @@ struct Backup: AsyncParsableCommand {
             throw CommandFailure("no secret key at \(keyPath): a backup without it cannot be used; give --secret-key-file")
         }
         // The VAPID key where `serve` finds it (configured, a credential, or beside the database), when there is one.
-        let configuredVAPID = (try? loader.pushSettings())?.webPush?.vapidKeyFile
+        let configuredVAPID = (try? loader.pushConfiguration())?.webPush?.vapidKeyFile
         let beside = URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent("countersign.vapid.pem").path
         let vapid = [configuredVAPID, beside].compactMap { $0 }.first { FileManager.default.fileExists(atPath: $0) }
         let keyCopy = to + ".key"

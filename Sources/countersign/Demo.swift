@@ -39,7 +39,7 @@ struct Demo: AsyncParsableCommand {
         var printer: PrintingMailSender?
         if email {
             configuration.email.smtp = try await loadOrExit {
-                try ConfigurationLoader(flags: mail.flags, environment: ProcessInfo.processInfo.environment, configFile: config).smtpSettings()
+                try ConfigurationLoader(flags: mail.flags, environment: ProcessInfo.processInfo.environment, configFile: config).smtpConfiguration()
             }
             if configuration.email.smtp == nil { printer = PrintingMailSender() }
             // The mail's link must name the port this daemon listens on: a free one, chosen before it starts.

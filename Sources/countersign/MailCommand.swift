@@ -19,7 +19,7 @@ struct MailCommand: AsyncParsableCommand {
         func run() async throws {
             let settings = try await loadOrExit {
                 try ConfigurationLoader(flags: mail.flags, environment: ProcessInfo.processInfo.environment, configFile: operatorConfigFile(config))
-                    .smtpSettings()
+                    .smtpConfiguration()
             }
             guard let settings else {
                 throw configurationFault("no SMTP server configured (--smtp-url, COUNTERSIGN_SMTP_URL or smtp.url in the config file)")

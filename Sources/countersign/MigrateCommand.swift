@@ -35,7 +35,7 @@ struct Migrate: AsyncParsableCommand {
         guard !status else { return try await printStatus() }
         guard let from, let to else { return }
         guard FileManager.default.fileExists(atPath: from) else { throw CommandFailure("no SQLite database at \(from)") }
-        guard PostgresSettings.isURL(to) else { throw ValidationError("--to must be a postgres:// URL") }
+        guard PostgresConfiguration.isURL(to) else { throw ValidationError("--to must be a postgres:// URL") }
         var flags = [ConfigurationLoader.database.flag: to]
         flags[ConfigurationLoader.databasePasswordFile.flag] = database.databasePasswordFile
         let target = try await loadOrExit {

@@ -66,7 +66,7 @@ struct PushCheck {
     func run(only: PushProvider?) async throws {
         var settings = try await loadOrExit {
             try ConfigurationLoader(flags: push.flags, environment: ProcessInfo.processInfo.environment, configFile: operatorConfigFile(config))
-                .pushSettings()
+                .pushConfiguration()
         }
         // A check never creates the VAPID key: one made by another user than the daemon's would lock it out.
         settings.webPush?.createKey = false
@@ -95,7 +95,7 @@ struct PushCheck {
         if failed { throw ExitCode.failure }
     }
 
-    func checkFCM(_ settings: PushSettings, logger: Logger) async throws {
+    func checkFCM(_ settings: PushConfiguration, logger: Logger) async throws {
         guard let file = settings.serviceAccountFile else {
             throw CommandFailure(
                 "no FCM service account configured (--fcm-service-account, COUNTERSIGN_FCM_SERVICE_ACCOUNT, fcm.serviceAccountFile or $CREDENTIALS_DIRECTORY)"
@@ -126,7 +126,7 @@ struct PushCheck {
         }
     }
 
-    func checkAPNs(_ settings: PushSettings) async throws {
+    func checkAPNs(_ settings: PushConfiguration) async throws {
         guard let apns = settings.apns else { throw CommandFailure("APNs is not configured (--apns-key-file, --apns-key-id, --apns-team-id)") }
         let pem = try PushSetup.keyText(apns.keyFile, what: "APNs key")
         let tokens = try await APNsProviderToken(pem: pem, keyID: apns.keyID, teamID: apns.teamID)
@@ -149,7 +149,7 @@ struct PushCheck {
         print("✓ APNs at \(configuration.productionURL) accepted the provider token for \(topic) (BadDeviceToken for a device that cannot exist)")
     }
 
-    func checkWebPush(_ settings: PushSettings, logger: Logger) throws {
+    func checkWebPush(_ settings: PushConfiguration, logger: Logger) throws {
         guard let webPush = settings.webPush else { throw CommandFailure("Web Push is not configured (--vapid-subject)") }
         let key = try VAPIDKeyFile.load(path: webPush.vapidKeyFile, create: false, logger: logger)
         print(

@@ -320,7 +320,7 @@ import Testing
     @Test func thePushCarriesTheIntegrationsWords() async throws {
         try await withTemporaryFolder { folder in
             try await FakeFCMServer.run(folder: folder) { fake, base, file in
-                let configuration = TestDaemon.configuration(folder) { $0.push = PushSettings(serviceAccountFile: file, endpoint: base) }
+                let configuration = TestDaemon.configuration(folder) { $0.push = PushConfiguration(serviceAccountFile: file, endpoint: base) }
                 try await TestDaemon.run(configuration) { daemon in
                     let acme = try await daemon.addIntegration("Acme Admin")
                     _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])

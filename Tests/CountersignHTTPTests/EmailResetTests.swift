@@ -145,7 +145,7 @@ import Testing
     @Test func aNewCodeDropsTheUnsentMailAndAMailStillUnsentAtItsDeadlineIsDropped() async throws {
         // setup: an SMTP server that never answers (nothing listens on port 1).
         try await withTestDaemon(configure: {
-            $0.email.smtp = try? SMTPSettings(url: "smtp://127.0.0.1:1", from: MailFixture.from)
+            $0.email.smtp = try? SMTPConfiguration(url: "smtp://127.0.0.1:1", from: MailFixture.from)
             // Long enough that the first try fails and a retry is due before the deadline, however busy the machine.
             $0.email.codeTTL = 10
         }) { daemon in

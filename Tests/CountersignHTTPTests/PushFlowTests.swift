@@ -24,7 +24,7 @@ import Testing
     @Test func promptsGoToPushDevicesOnlyAndResolutionsFollow() async throws {
         try await withTemporaryFolder { folder in
             try await FakeFCMServer.run(folder: folder) { fake, base, file in
-                let configuration = TestDaemon.configuration(folder) { $0.push = PushSettings(serviceAccountFile: file, endpoint: base) }
+                let configuration = TestDaemon.configuration(folder) { $0.push = PushConfiguration(serviceAccountFile: file, endpoint: base) }
                 try await TestDaemon.run(configuration) { daemon in
                     try await daemon.createUser(Fixture.email, password: Fixture.password)
                     let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password, device: "iPhone", fcmToken: "token-iphone")
@@ -83,7 +83,7 @@ import Testing
                 var account = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file))) as? [String: Any])
                 account["project_id"] = "no-such-project"
                 try JSONSerialization.data(withJSONObject: account).write(to: URL(fileURLWithPath: file))
-                let configuration = TestDaemon.configuration(folder) { $0.push = PushSettings(serviceAccountFile: file, endpoint: base) }
+                let configuration = TestDaemon.configuration(folder) { $0.push = PushConfiguration(serviceAccountFile: file, endpoint: base) }
                 try await TestDaemon.run(configuration) { daemon in
                     let user = try await daemon.createUser(Fixture.email, password: Fixture.password)
                     _ = try await daemon.login(Fixture.email, password: Fixture.password, fcmToken: "token-fine")
@@ -101,7 +101,7 @@ import Testing
         try await withTemporaryFolder { folder in
             try await FakeFCMServer.run(folder: folder) { fake, base, file in
                 fake.script("token-gone", [.unregistered])
-                let configuration = TestDaemon.configuration(folder) { $0.push = PushSettings(serviceAccountFile: file, endpoint: base) }
+                let configuration = TestDaemon.configuration(folder) { $0.push = PushConfiguration(serviceAccountFile: file, endpoint: base) }
                 try await TestDaemon.run(configuration) { daemon in
                     let user = try await daemon.createUser(Fixture.email, password: Fixture.password)
                     // "New" first: the notice that "Old" joined goes to "New" only, and the prompt is the first push "Old" gets.
@@ -134,7 +134,7 @@ import Testing
         try await withTemporaryFolder { folder in
             try await FakeFCMServer.run(folder: folder) { fake, base, file in
                 fake.script("token-slow", [.unavailable(retryAfter: 120), .ok])
-                let configuration = TestDaemon.configuration(folder) { $0.push = PushSettings(serviceAccountFile: file, endpoint: base) }
+                let configuration = TestDaemon.configuration(folder) { $0.push = PushConfiguration(serviceAccountFile: file, endpoint: base) }
                 try await TestDaemon.run(configuration) { daemon in
                     try await daemon.createUser(Fixture.email, password: Fixture.password)
                     _ = try await daemon.login(Fixture.email, password: Fixture.password, fcmToken: "token-slow")
@@ -153,7 +153,7 @@ import Testing
         try await withTemporaryFolder { folder in
             let file = folder.url.appendingPathComponent("sa.json").path
             try Data(#"{"type": "service_account", "project_id": "p"}"#.utf8).write(to: URL(fileURLWithPath: file))
-            let configuration = TestDaemon.configuration(folder) { $0.push = PushSettings(serviceAccountFile: file) }
+            let configuration = TestDaemon.configuration(folder) { $0.push = PushConfiguration(serviceAccountFile: file) }
             do {
                 _ = try await buildApplication(configuration: configuration, logger: LogCapture().logger())
                 Issue.record("start-up went on with a bad service account")

@@ -40,7 +40,7 @@ import Testing
     }
 
     static func webPushConfiguration(_ folder: TemporaryFolder, _ configuration: inout ServeConfiguration) {
-        configuration.push.webPush = WebPushSettings(vapidKeyFile: folder.url.appendingPathComponent("vapid.pem").path, subject: subject)
+        configuration.push.webPush = WebPushConfiguration(vapidKeyFile: folder.url.appendingPathComponent("vapid.pem").path, subject: subject)
         configuration.push.endpoints = PushEndpointPolicy(allowsPrivate: true)
     }
 
@@ -203,7 +203,7 @@ import Testing
             defer { server.stop() }
             let logs = LogCapture()
             let configuration = TestDaemon.configuration(folder) {
-                $0.push.apns = APNsSettings(keyFile: keyFile, keyID: Self.keyID, teamID: Self.teamID, url: server.base, caFile: server.caFile)
+                $0.push.apns = APNsConfiguration(keyFile: keyFile, keyID: Self.keyID, teamID: Self.teamID, url: server.base, caFile: server.caFile)
                 Self.webPushConfiguration(folder, &$0)
             }
             try await TestDaemon.run(configuration, logs: logs) { daemon in
@@ -300,7 +300,7 @@ import Testing
             let server = try await PushTestServer(.apns, folder: folder.url, apnsKeyFile: otherKey, keyID: Self.keyID, teamID: Self.teamID)
             defer { server.stop() }
             let configuration = TestDaemon.configuration(folder) {
-                $0.push.apns = APNsSettings(keyFile: keyFile, keyID: Self.keyID, teamID: Self.teamID, url: server.base, caFile: server.caFile)
+                $0.push.apns = APNsConfiguration(keyFile: keyFile, keyID: Self.keyID, teamID: Self.teamID, url: server.base, caFile: server.caFile)
             }
             try await TestDaemon.run(configuration) { daemon in
                 let user = try await daemon.createUser(Fixture.email, password: Fixture.password)

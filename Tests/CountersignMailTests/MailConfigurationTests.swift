@@ -49,7 +49,7 @@ import Testing
         loopback["--smtp-url"] = "smtp://127.0.0.1:25"
         #expect(
             try ConfigurationLoader(flags: loopback, environment: [:], configFile: nil).serveConfiguration().email.smtp?.security
-                == SMTPSettings.Security.none)
+                == SMTPConfiguration.Security.none)
         #expect(throws: ConfigurationError.self) {
             try ConfigurationLoader(flags: ["--smtp-url": "smtp://relay.example.com:587"], environment: [:], configFile: nil).serveConfiguration()
         }

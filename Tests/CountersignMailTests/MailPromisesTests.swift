@@ -52,7 +52,7 @@ import Testing
     @Test func theOutboxDepthCountsMailNotYetSent() async throws {
         // An SMTP server that never answers (nothing listens on port 1): the mail waits.
         try await withTestDaemon(configure: {
-            $0.email.smtp = try? SMTPSettings(url: "smtp://127.0.0.1:1", from: MailFixture.from)
+            $0.email.smtp = try? SMTPConfiguration(url: "smtp://127.0.0.1:1", from: MailFixture.from)
         }) { daemon in
             #expect(try await Self.outboxWaiting(daemon, kind: "mail") == 0)
             try await daemon.createUser(Fixture.email, password: Fixture.password)

@@ -27,7 +27,7 @@ import Testing
     @Test(.enabled(if: PostgresTestServer.isAvailable, Comment(rawValue: PostgresTestServer.skipNote)))
     func nodesStartingTogetherMigrateOnceAndShareTheirRateCounters() async throws {
         let database = try await newDatabase(.postgres)
-        let settings = try PostgresSettings(url: database)
+        let settings = try PostgresConfiguration(url: database)
         let nodes = try await withThrowingTaskGroup(of: PostgresStore.self) { group in
             for index in 0..<4 { group.addTask { try await PostgresStore(settings: settings, nodeID: "n\(index)", logger: Logger(label: "test")) } }
             return try await group.reduce(into: [PostgresStore]()) { $0.append($1) }
@@ -73,7 +73,7 @@ import Testing
     func aQueryWaitsForAConnectionNoLongerThanItsBoundAndACancelledOneIsNoOutage() async throws {
         let database = try await newDatabase(.postgres)
         let store = try await PostgresStore(
-            settings: try PostgresSettings(url: database), nodeID: "a", connectionWait: .seconds(1), logger: Logger(label: "test"))
+            settings: try PostgresConfiguration(url: database), nodeID: "a", connectionWait: .seconds(1), logger: Logger(label: "test"))
         defer { try? store.close() }
         #expect(try await store.user(email: "ana@example.com") == nil)
         let server = try await PostgresTestServer.shared()
@@ -127,7 +127,7 @@ import Testing
     func aQueryOnAConnectionThatStopsAnsweringEndsAtTheQueryLimit() async throws {
         let database = try await newDatabase(.postgres)
         // The limit as `--database-query-limit` sets it.
-        var settings = try PostgresSettings(url: database)
+        var settings = try PostgresConfiguration(url: database)
         settings.queryLimit = .seconds(1)
         let store = try await PostgresStore(settings: settings, nodeID: "a", maximumConnections: 1, logger: Logger(label: "test"))
         defer { try? store.close() }
@@ -164,7 +164,7 @@ import Testing
     @Test(.enabled(if: PostgresTestServer.isAvailable, Comment(rawValue: PostgresTestServer.skipNote)))
     func aSilentNotificationConnectionIsReplacedAndReportsTheGap() async throws {
         let database = try await newDatabase(.postgres)
-        let settings = try PostgresSettings(url: database)
+        let settings = try PostgresConfiguration(url: database)
         let nodeA = try await PostgresStore(settings: settings, nodeID: "a", listenerCheck: .seconds(1), logger: Logger(label: "test"))
         let nodeB = try await PostgresStore(settings: settings, nodeID: "b", logger: Logger(label: "test"))
         defer { try? nodeA.close() }
@@ -188,7 +188,8 @@ import Testing
         let server = try await PostgresTestServer.shared()
         let name = PostgresTestServer.databaseName(of: database)
         let listener = try await server.psql(
-            "SELECT pid FROM pg_stat_activity WHERE datname = '\(name)' AND application_name = '\(PostgresSettings.notificationsApplicationName)'")
+            "SELECT pid FROM pg_stat_activity WHERE datname = '\(name)' AND application_name = '\(PostgresConfiguration.notificationsApplicationName)'"
+        )
         let backend = try #require(pid_t(listener), "one notification connection: \(listener)")
         try #require(kill(backend, SIGSTOP) == 0)
         defer { kill(backend, SIGCONT) }
@@ -205,7 +206,7 @@ import Testing
     @Test(.enabled(if: PostgresTestServer.isAvailable, Comment(rawValue: PostgresTestServer.skipNote)))
     func aCommittedTransitionNotifiesTheOtherNodeAndACutConnectionRecovers() async throws {
         let database = try await newDatabase(.postgres)
-        let settings = try PostgresSettings(url: database)
+        let settings = try PostgresConfiguration(url: database)
         let nodeA = try await PostgresStore(settings: settings, nodeID: "a", logger: Logger(label: "test"))
         let nodeB = try await PostgresStore(settings: settings, nodeID: "b", logger: Logger(label: "test"))
         let (changes, continuation) = AsyncStream.makeStream(of: String.self)
@@ -221,7 +222,7 @@ import Testing
         let server = try await PostgresTestServer.shared()
         let name = PostgresTestServer.databaseName(of: database)
         let cut = try await server.psql(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(name)' AND application_name = '\(PostgresSettings.notificationsApplicationName)'",
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '\(name)' AND application_name = '\(PostgresConfiguration.notificationsApplicationName)'",
             database: name)
         #expect(cut == "1")
         #expect(await received.next() == "<gap>")
@@ -267,7 +268,7 @@ import Testing
         try await server.psql(script, database: name)
 
         // act: the new version opens it.
-        let store = try await PostgresStore(settings: try PostgresSettings(url: url), nodeID: "upgrade", logger: Logger(label: "test"))
+        let store = try await PostgresStore(settings: try PostgresConfiguration(url: url), nodeID: "upgrade", logger: Logger(label: "test"))
 
         // check
         #expect(try await store.user(email: "bob@example.com", reachableBy: "int_1")?.id == "u_bob")

@@ -51,7 +51,7 @@ import Testing
         #expect(configuration.port == 9099)
         #expect(configuration.broker.requestTTL == 45)
         #expect(configuration.rateLimits[.statusPollsPerIP] == RateLimit(count: 7, window: 2))
-        #expect(try ConfigurationLoader(flags: [:], environment: [:], configFile: path).pushSettings().endpoint == "https://fcm.example.net")
+        #expect(try ConfigurationLoader(flags: [:], environment: [:], configFile: path).pushConfiguration().endpoint == "https://fcm.example.net")
         try Data("// only a comment\n[1, 2]".utf8).write(to: URL(fileURLWithPath: path))
         #expect(throws: ConfigurationError.self) { _ = try ConfigurationLoader(flags: [:], environment: [:], configFile: path) }
     }
@@ -71,18 +71,18 @@ import Testing
         #expect(installed == defaults)
     }
 
-    /// fcm-http-v1.md: every command finds the service account the same way (they all read ``ConfigurationLoader/pushSettings()``).
+    /// fcm-http-v1.md: every command finds the service account the same way (they all read ``ConfigurationLoader/pushConfiguration()``).
     @Test func theServiceAccountComesFromTheFlagThenTheEnvironmentThenTheFileThenTheCredential() throws {
         let (folder, path) = try writeConfig(#"{"fcm": {"serviceAccountFile": "/from/file.json"}}"#)
         defer { folder.remove() }
         let credentials = folder.url.appendingPathComponent("credentials")
         try FileManager.default.createDirectory(at: credentials, withIntermediateDirectories: true)
-        let credential = credentials.appendingPathComponent(PushSettings.credentialName).path
+        let credential = credentials.appendingPathComponent(PushConfiguration.credentialName).path
         try Data("{}".utf8).write(to: URL(fileURLWithPath: credential))
         let flag = [ConfigurationLoader.fcmServiceAccount.flag: "/from/flag.json"]
         let variable = [ConfigurationLoader.fcmServiceAccount.environment: "/from/environment.json", "CREDENTIALS_DIRECTORY": credentials.path]
         func found(_ flags: [String: String], _ environment: [String: String], _ file: String?) throws -> String? {
-            try ConfigurationLoader(flags: flags, environment: environment, configFile: file).pushSettings().serviceAccountFile
+            try ConfigurationLoader(flags: flags, environment: environment, configFile: file).pushConfiguration().serviceAccountFile
         }
         #expect(try found(flag, variable, path) == "/from/flag.json")
         #expect(try found([:], variable, path) == "/from/environment.json")

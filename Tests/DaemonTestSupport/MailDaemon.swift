@@ -18,7 +18,7 @@ func withMailDaemon<T: Sendable>(
     try await withTemporaryFolder { folder in
         try await withSMTPTestServer(folder: folder.url, implicitTLS: implicitTLS) { smtp in
             var configuration = TestDaemon.configuration(folder, configure)
-            configuration.email.smtp = try SMTPSettings(
+            configuration.email.smtp = try SMTPConfiguration(
                 url: smtp.url, user: SMTPTestServer.user, password: SMTPTestServer.password, from: MailFixture.from, caFile: smtp.caFile)
             configuration.email.publicURL = configuration.email.publicURL ?? "https://auth.example.test"
             return try await TestDaemon.run(configuration, logs: logs, clock: clock) { daemon in try await body(daemon, smtp) }

@@ -4,7 +4,7 @@ import Foundation
 /// Where and how mail is submitted: an SMTP server reached with STARTTLS
 /// (`smtp://host:587`) or implicit TLS (`smtps://host:465`), with AUTH when a
 /// user is set. Plain text is possible only to a loopback host (a local relay).
-public struct SMTPSettings: Sendable, Equatable, CustomStringConvertible, CustomReflectable {
+public struct SMTPConfiguration: Sendable, Equatable, CustomStringConvertible, CustomReflectable {
     public enum Security: String, Sendable {
         /// `smtp://`: STARTTLS, refused if the server does not offer it.
         case startTLS
@@ -35,30 +35,32 @@ public struct SMTPSettings: Sendable, Equatable, CustomStringConvertible, Custom
     public init(
         url: String, plainText: Bool = false, user: String? = nil, password: String? = nil, from: String, caFile: String? = nil,
         timeout: Int = 30, maxConcurrentSends: Int = 4
-    ) throws(SMTPSettingsError) {
+    ) throws(SMTPConfigurationError) {
         guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), let host = parsed.host, !host.isEmpty,
             scheme == "smtp" || scheme == "smtps", parsed.path.isEmpty || parsed.path == "/", parsed.user == nil, parsed.query == nil
         else {
-            throw SMTPSettingsError("the SMTP URL must be smtp://HOST:PORT (STARTTLS) or smtps://HOST:PORT (implicit TLS), without a user or path")
+            throw SMTPConfigurationError(
+                "the SMTP URL must be smtp://HOST:PORT (STARTTLS) or smtps://HOST:PORT (implicit TLS), without a user or path")
         }
         switch (scheme, plainText) {
         case ("smtps", true):
-            throw SMTPSettingsError("smtps:// is TLS from the first byte; --smtp-tls none contradicts it")
+            throw SMTPConfigurationError("smtps:// is TLS from the first byte; --smtp-tls none contradicts it")
         case ("smtps", false): security = .implicitTLS
         case (_, false): security = .startTLS
         default:
             guard NetworkHost.isLoopback(host) else {
-                throw SMTPSettingsError(
+                throw SMTPConfigurationError(
                     "plain-text SMTP (--smtp-tls none) is refused to \(host): the password and the reset codes would cross the network in clear. Use STARTTLS (smtp://) or smtps://, or a relay on 127.0.0.1"
                 )
             }
             security = .none
         }
         guard Self.mailbox(in: from) != nil else {
-            throw SMTPSettingsError("the sender (--smtp-from) must be an address such as noreply@example.com or \"Example <noreply@example.com>\"")
+            throw SMTPConfigurationError(
+                "the sender (--smtp-from) must be an address such as noreply@example.com or \"Example <noreply@example.com>\"")
         }
         if user != nil, password == nil {
-            throw SMTPSettingsError("an SMTP user needs a password: --smtp-password-file, or the systemd credential smtp-password")
+            throw SMTPConfigurationError("an SMTP user needs a password: --smtp-password-file, or the systemd credential smtp-password")
         }
         self.url = url
         self.host = host
@@ -71,7 +73,7 @@ public struct SMTPSettings: Sendable, Equatable, CustomStringConvertible, Custom
     }
 
     /// Never the password, whatever prints these settings.
-    public var description: String { "SMTPSettings(\(summary))" }
+    public var description: String { "SMTPConfiguration(\(summary))" }
     public var customMirror: Mirror { Mirror(self, children: ["summary": summary]) }
 
     /// What the start-up line may say: no password.
@@ -93,7 +95,7 @@ public struct SMTPSettings: Sendable, Equatable, CustomStringConvertible, Custom
     }
 }
 
-public struct SMTPSettingsError: Error, CustomStringConvertible {
+public struct SMTPConfigurationError: Error, CustomStringConvertible {
     public let description: String
     init(_ description: String) { self.description = description }
 }

@@ -2,16 +2,16 @@ import CountersignCore
 
 /// Where push settings come from and what they resolve to: FCM, APNs and
 /// Web Push, each off until configured.
-public struct PushSettings: Sendable, Equatable {
+public struct PushConfiguration: Sendable, Equatable {
     /// The service-account key file; `nil`: FCM is off.
     public var serviceAccountFile: String?
     public var endpoint = "https://fcm.googleapis.com"
     /// An extra trusted CA (PEM) for the token and send endpoints.
     public var caFile: String?
     /// APNs with a token-based key; `nil`: off.
-    public var apns: APNsSettings?
+    public var apns: APNsConfiguration?
     /// Web Push (UnifiedPush); `nil`: off.
-    public var webPush: WebPushSettings?
+    public var webPush: WebPushConfiguration?
     /// Which Web Push endpoints devices may register and the daemon posts to.
     public var endpoints = PushEndpointPolicy()
 
@@ -26,7 +26,7 @@ public struct PushSettings: Sendable, Equatable {
 }
 
 /// APNs: the `.p8` key, its id and the team's; `url` and `caFile` for tests.
-public struct APNsSettings: Sendable, Equatable {
+public struct APNsConfiguration: Sendable, Equatable {
     public var keyFile: String
     public var keyID: String
     public var teamID: String
@@ -48,7 +48,7 @@ public struct APNsSettings: Sendable, Equatable {
 
 /// Web Push: the VAPID key file (created on first start when missing) and the
 /// `sub` the push services may write to.
-public struct WebPushSettings: Sendable, Equatable {
+public struct WebPushConfiguration: Sendable, Equatable {
     public var vapidKeyFile: String
     /// `mailto:…` or `https://…`.
     public var subject: String

@@ -4,9 +4,9 @@ import Foundation
 
 /// The email reset's settings: the SMTP server (none: mail off), the link,
 /// the templates, how long a code works, and where the daemon's secret key is.
-public struct EmailSettings: Sendable, Equatable {
+public struct EmailConfiguration: Sendable, Equatable {
     /// `nil`: no SMTP server, so nothing is queued or sent.
-    public var smtp: SMTPSettings?
+    public var smtp: SMTPConfiguration?
     /// How long a code and its link work.
     public var codeTTL: TimeInterval = 900
     /// The daemon's address as users reach it (behind its proxy), for the default link.

@@ -5,7 +5,7 @@ import PostgresNIO
 /// Where a cluster's PostgreSQL database is: parsed from a `postgres://` or
 /// `postgresql://` URL (user, password, host, port, database, `sslmode`,
 /// `sslrootcert`).
-public struct PostgresSettings: Sendable, Equatable {
+public struct PostgresConfiguration: Sendable, Equatable {
     public enum SSLMode: String, Sendable, CaseIterable {
         case disable, prefer, require
         case verifyFull = "verify-full"
