@@ -155,7 +155,7 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
-        // Hummingbird: routes, answer types, middleware and buildApplication.
+        // Hummingbird: routes, answer types, middleware and the guarded HTTP/1.1 channel (no wiring: see CountersignRuntime).
         .target(
             name: "CountersignHTTP",
             dependencies: [
@@ -166,7 +166,6 @@ let package = Package(
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -6,7 +6,7 @@ import Foundation
 /// thread of its own). The message is built with libcurl's MIME API as
 /// `multipart/alternative` (plain text and HTML, quoted-printable).
 struct SMTPClient {
-    let settings: SMTPConfiguration
+    let configuration: SMTPConfiguration
 
     /// libcurl must be set up once per process before any thread uses it.
     static let globalSetup: Void = {
@@ -21,7 +21,7 @@ struct SMTPClient {
     }
 
     private func perform(_ message: MailMessage, replies: ReplyLog) -> MailDelivery {
-        guard let from = SMTPConfiguration.mailbox(in: settings.from) else { return .permanentFailure("invalid sender address") }
+        guard let from = SMTPConfiguration.mailbox(in: configuration.from) else { return .permanentFailure("invalid sender address") }
         guard let to = SMTPConfiguration.mailbox(in: message.to) else { return .permanentFailure("invalid recipient address") }
         guard !message.subject.contains(where: { $0 == "\r" || $0 == "\n" }) else { return .permanentFailure("invalid subject") }
         // Defers run last-declared first: the handle is cleaned up before the
@@ -34,7 +34,7 @@ struct SMTPClient {
         defer { curl_slist_free_all(recipients) }
         var headers: UnsafeMutablePointer<curl_slist>?
         for header in [
-            "From: \(settings.from)", "To: \(to)", "Subject: \(message.subject)", "Date: \(Self.date())",
+            "From: \(configuration.from)", "To: \(to)", "Subject: \(message.subject)", "Date: \(Self.date())",
             "Message-ID: <\(SecureToken.recordID())@\(from.split(separator: "@").last ?? "countersign")>",
             "Content-Type: multipart/alternative",
         ] {
@@ -56,17 +56,17 @@ struct SMTPClient {
             curl_mime_encoder(part, "quoted-printable")
         }
 
-        countersign_curl_set_string(handle, CURLOPT_URL, settings.url)
-        let tls = settings.security == .none ? CURLUSESSL_NONE : CURLUSESSL_ALL
+        countersign_curl_set_string(handle, CURLOPT_URL, configuration.url)
+        let tls = configuration.security == .none ? CURLUSESSL_NONE : CURLUSESSL_ALL
         countersign_curl_set_long(handle, CURLOPT_USE_SSL, Int(tls.rawValue))
         countersign_curl_set_long(handle, CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_2))
         // One connection per mail, closed with it: no QUIT left to wait on at cleanup.
         countersign_curl_set_long(handle, CURLOPT_FORBID_REUSE, 1)
-        countersign_curl_set_long(handle, CURLOPT_SERVER_RESPONSE_TIMEOUT, min(10, settings.timeout))
-        if let caFile = settings.caFile { countersign_curl_set_string(handle, CURLOPT_CAINFO, caFile) }
-        if let user = settings.user {
+        countersign_curl_set_long(handle, CURLOPT_SERVER_RESPONSE_TIMEOUT, min(10, configuration.timeout))
+        if let caFile = configuration.caFile { countersign_curl_set_string(handle, CURLOPT_CAINFO, caFile) }
+        if let user = configuration.user {
             countersign_curl_set_string(handle, CURLOPT_USERNAME, user)
-            countersign_curl_set_string(handle, CURLOPT_PASSWORD, settings.password ?? "")
+            countersign_curl_set_string(handle, CURLOPT_PASSWORD, configuration.password ?? "")
         }
         countersign_curl_set_string(handle, CURLOPT_MAIL_FROM, "<\(from)>")
         countersign_curl_set_list(handle, CURLOPT_MAIL_RCPT, recipients)
@@ -74,8 +74,8 @@ struct SMTPClient {
         countersign_curl_set_mime(handle, mime)
         countersign_curl_set_long(handle, CURLOPT_UPLOAD, 0)
         countersign_curl_set_long(handle, CURLOPT_NOSIGNAL, 1)
-        countersign_curl_set_long(handle, CURLOPT_CONNECTTIMEOUT, min(10, settings.timeout))
-        countersign_curl_set_long(handle, CURLOPT_TIMEOUT, settings.timeout)
+        countersign_curl_set_long(handle, CURLOPT_CONNECTTIMEOUT, min(10, configuration.timeout))
+        countersign_curl_set_long(handle, CURLOPT_TIMEOUT, configuration.timeout)
         countersign_curl_set_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer)
         countersign_curl_set_pointer(handle, CURLOPT_HEADERDATA, Unmanaged.passUnretained(replies).toOpaque())
         countersign_curl_set_header_callback(handle) { buffer, size, count, userdata in

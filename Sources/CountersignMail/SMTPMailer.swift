@@ -9,22 +9,22 @@ import Synchronization
 /// ``SMTPConfiguration/maxConcurrentSends`` go at once. A service: the pool stops
 /// when the service group shuts down (list it before the outbox sender).
 public final class SMTPMailer: MailSender, Service {
-    public let settings: SMTPConfiguration
+    public let configuration: SMTPConfiguration
     private let pool: NIOThreadPool
     private let lastDeliveryFailed = Mutex(false)
 
-    public init(settings: SMTPConfiguration) {
-        self.settings = settings
+    public init(configuration: SMTPConfiguration) {
+        self.configuration = configuration
         _ = SMTPClient.globalSetup
-        pool = NIOThreadPool(numberOfThreads: settings.maxConcurrentSends)
+        pool = NIOThreadPool(numberOfThreads: configuration.maxConcurrentSends)
         pool.start()
     }
 
     public func send(_ message: MailMessage, logger: Logger) async -> MailDelivery {
-        let settings = settings
+        let configuration = configuration
         let delivery: MailDelivery
         do {
-            delivery = try await pool.runIfActive { SMTPClient(settings: settings).send(message) }
+            delivery = try await pool.runIfActive { SMTPClient(configuration: configuration).send(message) }
         } catch {
             delivery = .temporaryFailure("the mail sender is stopping")
         }

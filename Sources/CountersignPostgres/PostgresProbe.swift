@@ -11,15 +11,15 @@ import PostgresNIO
 /// server that is not up yet is left to the pool, which waits for it.
 enum PostgresProbe {
     /// Throws the reason the database can never be opened with `settings`; returns otherwise.
-    static func check(_ settings: PostgresConfiguration, logger: Logger) async throws(PostgresStoreError) {
+    static func check(_ configuration: PostgresConfiguration, logger: Logger) async throws(PostgresStoreError) {
         let connection: PostgresConnection
         do {
             connection = try await PostgresConnection.connect(
                 on: MultiThreadedEventLoopGroup.singleton.any(),
-                configuration: try settings.connectionConfiguration(applicationName: "countersign-probe"), id: 0, logger: logger
+                configuration: try configuration.connectionConfiguration(applicationName: "countersign-probe"), id: 0, logger: logger
             ).get()
         } catch {
-            if let reason = lasting(error) { throw .cannotOpen(settings.redacted, reason) }
+            if let reason = lasting(error) { throw .cannotOpen(configuration.redacted, reason) }
             return
         }
         try? await connection.close()

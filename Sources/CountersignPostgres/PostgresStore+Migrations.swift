@@ -197,7 +197,7 @@ extension PostgresStore {
             let unknown = done.subtracting(Self.migrations.map(\.identifier))
             guard unknown.isEmpty else {
                 throw NewerDatabaseError(
-                    database: self.settings.redacted, unknown: unknown.sorted(), newestKnown: Self.migrations.last?.identifier ?? "")
+                    database: self.configuration.redacted, unknown: unknown.sorted(), newestKnown: Self.migrations.last?.identifier ?? "")
             }
             var applied: [String] = []
             for migration in Self.migrations where !done.contains(migration.identifier) {
@@ -211,7 +211,7 @@ extension PostgresStore {
             return applied
         }
         if !applied.isEmpty {
-            eventLogger.info("database migrated", metadata: ["database": "\(settings.redacted)", "migrations": "\(applied)"])
+            eventLogger.info("database migrated", metadata: ["database": "\(configuration.redacted)", "migrations": "\(applied)"])
         }
     }
 
@@ -221,10 +221,10 @@ extension PostgresStore {
 
 extension PostgresStore {
     /// The schema versions of the database, read on one connection without migrating anything.
-    public static func migrationStatus(settings: PostgresConfiguration, logger: Logger) async throws -> MigrationStatus {
+    public static func migrationStatus(configuration: PostgresConfiguration, logger: Logger) async throws -> MigrationStatus {
         let connection = try await PostgresConnection.connect(
             on: MultiThreadedEventLoopGroup.singleton.any(),
-            configuration: try settings.connectionConfiguration(applicationName: "countersign-migrate-status"), id: 0, logger: logger
+            configuration: try configuration.connectionConfiguration(applicationName: "countersign-migrate-status"), id: 0, logger: logger
         ).get()
         defer { Task { try? await connection.close() } }
         var applied: Set<String> = []

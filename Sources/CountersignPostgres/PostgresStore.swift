@@ -11,7 +11,7 @@ import Synchronization
 /// and ``follow(onChange:onGap:)`` (the ``ChangeFeed``) carries those to this node's long polls.
 public final class PostgresStore: ChangeFeed, Sendable {
     let client: PostgresClient
-    let settings: PostgresConfiguration
+    let configuration: PostgresConfiguration
     /// For queries: errors only.
     let logger: Logger
     /// For what the store itself reports (migrations, the notification connection).
@@ -40,21 +40,22 @@ public final class PostgresStore: ChangeFeed, Sendable {
 
     /// Connects (a pool of at most `maximumConnections`) and migrates the schema.
     public init(
-        settings: PostgresConfiguration, nodeID: String, maximumConnections: Int = 16, connectionWait: Duration? = nil,
+        configuration: PostgresConfiguration, nodeID: String, maximumConnections: Int = 16, connectionWait: Duration? = nil,
         queryLimit: Duration? = nil, listenerCheck: Duration = .seconds(5), logger: Logger
     ) async throws {
-        self.settings = settings
+        self.configuration = configuration
         self.nodeID = nodeID
-        self.connectionWait = connectionWait ?? settings.connectionWait
-        self.queryLimit = queryLimit ?? settings.queryLimit
+        self.connectionWait = connectionWait ?? configuration.connectionWait
+        self.queryLimit = queryLimit ?? configuration.queryLimit
         self.listenerCheck = listenerCheck
         // Queries log only errors (PostgresNIO also warns about a lease asked for before the pool runs: it waits).
         var queries = logger
         queries.logLevel = max(logger.logLevel, .error)
         self.logger = queries
         self.eventLogger = logger
-        try await PostgresProbe.check(settings, logger: queries)
-        let client = PostgresClient(configuration: settings.clientConfiguration(maximumConnections: maximumConnections), backgroundLogger: logger)
+        try await PostgresProbe.check(configuration, logger: queries)
+        let client = PostgresClient(
+            configuration: configuration.clientConfiguration(maximumConnections: maximumConnections), backgroundLogger: logger)
         self.client = client
         running = Task { await client.run() }
         watchingWaits = Task { [waits] in await waits.run() }
@@ -66,7 +67,7 @@ public final class PostgresStore: ChangeFeed, Sendable {
             watchingWaits.cancel()
             // A newer release's database is said as it is: the operator's answer differs (run that release).
             if let newer = error as? NewerDatabaseError { throw newer }
-            throw PostgresStoreError.cannotOpen(settings.redacted, String(reflecting: error))
+            throw PostgresStoreError.cannotOpen(configuration.redacted, String(reflecting: error))
         }
     }
 
@@ -104,7 +105,7 @@ public final class PostgresStore: ChangeFeed, Sendable {
         while !Task.isCancelled {
             do {
                 let connection = try await PostgresConnection.connect(
-                    on: MultiThreadedEventLoopGroup.singleton.any(), configuration: try settings.connectionConfiguration(), id: 0,
+                    on: MultiThreadedEventLoopGroup.singleton.any(), configuration: try configuration.connectionConfiguration(), id: 0,
                     logger: eventLogger
                 ).get()
                 do {

@@ -12,6 +12,8 @@ import Synchronization
 /// host (production or sandbox, by the device's environment), sharing the
 /// retry loop of every provider (``PushDelivery``).
 public final class APNsSender: PushSender {
+    /// The sender's own parameters (where it sends, attempts, timeouts),
+    /// made by ``PushSetup`` from what the operator configured (``APNsConfiguration``).
     public struct Configuration: Sendable {
         public var productionURL = "https://api.push.apple.com"
         public var sandboxURL = "https://api.sandbox.push.apple.com"

@@ -14,6 +14,8 @@ import NIOHTTP1
 /// message stops being useful (a prompt's request expiry): such a push is
 /// dropped, not sent late.
 public final class FCMSender: PushSender {
+    /// The sender's own parameters (where it sends, attempts, timeouts),
+    /// made by ``PushSetup`` from what the operator configured (``PushConfiguration``).
     public struct Configuration: Sendable {
         /// `https://fcm.googleapis.com` in production; a local fake in tests.
         public var endpoint: String

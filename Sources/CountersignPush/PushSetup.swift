@@ -16,15 +16,15 @@ public struct PushStack: Sendable {
 public enum PushSetup {
     /// Builds a sender for each configured provider (FCM, APNs, Web Push);
     /// `nil` when none is. A bad key file or setting throws one line naming what is wrong.
-    public static func make(settings: PushConfiguration, deadTokens: any PushTokenStore, logger: Logger) async throws -> PushStack? {
+    public static func make(configuration: PushConfiguration, deadTokens: any PushTokenStore, logger: Logger) async throws -> PushStack? {
         var senders: [PushProvider: any PushSender] = [:]
         var services: [HTTPClientService] = []
         do {
-            if let fcm = try await makeFCM(settings: settings, deadTokens: deadTokens, logger: logger) {
+            if let fcm = try await makeFCM(configuration: configuration, deadTokens: deadTokens, logger: logger) {
                 senders[.fcm] = fcm.sender
                 services.append(fcm.service)
             }
-            if let apns = settings.apns {
+            if let apns = configuration.apns {
                 let pem = try keyText(apns.keyFile, what: "APNs key")
                 let tokens: APNsProviderToken
                 do {
@@ -37,13 +37,13 @@ public enum PushSetup {
                 let configuration = apns.url.map(APNsSender.Configuration.init(url:)) ?? APNsSender.Configuration()
                 senders[.apns] = APNsSender(tokens: tokens, client: client, configuration: configuration, deadTokens: deadTokens)
             }
-            if let webPush = settings.webPush {
+            if let webPush = configuration.webPush {
                 let key = try VAPIDKeyFile.load(path: webPush.vapidKeyFile, create: webPush.createKey, logger: logger)
                 let vapid = try await VAPIDSigner(key: key, subject: webPush.subject)
                 let client = try makeClient(caFile: nil)
                 services.append(HTTPClientService(client: client))
                 senders[.webPush] = WebPushSender(
-                    vapid: vapid, client: client, configuration: .init(endpoints: settings.endpoints), deadTokens: deadTokens)
+                    vapid: vapid, client: client, configuration: .init(endpoints: configuration.endpoints), deadTokens: deadTokens)
             }
         } catch {
             for service in services { try? await service.client.shutdown() }
@@ -55,9 +55,9 @@ public enum PushSetup {
 
     /// FCM's sender and its client; `nil` when no service account is configured (or its file is empty).
     static func makeFCM(
-        settings: PushConfiguration, deadTokens: any PushTokenStore, logger: Logger
+        configuration push: PushConfiguration, deadTokens: any PushTokenStore, logger: Logger
     ) async throws -> (sender: FCMSender, service: HTTPClientService)? {
-        guard let path = settings.serviceAccountFile else { return nil }
+        guard let path = push.serviceAccountFile else { return nil }
         guard let data = FileManager.default.contents(atPath: path) else {
             throw ServiceAccountError("cannot read FCM service account file \(path)")
         }
@@ -66,11 +66,11 @@ public enum PushSetup {
             return nil
         }
         let account = try ServiceAccount.parse(data, source: path)
-        let client = try makeClient(caFile: settings.caFile)
+        let client = try makeClient(caFile: push.caFile)
         do {
             let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
-            var configuration = FCMSender.Configuration(endpoint: settings.endpoint)
-            configuration.openConnection = { [caFile = settings.caFile] in try makeClient(caFile: caFile) }
+            var configuration = FCMSender.Configuration(endpoint: push.endpoint)
+            configuration.openConnection = { [caFile = push.caFile] in try makeClient(caFile: caFile) }
             let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: configuration, deadTokens: deadTokens)
             return (sender, HTTPClientService(client: client, sender: sender))
         } catch {

@@ -14,6 +14,8 @@ import Synchronization
 /// encrypted for the subscription (RFC 8291, ``WebPushEncryption``), the
 /// daemon identified by its VAPID key (RFC 8292).
 public final class WebPushSender: PushSender {
+    /// The sender's own parameters (where it sends, attempts, timeouts),
+    /// made by ``PushSetup`` from what the operator configured (``WebPushConfiguration``).
     public struct Configuration: Sendable {
         public var maxAttempts = 5
         public var baseBackoff: TimeInterval = 0.5

@@ -54,7 +54,7 @@ public func buildApplication(
     let broker = ApprovalBroker(
         store: store, approvers: store, configuration: configuration.broker, pushQueue: pushQueue, audit: audit, logger: logger,
         outboxBell: bell, now: now, observer: { metrics.transition($0) })
-    let push = pushSender == nil ? try await PushSetup.make(settings: configuration.push, deadTokens: store, logger: logger) : nil
+    let push = pushSender == nil ? try await PushSetup.make(configuration: configuration.push, deadTokens: store, logger: logger) : nil
     let sender: any PushSender = pushSender ?? push?.sender ?? LoggingPushSender()
     let email = try EmailParts.make(
         configuration: configuration, store: store, hasher: hasher, audit: audit, bell: bell, mailSender: mailSender, environment: environment,
@@ -182,22 +182,22 @@ private struct EmailParts {
         mailSender: (any MailSender)?, environment: [String: String], now: @escaping @Sendable () -> Date = { Date() },
         broker: ApprovalBroker, logger: Logger
     ) throws -> EmailParts {
-        let settings = configuration.email
-        let keyPath = settings.secretKeyPath(databasePath: configuration.databasePath, environment: environment)
+        let email = configuration.email
+        let keyPath = email.secretKeyPath(databasePath: configuration.databasePath, environment: environment)
         let credentialKey = environment["CREDENTIALS_DIRECTORY"].map { $0 + "/" + EmailConfiguration.secretKeyCredential }
-        if configuration.database.isCluster, settings.secretKeyFile == nil, keyPath != credentialKey {
+        if configuration.database.isCluster, email.secretKeyFile == nil, keyPath != credentialKey {
             // Enrollment codes, idempotent answers and email codes made on one node are checked on another.
             throw ConfigurationError(
                 "with a PostgreSQL database every node needs the same secret key: give --secret-key-file (or the systemd credential secret-key)")
         }
         // Only the default place is created; a named file must exist.
-        let keys = try SecretKeyFile.load(path: keyPath, create: settings.secretKeyFile == nil, logger: logger)
-        let smtp = mailSender == nil ? settings.smtp.map(SMTPMailer.init(settings:)) : nil
+        let keys = try SecretKeyFile.load(path: keyPath, create: email.secretKeyFile == nil, logger: logger)
+        let smtp = mailSender == nil ? email.smtp.map(SMTPMailer.init(configuration:)) : nil
         let mailer: (any MailSender)? = mailSender ?? smtp
         var deliverers: [OutboxKind: any OutboxDeliverer] = [:]
         if let mailer {
-            let templates = try MailTemplates(directory: settings.templatesDirectory)
-            let (link, usesListenAddress) = settings.link(host: configuration.host, port: configuration.port)
+            let templates = try MailTemplates(directory: email.templatesDirectory)
+            let (link, usesListenAddress) = email.link(host: configuration.host, port: configuration.port)
             if let url = URL(string: link.link(token: "t", email: "e")), url.scheme == "http", let host = url.host, !NetworkHost.isLoopback(host) {
                 logger.warning(
                     "reset links use plain http to a host that is not loopback: the token crosses the network in clear; use https in --public-url",
@@ -208,14 +208,14 @@ private struct EmailParts {
                     "reset links point at the listen address; set --public-url to the address users reach the daemon at",
                     metadata: ["link": "\(link.template)"])
             }
-            deliverers[.mail] = ResetMailDeliverer(sender: mailer, templates: templates, link: link, keys: keys, codeTTL: settings.codeTTL)
-            logger.info("mail on", metadata: ["smtp": "\(settings.smtp?.summary ?? "\(type(of: mailer))")"])
+            deliverers[.mail] = ResetMailDeliverer(sender: mailer, templates: templates, link: link, keys: keys, codeTTL: email.codeTTL)
+            logger.info("mail on", metadata: ["smtp": "\(email.smtp?.summary ?? "\(type(of: mailer))")"])
         } else {
             logger.notice("mail is off (no --smtp-url): email resets answer as usual, but no mail is queued or sent")
         }
         let resets = EmailResets(
             store: store, accounts: store, keys: keys, hasher: hasher, audit: audit, bell: bell,
-            configuration: EmailResetConfiguration(codeTTL: settings.codeTTL, mailEnabled: mailer != nil), now: now,
+            configuration: EmailResetConfiguration(codeTTL: email.codeTTL, mailEnabled: mailer != nil), now: now,
             onCancelledResets: { userID, cancelled, at, logger in
                 await broker.passwordChanged(userID: userID, cancelled: cancelled, at: at, logger: logger)
             })

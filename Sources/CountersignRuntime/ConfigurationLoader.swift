@@ -403,27 +403,27 @@ public struct ConfigurationLoader {
         return configuration
     }
 
-    /// The email reset's settings. The SMTP password comes from a file
+    /// The email reset's configuration. The SMTP password comes from a file
     /// (`--smtp-password-file`, or `$CREDENTIALS_DIRECTORY/smtp-password`),
     /// never from a flag's value.
     public func emailConfiguration() throws -> EmailConfiguration {
-        var settings = EmailConfiguration()
+        var email = EmailConfiguration()
         let path = "a file path"
         if let ttl = try value(Self.emailCodeTTL, expected: "whole seconds from 1 to 86400", parse: Self.parseSeconds) {
-            settings.codeTTL = ttl
+            email.codeTTL = ttl
         }
-        settings.publicURL = try value(
+        email.publicURL = try value(
             Self.publicURL, expected: "an http(s) URL such as https://auth.example.com",
             parse: { text in
                 URL(string: text).flatMap { ($0.scheme == "https" || $0.scheme == "http") && $0.host != nil && $0.query == nil ? text : nil }
             })
-        settings.linkTemplate = try value(
+        email.linkTemplate = try value(
             Self.resetLinkTemplate, expected: "a URL with a {token} placeholder, e.g. photosync://reset-password?token={token}&email={email}",
             parse: ResetLinkTemplate.init)
-        settings.templatesDirectory = try value(Self.mailTemplates, expected: "a folder", parse: { $0.isEmpty ? nil : $0 })
-        settings.secretKeyFile = try value(Self.secretKeyFile, expected: path, parse: { $0.isEmpty ? nil : $0 })
-        settings.smtp = try smtpConfiguration()
-        return settings
+        email.templatesDirectory = try value(Self.mailTemplates, expected: "a folder", parse: { $0.isEmpty ? nil : $0 })
+        email.secretKeyFile = try value(Self.secretKeyFile, expected: path, parse: { $0.isEmpty ? nil : $0 })
+        email.smtp = try smtpConfiguration()
+        return email
     }
 
     /// `nil` when no SMTP URL is set (mail off).
@@ -472,27 +472,27 @@ public struct ConfigurationLoader {
         return FileManager.default.fileExists(atPath: candidate) ? candidate : nil
     }
 
-    /// FCM settings. The service account comes from the flag, the environment,
+    /// Push: FCM, APNs and Web Push. FCM's service account comes from the flag, the environment,
     /// the config file, then `$CREDENTIALS_DIRECTORY/fcm-service-account.json`
     /// (systemd `LoadCredential=`) when that file exists.
     public func pushConfiguration() throws -> PushConfiguration {
-        var settings = PushConfiguration()
+        var push = PushConfiguration()
         let path = "a file path"
-        settings.serviceAccountFile = try value(Self.fcmServiceAccount, expected: path, parse: { $0.isEmpty ? nil : $0 })
-        settings.serviceAccountFile = settings.serviceAccountFile ?? credential(PushConfiguration.credentialName)
+        push.serviceAccountFile = try value(Self.fcmServiceAccount, expected: path, parse: { $0.isEmpty ? nil : $0 })
+        push.serviceAccountFile = push.serviceAccountFile ?? credential(PushConfiguration.credentialName)
         if let endpoint = try value(
             Self.fcmEndpoint, expected: "an http(s) URL such as https://fcm.googleapis.com",
             parse: { text in
                 URL(string: text).flatMap { ($0.scheme == "https" || $0.scheme == "http") && $0.host != nil ? text : nil }
             })
         {
-            settings.endpoint = endpoint
+            push.endpoint = endpoint
         }
-        settings.caFile = try value(Self.fcmCAFile, expected: path, parse: { $0.isEmpty ? nil : $0 })
-        settings.endpoints.allowsPrivate = try value(Self.pushAllowPrivateEndpoints, expected: "on or off", parse: Self.parseOnOff) ?? false
-        settings.apns = try apnsConfiguration()
-        settings.webPush = try webPushConfiguration()
-        return settings
+        push.caFile = try value(Self.fcmCAFile, expected: path, parse: { $0.isEmpty ? nil : $0 })
+        push.endpoints.allowsPrivate = try value(Self.pushAllowPrivateEndpoints, expected: "on or off", parse: Self.parseOnOff) ?? false
+        push.apns = try apnsConfiguration()
+        push.webPush = try webPushConfiguration()
+        return push
     }
 
     /// APNs, on when a key file is given (`--apns-key-file` or the `apns-key` credential); its key and team ids are then required.

@@ -18,22 +18,22 @@ public enum DatabaseLocation: Sendable, Equatable {
     public static func postgres(
         url: String, password: String?, connectionWait: Duration? = nil, queryLimit: Duration? = nil
     ) throws -> DatabaseLocation {
-        var settings: PostgresConfiguration
+        var postgres: PostgresConfiguration
         do {
-            settings = try PostgresConfiguration(url: url, password: password)
+            postgres = try PostgresConfiguration(url: url, password: password)
         } catch {
             throw ConfigurationError("invalid PostgreSQL URL in --database: \(error.description)")
         }
-        if let connectionWait { settings.connectionWait = connectionWait }
-        if let queryLimit { settings.queryLimit = queryLimit }
-        return .postgres(settings)
+        if let connectionWait { postgres.connectionWait = connectionWait }
+        if let queryLimit { postgres.queryLimit = queryLimit }
+        return .postgres(postgres)
     }
 
     /// The database as logs and messages may show it (never a password).
     public var display: String {
         switch self {
         case .sqlite(let path): path
-        case .postgres(let settings): settings.redacted
+        case .postgres(let postgres): postgres.redacted
         }
     }
 
@@ -48,8 +48,8 @@ public enum DatabaseLocation: Sendable, Equatable {
         switch self {
         case .sqlite(let path):
             return OpenedDatabase(store: try SQLiteStore(path: path, logger: logger))
-        case .postgres(let settings):
-            let store = try await PostgresStore(settings: settings, nodeID: nodeID(), logger: logger)
+        case .postgres(let postgres):
+            let store = try await PostgresStore(configuration: postgres, nodeID: nodeID(), logger: logger)
             return OpenedDatabase(store: store, sharedCounters: store, changes: store)
         }
     }

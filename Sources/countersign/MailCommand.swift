@@ -17,15 +17,15 @@ struct MailCommand: AsyncParsableCommand {
         @Option(help: ArgumentHelp("Where to send the test mail.", valueName: "address")) var to: String
 
         func run() async throws {
-            let settings = try await loadOrExit {
+            let smtp = try await loadOrExit {
                 try ConfigurationLoader(flags: mail.flags, environment: ProcessInfo.processInfo.environment, configFile: operatorConfigFile(config))
                     .smtpConfiguration()
             }
-            guard let settings else {
+            guard let smtp else {
                 throw configurationFault("no SMTP server configured (--smtp-url, COUNTERSIGN_SMTP_URL or smtp.url in the config file)")
             }
-            print("→ \(settings.summary)")
-            let mailer = SMTPMailer(settings: settings)
+            print("→ \(smtp.summary)")
+            let mailer = SMTPMailer(configuration: smtp)
             let message = MailMessage(
                 to: to, subject: "Countersign test mail",
                 text: "This is a test mail from Countersign. Mail delivery works.\n",

@@ -48,7 +48,7 @@ struct Migrate: AsyncParsableCommand {
         logger.logLevel = .warning
         let source = try await loadOrExit { try SQLiteStore(path: from, logger: logger) }
         let destination = try await loadOrExit {
-            try await PostgresStore(settings: settings, nodeID: "migrate-\(DatabaseLocation.hostName())", logger: logger)
+            try await PostgresStore(configuration: settings, nodeID: "migrate-\(DatabaseLocation.hostName())", logger: logger)
         }
         defer { try? destination.close() }
         guard try await destination.isEmpty() else {
@@ -78,7 +78,7 @@ struct Migrate: AsyncParsableCommand {
             try ServiceUser.become(ownerOf: path)
             status = try SQLiteStore.migrationStatus(path: path)
         case .postgres(let settings):
-            status = try await PostgresStore.migrationStatus(settings: settings, logger: logger)
+            status = try await PostgresStore.migrationStatus(configuration: settings, logger: logger)
         }
         for name in status.applied { print("applied  \(name)") }
         for name in status.pending { print("pending  \(name)") }

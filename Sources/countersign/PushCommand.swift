@@ -64,14 +64,17 @@ struct PushCheck {
     let apnsTopic: String?
 
     func run(only: PushProvider?) async throws {
-        var settings = try await loadOrExit {
+        var pushConfiguration = try await loadOrExit {
             try ConfigurationLoader(flags: push.flags, environment: ProcessInfo.processInfo.environment, configFile: operatorConfigFile(config))
                 .pushConfiguration()
         }
         // A check never creates the VAPID key: one made by another user than the daemon's would lock it out.
-        settings.webPush?.createKey = false
+        pushConfiguration.webPush?.createKey = false
         let configured: [PushProvider] =
-            [settings.serviceAccountFile.map { _ in .fcm }, settings.apns.map { _ in .apns }, settings.webPush.map { _ in .webPush }]
+            [
+                pushConfiguration.serviceAccountFile.map { _ in .fcm }, pushConfiguration.apns.map { _ in .apns },
+                pushConfiguration.webPush.map { _ in .webPush },
+            ]
             .compactMap { $0 }
         let chosen = only.map { [$0] } ?? configured
         guard !chosen.isEmpty else {
@@ -83,9 +86,9 @@ struct PushCheck {
         for provider in chosen {
             do {
                 switch provider {
-                case .fcm: try await checkFCM(settings, logger: logger)
-                case .apns: try await checkAPNs(settings)
-                case .webPush: try checkWebPush(settings, logger: logger)
+                case .fcm: try await checkFCM(pushConfiguration, logger: logger)
+                case .apns: try await checkAPNs(pushConfiguration)
+                case .webPush: try checkWebPush(pushConfiguration, logger: logger)
                 }
             } catch {
                 FileHandle.standardError.write(Data("✗ \(provider.rawValue): \(error)\n".utf8))
@@ -95,15 +98,15 @@ struct PushCheck {
         if failed { throw ExitCode.failure }
     }
 
-    func checkFCM(_ settings: PushConfiguration, logger: Logger) async throws {
-        guard let file = settings.serviceAccountFile else {
+    func checkFCM(_ pushConfiguration: PushConfiguration, logger: Logger) async throws {
+        guard let file = pushConfiguration.serviceAccountFile else {
             throw CommandFailure(
                 "no FCM service account configured (--fcm-service-account, COUNTERSIGN_FCM_SERVICE_ACCOUNT, fcm.serviceAccountFile or $CREDENTIALS_DIRECTORY)"
             )
         }
         let account = try ServiceAccount.load(path: file)
         print("✓ service account: \(account)")
-        let client = try PushSetup.makeClient(caFile: settings.caFile)
+        let client = try PushSetup.makeClient(caFile: pushConfiguration.caFile)
         do {
             let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
             _ = try await tokens.token()
@@ -111,12 +114,12 @@ struct PushCheck {
             if let token {
                 // Only `post` is used: no device is marked whatever FCM answers.
                 let sender = FCMSender(
-                    account: account, tokens: tokens, client: client, configuration: FCMSender.Configuration(endpoint: settings.endpoint),
+                    account: account, tokens: tokens, client: client, configuration: FCMSender.Configuration(endpoint: pushConfiguration.endpoint),
                     deadTokens: nil)
                 let job = PushJob.resolved(requestID: "countersign-fcm-check", userID: "check", status: .cancelled)
                 if let message = FCMMessageBuilder.message(for: job, token: token, now: Date()) {
                     try await sender.post(message, validateOnly: true)
-                    print("✓ FCM accepted a validate_only message for token \(Device.tokenSuffix(token)) at \(settings.endpoint)")
+                    print("✓ FCM accepted a validate_only message for token \(Device.tokenSuffix(token)) at \(pushConfiguration.endpoint)")
                 }
             }
             try await client.shutdown()
@@ -126,8 +129,10 @@ struct PushCheck {
         }
     }
 
-    func checkAPNs(_ settings: PushConfiguration) async throws {
-        guard let apns = settings.apns else { throw CommandFailure("APNs is not configured (--apns-key-file, --apns-key-id, --apns-team-id)") }
+    func checkAPNs(_ pushConfiguration: PushConfiguration) async throws {
+        guard let apns = pushConfiguration.apns else {
+            throw CommandFailure("APNs is not configured (--apns-key-file, --apns-key-id, --apns-team-id)")
+        }
         let pem = try PushSetup.keyText(apns.keyFile, what: "APNs key")
         let tokens = try await APNsProviderToken(pem: pem, keyID: apns.keyID, teamID: apns.teamID)
         _ = try await tokens.token()
@@ -149,8 +154,8 @@ struct PushCheck {
         print("✓ APNs at \(configuration.productionURL) accepted the provider token for \(topic) (BadDeviceToken for a device that cannot exist)")
     }
 
-    func checkWebPush(_ settings: PushConfiguration, logger: Logger) throws {
-        guard let webPush = settings.webPush else { throw CommandFailure("Web Push is not configured (--vapid-subject)") }
+    func checkWebPush(_ pushConfiguration: PushConfiguration, logger: Logger) throws {
+        guard let webPush = pushConfiguration.webPush else { throw CommandFailure("Web Push is not configured (--vapid-subject)") }
         let key = try VAPIDKeyFile.load(path: webPush.vapidKeyFile, create: false, logger: logger)
         print(
             "✓ VAPID key \(webPush.vapidKeyFile): public key \(SecureToken.base64URL(key.publicKey.x963Representation)), subject \(webPush.subject)")

@@ -18,7 +18,7 @@ import Testing
 
     @Test func anIntegrationEnrollsADeviceAndGetsOneApprovalCompletedOnce() async throws {
         let logs = LogCapture()
-        try await withTestDaemon(logs: logs) { daemon in
+        try await withTestDaemon(.socket, logs: logs) { daemon in
             let acme = try await daemon.addIntegration("Acme Admin")
             let other = try await daemon.addIntegration("Other")
 

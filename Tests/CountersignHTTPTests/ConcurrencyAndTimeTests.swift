@@ -62,7 +62,7 @@ import Testing
     }
 
     @Test func longPollReturnsWhenADeviceAnswers() async throws {
-        try await withTestDaemon { daemon in
+        try await withTestDaemon(.socket) { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
             let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)

@@ -104,7 +104,7 @@ import Testing
 
     /// Without `--public-url`, links use the listen address; `Host` never reaches them.
     @Test func anEnrollmentLinkNeverComesFromTheHostHeader() async throws {
-        try await withTestDaemon { daemon in
+        try await withTestDaemon(.socket) { daemon in
             let acme = try await daemon.addIntegration("Acme")
             #expect(try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email]).status == 201)
             let issued = try await daemon.v1(

@@ -8,7 +8,7 @@ import Testing
 /// The mail and device-key settings as a user gives them: flags, environment,
 /// the config file (nested `smtp`), systemd credentials, template folders.
 @Suite struct MailConfigurationTests {
-    @Test func smtpSettingsComeFromTheConfigFileTheEnvironmentAndTheCredential() async throws {
+    @Test func smtpConfigurationComesFromTheConfigFileTheEnvironmentAndTheCredential() async throws {
         try await withTemporaryFolder { folder in
             // setup: the password as systemd hands it over, a config file, an environment override.
             let credentials = folder.url.appendingPathComponent("credentials")

@@ -14,7 +14,7 @@ import Testing
                 let message = MailMessage(to: "ana@example.com", subject: "Your code", text: "123456", html: "<p>123456</p>")
                 for (password, accepted) in [("not the password", false), (SMTPTestServer.password, true)] {
                     let mailer = SMTPMailer(
-                        settings: try SMTPConfiguration(
+                        configuration: try SMTPConfiguration(
                             url: smtp.url, user: SMTPTestServer.user, password: password, from: MailFixture.from, caFile: smtp.caFile))
                     let delivery = await mailer.send(message, logger: Logger(label: "smtp-test"))
                     try await mailer.shutdown()

@@ -29,7 +29,9 @@ import Testing
         let database = try await newDatabase(.postgres)
         let settings = try PostgresConfiguration(url: database)
         let nodes = try await withThrowingTaskGroup(of: PostgresStore.self) { group in
-            for index in 0..<4 { group.addTask { try await PostgresStore(settings: settings, nodeID: "n\(index)", logger: Logger(label: "test")) } }
+            for index in 0..<4 {
+                group.addTask { try await PostgresStore(configuration: settings, nodeID: "n\(index)", logger: Logger(label: "test")) }
+            }
             return try await group.reduce(into: [PostgresStore]()) { $0.append($1) }
         }
         let server = try await PostgresTestServer.shared()
@@ -73,7 +75,7 @@ import Testing
     func aQueryWaitsForAConnectionNoLongerThanItsBoundAndACancelledOneIsNoOutage() async throws {
         let database = try await newDatabase(.postgres)
         let store = try await PostgresStore(
-            settings: try PostgresConfiguration(url: database), nodeID: "a", connectionWait: .seconds(1), logger: Logger(label: "test"))
+            configuration: try PostgresConfiguration(url: database), nodeID: "a", connectionWait: .seconds(1), logger: Logger(label: "test"))
         defer { try? store.close() }
         #expect(try await store.user(email: "ana@example.com") == nil)
         let server = try await PostgresTestServer.shared()
@@ -129,7 +131,7 @@ import Testing
         // The limit as `--database-query-limit` sets it.
         var settings = try PostgresConfiguration(url: database)
         settings.queryLimit = .seconds(1)
-        let store = try await PostgresStore(settings: settings, nodeID: "a", maximumConnections: 1, logger: Logger(label: "test"))
+        let store = try await PostgresStore(configuration: settings, nodeID: "a", maximumConnections: 1, logger: Logger(label: "test"))
         defer { try? store.close() }
         #expect(try await store.user(email: "ana@example.com") == nil)
         // A transaction left idle (its node frozen) is ended by the server, freeing its locks.
@@ -165,8 +167,8 @@ import Testing
     func aSilentNotificationConnectionIsReplacedAndReportsTheGap() async throws {
         let database = try await newDatabase(.postgres)
         let settings = try PostgresConfiguration(url: database)
-        let nodeA = try await PostgresStore(settings: settings, nodeID: "a", listenerCheck: .seconds(1), logger: Logger(label: "test"))
-        let nodeB = try await PostgresStore(settings: settings, nodeID: "b", logger: Logger(label: "test"))
+        let nodeA = try await PostgresStore(configuration: settings, nodeID: "a", listenerCheck: .seconds(1), logger: Logger(label: "test"))
+        let nodeB = try await PostgresStore(configuration: settings, nodeID: "b", logger: Logger(label: "test"))
         defer { try? nodeA.close() }
         /// What node A heard, shared with the task that follows its feed.
         final class Heard: Sendable { let list = Mutex<[String]>([]) }
@@ -207,8 +209,8 @@ import Testing
     func aCommittedTransitionNotifiesTheOtherNodeAndACutConnectionRecovers() async throws {
         let database = try await newDatabase(.postgres)
         let settings = try PostgresConfiguration(url: database)
-        let nodeA = try await PostgresStore(settings: settings, nodeID: "a", logger: Logger(label: "test"))
-        let nodeB = try await PostgresStore(settings: settings, nodeID: "b", logger: Logger(label: "test"))
+        let nodeA = try await PostgresStore(configuration: settings, nodeID: "a", logger: Logger(label: "test"))
+        let nodeB = try await PostgresStore(configuration: settings, nodeID: "b", logger: Logger(label: "test"))
         let (changes, continuation) = AsyncStream.makeStream(of: String.self)
         let following = Task { await nodeA.follow(onChange: { continuation.yield($0) }, onGap: { continuation.yield("<gap>") }) }
         defer { following.cancel() }
@@ -268,7 +270,7 @@ import Testing
         try await server.psql(script, database: name)
 
         // act: the new version opens it.
-        let store = try await PostgresStore(settings: try PostgresConfiguration(url: url), nodeID: "upgrade", logger: Logger(label: "test"))
+        let store = try await PostgresStore(configuration: try PostgresConfiguration(url: url), nodeID: "upgrade", logger: Logger(label: "test"))
 
         // check
         #expect(try await store.user(email: "bob@example.com", reachableBy: "int_1")?.id == "u_bob")

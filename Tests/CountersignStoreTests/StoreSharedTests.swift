@@ -555,7 +555,7 @@ extension StoreTests {
         let status =
             backend == .sqlite
             ? try SQLiteStore.migrationStatus(path: database)
-            : try await PostgresStore.migrationStatus(settings: try PostgresConfiguration(url: database), logger: Logger(label: "test"))
+            : try await PostgresStore.migrationStatus(configuration: try PostgresConfiguration(url: database), logger: Logger(label: "test"))
         #expect(status.unknown == ["v99-from-the-future"])
         #expect(status.pending.isEmpty)
         #expect(status.applied.first == "v1-accounts-and-approvals" && status.applied.last == "v10-push-providers")

@@ -31,13 +31,17 @@ func withTestDaemon<T: Sendable>(
 
 /// How a test reaches its daemon.
 enum Transport: Sendable {
-    /// HTTP over a socket on 127.0.0.1: for what a connection carries (the
-    /// peer's address and `X-Forwarded-For`, connection caps, deadlines,
-    /// hang-ups) and for clients other than `call` (raw connections, links).
+    /// HTTP over a socket on 127.0.0.1, with every service `serve` runs: for
+    /// what a connection carries (the peer's address as seen in answers and
+    /// audit, `X-Forwarded-For`, the Host header, connection caps, deadlines,
+    /// hang-ups, chunked bodies), for a long poll woken through the
+    /// connection's hang-up watcher, and for clients other than `call`.
     case socket
     /// Straight into the router (HummingbirdTesting's `.router`): the same
-    /// middleware, routes and services, no listener. Every request's client
-    /// address is then `unknown`, one address for all.
+    /// middleware and routes, and the application's services (not the broker's
+    /// drain at shutdown or systemd); only `/metrics` listens. Every request's
+    /// client address is then `unknown`, one address for all, and a long poll
+    /// waits without a hang-up watcher.
     case router
 }
 
@@ -159,20 +163,36 @@ struct TestDaemon: Sendable {
         if body != nil, let contentType { fields.append(HTTPField(name: .contentType, value: contentType)) }
         guard let method = HTTPRequest.Method(method.rawValue) else { throw TestFailure("not a method: \(method)") }
         let head = fields
-        let response = try await withThrowingTaskGroup(of: TestResponse?.self) { group in
-            group.addTask { try await router.executeRequest(uri: path, method: method, headers: head, body: body.map { ByteBuffer(bytes: $0) }) }
-            // A hang detector: the router answers as the server would, with no client timeout of its own.
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let response = first else { throw TestFailure("\(method) \(path): no answer in \(timeout)") }
-            return response
+        let response = try await Self.bounded(timeout, "\(method) \(path)") {
+            try await router.executeRequest(uri: path, method: method, headers: head, body: body.map { ByteBuffer(bytes: $0) })
         }
         var answerHeaders = HTTPHeaders()
         for field in response.headers { answerHeaders.add(name: field.name.rawName, value: field.value) }
         return Answer(status: Int(response.status.code), headers: answerHeaders, bytes: Array(response.body.readableBytesView))
+    }
+
+    /// `operation`'s result, or a failure once `timeout` has passed without one: a hang
+    /// detector. The operation runs in a task of its own that is abandoned (cancelled,
+    /// not awaited) on timeout, so that a wait that ignores cancellation still fails
+    /// the test instead of hanging it. Cancelling the caller cancels the operation.
+    static func bounded<Value: Sendable>(
+        _ timeout: Duration, _ what: String, _ operation: @escaping @Sendable () async throws -> Value
+    ) async throws -> Value {
+        let (results, continuation) = AsyncStream.makeStream(of: Result<Value, any Error>.self)
+        let work = Task {
+            do { continuation.yield(.success(try await operation())) } catch { continuation.yield(.failure(error)) }
+        }
+        let timer = Task {
+            try await Task.sleep(for: timeout)
+            continuation.yield(.failure(TestFailure("\(what): no answer in \(timeout)")))
+        }
+        defer {
+            work.cancel()
+            timer.cancel()
+        }
+        // The stream's iterator ends when this task is cancelled.
+        for await result in results { return try result.get() }
+        throw CancellationError()
     }
 
     // MARK: Fixtures

@@ -27,7 +27,7 @@ public enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable
     public func open(_ database: String, node: String = "node-a") async throws -> any CountersignStorage {
         switch self {
         case .sqlite: try SQLiteStore(path: database, logger: Logger(label: "test"))
-        case .postgres: try await PostgresStore(settings: try PostgresConfiguration(url: database), nodeID: node, logger: Logger(label: "test"))
+        case .postgres: try await PostgresStore(configuration: try PostgresConfiguration(url: database), nodeID: node, logger: Logger(label: "test"))
         }
     }
 }
