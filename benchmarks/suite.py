@@ -34,6 +34,10 @@ Rows:
              alternated over --rounds rounds (median of each ratio); and the
              same daemon against the stub's early-answer mode (complete 200,
              then RST_STREAM(NO_ERROR))
+  pushclients  the HTTP/2 client alone: AsyncHTTPClient as the daemon
+             configures it, a frame-level client on swift-nio-http2 (one flush per
+             event-loop turn, no channel per stream; countersign-push-bench
+             clients) and h2load, alternated, same stub, body and streams
   providers  the same through APNs (HTTP/2 over TLS, normal and early-answer)
              and Web Push (encrypted, VAPID-signed, HTTP/1.1) to the nginx stubs
              in benchmarks/provider-stub/
@@ -576,6 +580,21 @@ def h2load_stub_rate(folder, messages):
     if not shutil.which("h2load"):
         log("h2load not installed (apt-get install nghttp2-client): the stub's ceiling is not measured")
         return None
+    body = prompt_body(folder)
+    output = subprocess.run(["h2load", "-n", str(messages), "-c", "2", "-m", "32", "-H", "Authorization: Bearer ya29.stub-token",
+                             "-H", "Content-Type: application/json; charset=utf-8", "-d", body,
+                             "https://127.0.0.1:18443/v1/projects/bench/messages:send"], capture_output=True, text=True, timeout=300).stdout
+    found = re.search(r"finished in [\d.]+m?s, ([\d.]+) req/s", output)
+    succeeded = re.search(r"(\d+) succeeded", output)
+    if not (found and succeeded and int(succeeded.group(1)) == messages):
+        log(f"h2load did not complete: {output[-300:]}")
+        return None
+    log(f"h2load to the stub: {float(found.group(1)):,.0f}/s")
+    return float(found.group(1))
+
+
+def prompt_body(folder):
+    """A prompt-sized FCM request body in a file in `folder` (h2load's and the client comparison's)."""
     body = os.path.join(folder, "h2load-body.json")
     prompt = {"message": {"token": "bench-token-0-0-" + "x" * 120,
                           "data": {"type": "approval_request", "requestId": "r" * 40, "action": "password_reset",
@@ -587,16 +606,7 @@ def h2load_stub_rate(folder, messages):
                                                        "category": "APPROVAL_REQUEST"}}}}}
     with open(body, "w") as file:
         json.dump(prompt, file)
-    output = subprocess.run(["h2load", "-n", str(messages), "-c", "2", "-m", "32", "-H", "Authorization: Bearer ya29.stub-token",
-                             "-H", "Content-Type: application/json; charset=utf-8", "-d", body,
-                             "https://127.0.0.1:18443/v1/projects/bench/messages:send"], capture_output=True, text=True, timeout=300).stdout
-    found = re.search(r"finished in [\d.]+m?s, ([\d.]+) req/s", output)
-    succeeded = re.search(r"(\d+) succeeded", output)
-    if not (found and succeeded and int(succeeded.group(1)) == messages):
-        log(f"h2load did not complete: {output[-300:]}")
-        return None
-    log(f"h2load to the stub: {float(found.group(1)):,.0f}/s")
-    return float(found.group(1))
+    return body
 
 
 def firebase_admin_rate(stub, folder, messages):
@@ -660,6 +670,36 @@ def row_push(args, rows):
                  f"{early:,.0f} ({sent:,}/{expected:,} sent, {others} not; {early / rate:.2f} of the normal stub)", "same rate, nothing dropped"))
 
 
+def row_push_clients(args, rows):
+    """The HTTP/2 client alone, without the daemon: AsyncHTTPClient as the daemon configures it against a
+    frame-level client on swift-nio-http2 (countersign-push-bench clients), and h2load, alternated per round,
+    each with 2 connections × 32 streams and the same body to the same stub."""
+    what = "push client alone, msg/s: AsyncHTTPClient vs frame-level swift-nio-http2 vs h2load (2 conn. × 32 streams, same body)"
+    if not (shutil.which("nginx") and shutil.which("h2load") and os.path.exists(args.push_bench)):
+        rows.append((what, "not measured: needs nginx, h2load and the countersign-push-bench release build", "where target 3's time goes"))
+        return
+    messages = users_devices_rounds(args) + args.push_users * args.push_devices * (args.push_rounds - 1)
+    folder = start_stub(args.fcm_stub)
+    measured = []
+    try:
+        body = prompt_body(folder)
+        for round in range(args.rounds):
+            output = subprocess.run([args.push_bench, "clients", "--ca", os.path.join(folder, "ca.pem"), "--body", body,
+                                     "--messages", str(messages), "--rounds", "1"], capture_output=True, text=True, timeout=600)
+            found = re.search(r"AsyncHTTPClient (\d+)/s, frame client (\d+)/s", output.stdout)
+            if not found:
+                raise RuntimeError(f"countersign-push-bench clients: {(output.stdout + output.stderr)[-300:]}")
+            ceiling = h2load_stub_rate(folder, messages)
+            log(f"push clients round {round + 1}: AsyncHTTPClient {int(found.group(1)):,}/s, frame client {int(found.group(2)):,}/s")
+            measured.append((float(found.group(1)), float(found.group(2)), ceiling or 0.0))
+    finally:
+        stop_stub(folder)
+    ahc, frames, h2 = (statistics.median(m[i] for m in measured) for i in range(3))
+    figures = "; ".join(f"{a:,.0f} vs {f:,.0f} vs {h:,.0f}" for a, f, h in measured)
+    rows.append((what, f"median {ahc:,.0f} vs {frames:,.0f} vs {h2:,.0f} ({ahc / h2:.2f} and {frames / h2:.2f} of h2load; per round: {figures}; "
+                       f"{messages:,} sends each)", "where target 3's time goes"))
+
+
 def row_providers(args, rows):
     """APNs (HTTP/2 over TLS, normal and early-answer) and Web Push (RFC 8291
     encryption and VAPID per message, HTTP/1.1 to 127.0.0.1) to nginx stubs."""
@@ -704,7 +744,8 @@ def row_providers(args, rows):
 
 
 ROWS = {"status": row_status, "wake": row_wake, "creates": row_creates, "memory": row_memory_and_restart,
-        "longpoll": row_longpoll, "push": row_push, "providers": row_providers}
+        "longpoll": row_longpoll, "push": row_push, "pushclients": row_push_clients,
+        "providers": row_providers}
 
 
 def main():
@@ -727,13 +768,14 @@ def main():
     if not shutil.which("wrk"):
         sys.exit("wrk is needed: apt-get install wrk")
     if not args.skip_build:
-        log("building release (countersign, countersign-bare-route)")
-        for product in ("countersign", "countersign-bare-route"):
+        log("building release (countersign, countersign-bare-route, countersign-push-bench)")
+        for product in ("countersign", "countersign-bare-route", "countersign-push-bench"):
             subprocess.run(["swift", "build", "-c", "release", "--product", product], cwd=ROOT, check=True)
     bin_path = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=ROOT, capture_output=True, text=True,
                               check=True).stdout.strip()
     args.binary = args.binary or os.path.join(bin_path, "countersign")
     args.bare = os.path.join(bin_path, "countersign-bare-route")
+    args.push_bench = os.path.join(bin_path, "countersign-push-bench")
 
     rows = []
     for name in args.rows.split(","):

@@ -11,12 +11,17 @@ import NIOCore
 import NIOHTTP1
 import NIOSSL
 
+@main
+struct PushBenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "countersign-push-bench", subcommands: [PushBench.self, ClientComparison.self], defaultSubcommand: PushBench.self)
+}
+
 /// Pushes N messages through ``FCMSender`` to a local fake FCM over HTTP/2 and
 /// TLS, and prints the throughput and the number of token exchanges.
 /// A measurement, not a test: run it through `benchmarks/push-throughput.sh`.
-@main
 struct PushBench: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "countersign-push-bench")
+    static let configuration = CommandConfiguration(commandName: "sender", abstract: "N pushes through FCMSender to a fake FCM.")
 
     @Option(help: "Messages to send.") var messages = 5000
     @Option(help: "Sends in flight at once.") var concurrency = 100
