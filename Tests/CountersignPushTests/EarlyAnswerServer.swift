@@ -58,26 +58,9 @@ final class EarlyAnswerServer: Sendable {
     init(maxConcurrentStreams: Int = 100, answerDelay: TimeAmount = .zero) throws {
         self.maxConcurrentStreams = maxConcurrentStreams
         self.answerDelay = answerDelay
-        let key = P256.Signing.PrivateKey()
-        let name = try DistinguishedName { CommonName("127.0.0.1") }
-        let now = Date()
-        let certificate = try Certificate(
-            version: .v3,
-            serialNumber: Certificate.SerialNumber(),
-            publicKey: .init(key.publicKey),
-            notValidBefore: now - 3600,
-            notValidAfter: now + 3600,
-            issuer: name,
-            subject: name,
-            signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions {
-                SubjectAlternativeNames([.ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1]))])
-            },
-            issuerPrivateKey: .init(key))
-        certificatePEM = try certificate.serializeAsPEM().pemString
-        var tls = TLSConfiguration.makeServerConfiguration(
-            certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(certificatePEM.utf8), format: .pem))],
-            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(key.pemRepresentation.utf8), format: .pem)))
+        let certificate = try TestCertificate()
+        certificatePEM = certificate.certificatePEM
+        var tls = try certificate.serverConfiguration()
         tls.applicationProtocols = ["h2"]
         self.tls = tls
     }
