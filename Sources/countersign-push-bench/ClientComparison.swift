@@ -13,7 +13,7 @@ import NIOHTTP1
 /// push, without the daemon around it. A measurement, not a test.
 struct ClientComparison: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "clients", abstract: "Compare AsyncHTTPClient with a frame-level HTTP/2 client on the same sends.")
+        commandName: "clients", abstract: "Compare AsyncHTTPClient with HTTP2PushClient on the same sends.")
 
     @Option(help: "The server, as https://HOST:PORT.") var url = "https://127.0.0.1:18443"
     @Option(help: "CA that signed the server's certificate (PEM).") var ca: String
@@ -55,11 +55,11 @@ struct ClientComparison: AsyncParsableCommand {
                 throw ExitCode.failure
             }
             let frames: Double
-            do { frames = try await measure(name: "frame client") { try await sendThroughFrames(host: host, port: port, payload: payload) } } catch {
-                print("frame client failed: \(error)")
+            do { frames = try await measure(name: "HTTP2PushClient") { try await sendThroughFrames(host: host, port: port, payload: payload) } } catch {
+                print("HTTP2PushClient failed: \(error)")
                 throw ExitCode.failure
             }
-            print(String(format: "round %d: AsyncHTTPClient %.0f/s, frame client %.0f/s (%.2f×)", round, ahc, frames, frames / ahc))
+            print(String(format: "round %d: AsyncHTTPClient %.0f/s, HTTP2PushClient %.0f/s (%.2f×)", round, ahc, frames, frames / ahc))
         }
     }
 
