@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import NIOHPACK
 import NIOHTTP1
+import Synchronization
 
 /// Sends push messages through FCM HTTP v1 on one shared AsyncHTTPClient
 /// (HTTP/2 over TLS: many sends share one connection).
@@ -49,6 +50,8 @@ public final class FCMSender: PushSender {
     private let configuration: Configuration
     /// The retry loop, the dead-token store and the health record.
     private let delivery: PushDelivery
+    /// The server offered no HTTP/2 to ``Configuration/streams``: sends go through the client instead.
+    private let framesRefused = Atomic<Bool>(false)
 
     public init(
         account: ServiceAccount,
@@ -125,12 +128,20 @@ public final class FCMSender: PushSender {
         let status: Int
         let retryAfter: String?
         let answer: ByteBuffer
-        if let streams = configuration.streams {
-            let response = try await streams.post(
-                path: sendPath,
-                headers: [("authorization", "Bearer \(accessToken)"), ("content-type", "application/json; charset=utf-8")],
-                body: ByteBuffer(bytes: body), timeout: timeout)
-            (status, retryAfter, answer) = (response.status, response.headers.first(name: "retry-after"), response.body)
+        var framed: HTTP2PushClient.Response?
+        if let streams = configuration.streams, !framesRefused.load(ordering: .relaxed) {
+            do {
+                framed = try await streams.post(
+                    path: sendPath,
+                    headers: [("authorization", "Bearer \(accessToken)"), ("content-type", "application/json; charset=utf-8")],
+                    body: ByteBuffer(bytes: body), timeout: timeout)
+            } catch let failure as HTTP2PushClient.Failure where failure.noHTTP2 {
+                // Something between us and FCM speaks only HTTP/1.1 (a TLS-inspecting proxy): from now on, the client.
+                framesRefused.store(true, ordering: .relaxed)
+            }
+        }
+        if let framed {
+            (status, retryAfter, answer) = (framed.status, framed.headers.first(name: "retry-after"), framed.body)
         } else {
             var request = HTTPClientRequest(url: sendURL)
             request.method = .POST

@@ -35,9 +35,12 @@ public final class HTTP2PushClient: Sendable {
         public let description: String
         /// Nothing was written: the connection had stopped taking requests.
         let unsent: Bool
-        init(_ description: String, unsent: Bool = false) {
+        /// The server offered no HTTP/2 in the TLS handshake (a middlebox that speaks only HTTP/1.1).
+        public let noHTTP2: Bool
+        init(_ description: String, unsent: Bool = false, noHTTP2: Bool = false) {
             self.description = description
             self.unsent = unsent
+            self.noHTTP2 = noHTTP2
         }
     }
 
@@ -60,6 +63,10 @@ public final class HTTP2PushClient: Sendable {
         var all: [Slot]
         var next = 0
         var closed = false
+        /// Every connection made and not yet seen closed, draining ones included: shutdown closes them all.
+        var live: [ObjectIdentifier: FrameConnection] = [:]
+        /// Connections being opened, closed as soon as they are up if shutdown came first.
+        var attempts: [ObjectIdentifier: Attempt] = [:]
     }
 
     private enum Slot {
@@ -88,7 +95,8 @@ public final class HTTP2PushClient: Sendable {
         }
         self.host = host
         self.port = url.port ?? 443
-        self.authority = url.port.map { "\(host):\($0)" } ?? host
+        let bracketed = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        self.authority = url.port.map { "\(bracketed):\($0)" } ?? bracketed
         self.basePath = url.path.hasSuffix("/") ? String(url.path.dropLast()) : url.path
         var configuration = TLSConfiguration.makeClientConfiguration()
         if let caFile {
@@ -107,9 +115,10 @@ public final class HTTP2PushClient: Sendable {
 
     /// Sends one request and returns its answer, whatever its status; throws ``Failure`` when no complete
     /// answer came (connection lost or refused, stream reset, deadline passed), `CancellationError` when cancelled.
+    /// `headers` are written as given: their names in lowercase, as HTTP/2 requires.
     public func post(path: String, headers: [(String, String)], body: ByteBuffer, timeout: TimeAmount) async throws -> Response {
         var head: HPACKHeaders = [":method": "POST", ":scheme": "https", ":authority": authority, ":path": basePath + path]
-        for (name, value) in headers { head.add(name: name.lowercased(), value: value) }
+        for (name, value) in headers { head.add(name: name, value: value) }
         head.add(name: "content-length", value: "\(body.readableBytes)")
         let deadline = NIODeadline.now() + timeout
         do {
@@ -125,13 +134,15 @@ public final class HTTP2PushClient: Sendable {
         slots.withLock { slots in slots.all.filter { if case .ready(let connection) = $0 { connection.isUsable } else { false } }.count }
     }
 
-    /// Closes every connection; requests in flight fail.
+    /// Closes every connection, draining ones and ones still being opened too; requests in flight fail.
     public func shutdown() async {
-        let open: [FrameConnection] = slots.withLock { slots in
+        let (open, opening): ([FrameConnection], [Attempt]) = slots.withLock { slots in
             slots.closed = true
-            defer { slots.all = slots.all.map { _ in .empty } }
-            return slots.all.compactMap { if case .ready(let connection) = $0 { connection } else { nil } }
+            slots.all = slots.all.map { _ in .empty }
+            defer { slots.live = [:] }
+            return (Array(slots.live.values), Array(slots.attempts.values))
         }
+        for attempt in opening { attempt.future.whenSuccess { $0.channel.close(promise: nil) } }
         for connection in open { try? await connection.channel.close() }
     }
 
@@ -142,8 +153,14 @@ public final class HTTP2PushClient: Sendable {
         }
         let pick: Pick = try slots.withLock { slots in
             guard !slots.closed else { throw Failure("the push client is shut down") }
-            let index = slots.next % slots.all.count
+            let count = slots.all.count
+            let first = slots.next % count
             slots.next &+= 1
+            // A ready connection first, from this request's turn on; else this turn's slot, to open or wait for.
+            for step in 0..<count {
+                if case .ready(let connection) = slots.all[(first + step) % count], connection.isUsable { return .use(connection) }
+            }
+            let index = first
             switch slots.all[index] {
             case .ready(let connection) where connection.isUsable:
                 return .use(connection)
@@ -152,6 +169,7 @@ public final class HTTP2PushClient: Sendable {
             case .empty, .ready:
                 let attempt = Attempt(connect())
                 slots.all[index] = .connecting(attempt)
+                slots.attempts[ObjectIdentifier(attempt)] = attempt
                 attempt.future.whenComplete { [weak self] result in self?.settle(index, attempt, result) }
                 return .wait(attempt)
             }
@@ -165,20 +183,28 @@ public final class HTTP2PushClient: Sendable {
     /// A connection attempt ended: its slot holds the connection, or is empty again to be tried by the next request.
     private func settle(_ index: Int, _ attempt: Attempt, _ result: Result<FrameConnection, any Error>) {
         let late: FrameConnection? = slots.withLock { slots in
+            slots.attempts[ObjectIdentifier(attempt)] = nil
+            if case .success(let connection) = result {
+                // Shut down meanwhile: closed at once (shutdown also closes it), and no request may use it.
+                if slots.closed { return connection }
+                slots.live[ObjectIdentifier(connection)] = connection
+            }
             guard case .connecting(let current) = slots.all[index], current === attempt else { return nil }
             switch result {
-            case .success(let connection):
-                if slots.closed {
-                    slots.all[index] = .empty
-                    return connection
-                }
-                slots.all[index] = .ready(connection)
-            case .failure:
-                slots.all[index] = .empty
+            case .success(let connection): slots.all[index] = .ready(connection)
+            case .failure: slots.all[index] = .empty
             }
             return nil
         }
-        late?.channel.close(promise: nil)
+        if let late {
+            late.usable.clear()
+            late.channel.close(promise: nil)
+        }
+        if case .success(let connection) = result {
+            connection.channel.closeFuture.whenComplete { [weak self] _ in
+                _ = self?.slots.withLock { $0.live.removeValue(forKey: ObjectIdentifier(connection)) }
+            }
+        }
     }
 
     private func connect() -> EventLoopFuture<FrameConnection> {
@@ -186,13 +212,21 @@ public final class HTTP2PushClient: Sendable {
         let serverHostname = serverHostname
         let streams = streamsPerConnection
         var connection = NIOHTTP2Handler.ConnectionConfiguration()
-        connection.initialSettings = nioDefaultSettings + [HTTP2Setting(parameter: .enablePush, value: 0)]
+        // No server push; each stream's window above the longest answer read, so that a longer one is refused, not stalled.
+        connection.initialSettings =
+            nioDefaultSettings + [
+                HTTP2Setting(parameter: .enablePush, value: 0),
+                HTTP2Setting(parameter: .initialWindowSize, value: 2 * HTTP2PushClient.maximumBody),
+            ]
+        // Frames for a stream we reset (a deadline passed for many at once) are ignored, not a connection error.
+        connection.maximumRecentlyResetStreams = 4096
         var stream = NIOHTTP2Handler.StreamConfiguration()
         // Every answered stream may be reset with NO_ERROR; a connection opens at most `streams`.
         stream.streamResetFrameRateLimit.maximumCount = streams + 200
         return ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(connectTimeout)
             .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(ChannelOptions.socketOption(.so_keepalive), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let handler = FrameHandler(streamBudget: streams)
@@ -230,10 +264,16 @@ final class FrameConnection: Sendable {
         let promise = channel.eventLoop.makePromise(of: HTTP2PushClient.Response.self)
         let token = tokens.wrappingAdd(1, ordering: .relaxed).newValue
         let handler = handler
+        // Set before the cancel job is queued: a send that runs after it never starts, one that ran before is reset.
+        let cancelled = UsableFlag()
         return try await withTaskCancellationHandler {
-            channel.eventLoop.execute { handler.value.send(head, body: body, deadline: deadline, token: token, promise: promise) }
+            channel.eventLoop.execute {
+                guard cancelled.value else { return promise.fail(CancellationError()) }
+                handler.value.send(head, body: body, deadline: deadline, token: token, promise: promise)
+            }
             return try await promise.futureResult.get()
         } onCancel: {
+            cancelled.clear()
             channel.eventLoop.execute { handler.value.cancel(token) }
         }
     }
@@ -256,6 +296,7 @@ final class FrameHandler: ChannelInboundHandler {
         let promise: EventLoopPromise<HTTP2PushClient.Response>
         let deadline: NIODeadline
         let token: UInt64
+        let written = NIODeadline.now()
         var status: Int?
         var headers: HPACKHeaders = [:]
         var body: ByteBuffer?
@@ -273,15 +314,35 @@ final class FrameHandler: ChannelInboundHandler {
     private var draining = false
     /// Why the connection failed, for the requests that come after.
     private var closedBecause: String?
-    /// Connection-level bytes received since the last WINDOW_UPDATE: without a
-    /// stream multiplexer nothing else gives the window back.
-    private var unacknowledged = 0
+    /// When the connection last read anything, and when it last had no stream: a deadline passing with
+    /// nothing read since its request was written means the connection is silent; one idle a minute is closed.
+    private var lastRead = NIODeadline.now()
+    private var idleSince: NIODeadline? = .now()
+    private var sweep: Scheduled<Void>?
+    static let idleLimit = TimeAmount.seconds(60)
+    /// The connection's receive window is kept at this: without a stream multiplexer nothing else gives it back.
+    static let connectionWindow = 1 << 24
 
     init(streamBudget: Int) { self.streamBudget = streamBudget }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        // The connection's window, opened wide once; `userInboundEventTriggered` tops it up.
+        context.writeAndFlush(
+            wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: Self.connectionWindow - 65535))),
+            promise: nil)
         scheduleSweep(context)
+        context.fireChannelActive()
+    }
+
+    /// Also when the channel closes before it was ever active (a refused connect): no sweep is left behind.
+    func handlerRemoved(context: ChannelHandlerContext) {
+        failAll(HTTP2PushClient.Failure("the connection closed"))
+        sweep?.cancel()
+        self.context = nil
     }
 
     func send(
@@ -296,6 +357,7 @@ final class FrameHandler: ChannelInboundHandler {
         if opened >= streamBudget || nextStreamID > Int32.max - 2 { stopTakingRequests() }
         streams[id] = Stream(promise: promise, deadline: deadline, token: token)
         byToken[token] = id
+        idleSince = nil
         context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: head)))), promise: nil)
         // One flush for the request's two frames. (Flushing once per event-loop turn instead sent about 30% more
         // to the benchmark's stub, but against a server that answers before reading the body and then resets the
@@ -312,6 +374,7 @@ final class FrameHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
+        lastRead = .now()
         switch frame.payload {
         case .headers(let headers):
             guard var stream = streams[frame.streamID] else { return }
@@ -325,7 +388,6 @@ final class FrameHandler: ChannelInboundHandler {
             }
             if headers.endStream { finish(frame.streamID) }
         case .data(let data):
-            acknowledge(data.data.readableBytes + (data.paddingBytes ?? 0), context: context)
             guard var stream = streams[frame.streamID] else { return }
             guard case .byteBuffer(var bytes) = data.data else { return }
             if (stream.body?.readableBytes ?? 0) + bytes.readableBytes > HTTP2PushClient.maximumBody {
@@ -341,7 +403,7 @@ final class FrameHandler: ChannelInboundHandler {
         case .goAway(let lastStreamID, let code, _):
             stopTakingRequests()
             for id in streams.keys where id > lastStreamID {
-                fail(id, HTTP2PushClient.Failure("the server is closing the connection (GOAWAY \(code)) before this request"))
+                fail(id, HTTP2PushClient.Failure("the server is closing the connection (GOAWAY \(code)) before this request", unsent: true))
             }
             closeIfDone()
         default:
@@ -350,14 +412,31 @@ final class FrameHandler: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case .handshakeCompleted(let negotiated) = event as? TLSUserEvent, negotiated != "h2" {
-            failAll(HTTP2PushClient.Failure("the server does not offer HTTP/2 (ALPN: \(negotiated ?? "none"))"))
+        switch event {
+        case let window as NIOHTTP2WindowUpdatedEvent where window.streamID == .rootStream:
+            // Received bytes count against the window whether or not they reach this handler (a reset stream's).
+            if let inbound = window.inboundWindowSize, inbound < Self.connectionWindow / 2 {
+                context.writeAndFlush(
+                    wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: Self.connectionWindow - inbound))),
+                    promise: nil)
+            }
+        case let closed as StreamClosedEvent:
+            // A stream the library closed itself (a malformed answer): no answer will come.
+            fail(closed.streamID, HTTP2PushClient.Failure("the stream closed without an answer (\(closed.reason.map { "\($0)" } ?? "no reason"))"))
+        case TLSUserEvent.handshakeCompleted(let negotiated) where negotiated != "h2":
+            failAll(HTTP2PushClient.Failure("the server does not offer HTTP/2 (ALPN: \(negotiated ?? "none"))", noHTTP2: true))
             context.close(promise: nil)
+        default:
+            break
         }
         context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // One stream's error ends that stream; swift-nio-http2 ends the connection itself on a connection error.
+        if let streamError = error as? NIOHTTP2Errors.StreamError {
+            return fail(streamError.streamID, HTTP2PushClient.Failure("stream error: \(streamError.baseError)"))
+        }
         failAll(HTTP2PushClient.Failure("connection failed: \(error)"))
         context.close(promise: nil)
     }
@@ -388,12 +467,13 @@ final class FrameHandler: ChannelInboundHandler {
         closeIfDone()
     }
 
-    /// Resets a stream of ours that is still open and fails its request.
+    /// Fails the request of a stream still open and resets the stream (failed first: the reset closes the
+    /// stream at once, and its closing must not fail the request with another reason).
     private func reset(_ id: HTTP2StreamID, _ error: any Error) {
-        guard let context, streams[id] != nil else { return }
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
-        flushLater(context)
-        fail(id, error)
+        guard let context, let stream = remove(id) else { return }
+        stream.promise.fail(error)
+        context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
+        closeIfDone()
     }
 
     private func failAll(_ error: HTTP2PushClient.Failure) {
@@ -406,6 +486,7 @@ final class FrameHandler: ChannelInboundHandler {
     private func remove(_ id: HTTP2StreamID) -> Stream? {
         guard let stream = streams.removeValue(forKey: id) else { return nil }
         byToken[stream.token] = nil
+        if streams.isEmpty { idleSince = .now() }
         return stream
     }
 
@@ -414,33 +495,22 @@ final class FrameHandler: ChannelInboundHandler {
         if draining, streams.isEmpty, let context { context.close(promise: nil) }
     }
 
-    /// One flush for everything written in this event-loop turn.
-    private func flushLater(_ context: ChannelHandlerContext) {
-        guard !flushScheduled else { return }
-        flushScheduled = true
-        context.eventLoop.assumeIsolated().execute {
-            self.flushScheduled = false
-            self.context?.flush()
-        }
-    }
-
-    private func acknowledge(_ bytes: Int, context: ChannelHandlerContext) {
-        unacknowledged += bytes
-        guard unacknowledged >= 32768 else { return }
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unacknowledged))), promise: nil)
-        unacknowledged = 0
-        flushLater(context)
-    }
-
-    /// Every 250 ms, requests past their deadline are reset and failed: one timer per connection, none per request.
+    /// Every 250 ms, one timer per connection and none per request: requests past their deadline are reset and
+    /// failed (and a connection that read nothing since such a request was written takes no more: it may be
+    /// dead without knowing, behind a NAT that forgot it); a connection idle for a minute is closed.
     private func scheduleSweep(_ context: ChannelHandlerContext) {
-        context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(250)) {
+        sweep = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(250)) {
             guard self.context != nil else { return }
             let now = NIODeadline.now()
             for (id, stream) in self.streams where stream.deadline <= now {
+                if self.lastRead < stream.written { self.stopTakingRequests() }
                 self.reset(id, HTTP2PushClient.Failure("no answer before the request's deadline"))
             }
-            self.scheduleSweep(context)
+            if let idleSince = self.idleSince, now - idleSince >= Self.idleLimit {
+                self.stopTakingRequests()
+                self.closeIfDone()
+            }
+            if self.context != nil { self.scheduleSweep(context) }
         }
     }
 }

@@ -55,7 +55,8 @@ struct ClientComparison: AsyncParsableCommand {
                 throw ExitCode.failure
             }
             let frames: Double
-            do { frames = try await measure(name: "HTTP2PushClient") { try await sendThroughFrames(host: host, port: port, payload: payload) } } catch {
+            do { frames = try await measure(name: "HTTP2PushClient") { try await sendThroughFrames(host: host, port: port, payload: payload) } } catch
+            {
                 print("HTTP2PushClient failed: \(error)")
                 throw ExitCode.failure
             }

@@ -60,6 +60,11 @@ import Testing
                 #expect(outcomes.count == total)
                 #expect(outcomes.filter { $0 == .sent }.count == total)
                 #expect(server.goAways == 0, "the client took the resets for an attack")
+                // The server counts a reset once its answer's write has completed, which may come after the
+                // client has read that answer: wait for the count (the bound is a hang detector).
+                let clock = ContinuousClock()
+                let waited = clock.now
+                while server.resets < total, clock.now - waited < .seconds(30) { try await Task.sleep(for: .milliseconds(10)) }
                 #expect(server.resets >= total, "every answer was followed by a reset")
                 #expect(sender.health == .ok)
                 await streams?.shutdown()
