@@ -35,9 +35,10 @@ Rows:
              same daemon against the stub's early-answer mode (complete 200,
              then RST_STREAM(NO_ERROR))
   pushclients  the HTTP/2 client alone: AsyncHTTPClient as the daemon
-             configures it, a frame-level client on swift-nio-http2 (one flush per
-             event-loop turn, no channel per stream; countersign-push-bench
-             clients) and h2load, alternated, same stub, body and streams
+             configures it for APNs and Web Push, HTTP2PushClient (FCM's:
+             frames on the connection, no channel per stream;
+             countersign-push-bench clients) and h2load, alternated, same
+             stub, body and streams
   providers  the same through APNs (HTTP/2 over TLS, normal and early-answer)
              and Web Push (encrypted, VAPID-signed, HTTP/1.1) to the nginx stubs
              in benchmarks/provider-stub/
@@ -671,10 +672,10 @@ def row_push(args, rows):
 
 
 def row_push_clients(args, rows):
-    """The HTTP/2 client alone, without the daemon: AsyncHTTPClient as the daemon configures it against a
-    frame-level client on swift-nio-http2 (countersign-push-bench clients), and h2load, alternated per round,
-    each with 2 connections × 32 streams and the same body to the same stub."""
-    what = "push client alone, msg/s: AsyncHTTPClient vs frame-level swift-nio-http2 vs h2load (2 conn. × 32 streams, same body)"
+    """The HTTP/2 client alone, without the daemon: AsyncHTTPClient as PushSetup configures it (APNs, Web Push,
+    the token exchange) against HTTP2PushClient, the daemon's FCM client (countersign-push-bench clients), and
+    h2load, alternated per round, each with 2 connections × 32 streams and the same body to the same stub."""
+    what = "push client alone, msg/s: AsyncHTTPClient vs HTTP2PushClient (FCM's) vs h2load (2 conn. × 32 streams, same body)"
     if not (shutil.which("nginx") and shutil.which("h2load") and os.path.exists(args.push_bench)):
         rows.append((what, "not measured: needs nginx, h2load and the countersign-push-bench release build", "where target 3's time goes"))
         return
@@ -686,11 +687,11 @@ def row_push_clients(args, rows):
         for round in range(args.rounds):
             output = subprocess.run([args.push_bench, "clients", "--ca", os.path.join(folder, "ca.pem"), "--body", body,
                                      "--messages", str(messages), "--rounds", "1"], capture_output=True, text=True, timeout=600)
-            found = re.search(r"AsyncHTTPClient (\d+)/s, frame client (\d+)/s", output.stdout)
+            found = re.search(r"AsyncHTTPClient (\d+)/s, HTTP2PushClient (\d+)/s", output.stdout)
             if not found:
                 raise RuntimeError(f"countersign-push-bench clients: {(output.stdout + output.stderr)[-300:]}")
             ceiling = h2load_stub_rate(folder, messages)
-            log(f"push clients round {round + 1}: AsyncHTTPClient {int(found.group(1)):,}/s, frame client {int(found.group(2)):,}/s")
+            log(f"push clients round {round + 1}: AsyncHTTPClient {int(found.group(1)):,}/s, HTTP2PushClient {int(found.group(2)):,}/s")
             measured.append((float(found.group(1)), float(found.group(2)), ceiling or 0.0))
     finally:
         stop_stub(folder)

@@ -3,7 +3,9 @@ import CountersignCore
 import Foundation
 import Logging
 import NIOCore
+import NIOHPACK
 import NIOHTTP1
+import Synchronization
 
 /// Sends push messages through FCM HTTP v1 on one shared AsyncHTTPClient
 /// (HTTP/2 over TLS: many sends share one connection).
@@ -32,6 +34,10 @@ public final class FCMSender: PushSender {
         /// Opens another client like the one given to the sender, for a
         /// connection of its own; `nil`: every send shares that one.
         public var openConnection: (@Sendable () throws -> HTTPClient)?
+        /// Where sends go when set (an `https://` endpoint: FCM's): frames on
+        /// swift-nio-http2, not AsyncHTTPClient. `nil`: through the client
+        /// given to the sender (and `openConnection`), as for an `http://` fake.
+        public var streams: HTTP2PushClient?
 
         public init(endpoint: String = "https://fcm.googleapis.com") {
             self.endpoint = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
@@ -44,6 +50,8 @@ public final class FCMSender: PushSender {
     private let configuration: Configuration
     /// The retry loop, the dead-token store and the health record.
     private let delivery: PushDelivery
+    /// The server offered no HTTP/2 to ``Configuration/streams``: sends go through the client instead.
+    private let framesRefused = Atomic<Bool>(false)
 
     public init(
         account: ServiceAccount,
@@ -60,18 +68,24 @@ public final class FCMSender: PushSender {
         self.configuration = configuration
         self.delivery = PushDelivery(
             service: "FCM", maxAttempts: configuration.maxAttempts, baseBackoff: configuration.baseBackoff, deadTokens: deadTokens)
-        self.sendURL = "\(configuration.endpoint)/v1/projects/\(account.projectID)/messages:send"
+        self.sendPath = "/v1/projects/\(account.projectID)/messages:send"
+        self.sendURL = configuration.endpoint + sendPath
     }
 
-    /// How many connections the sends have used so far.
+    /// How many connections the sends have used so far (through AsyncHTTPClient).
     public var connectionCount: Int { connections.count }
 
-    /// Shuts down the connections the sender opened beyond the client it was given.
+    /// The client sends go out on when they do not go through AsyncHTTPClient.
+    public var streams: HTTP2PushClient? { configuration.streams }
+
+    /// Shuts down the connections the sender opened beyond the client it was given, and its streams' client.
     public func shutdownOpenedConnections() async throws {
+        await configuration.streams?.shutdown()
         try await connections.shutdownOpened()
     }
 
-    /// `messages:send` of the account's project, made once.
+    /// `messages:send` of the account's project, made once: its path, and the whole URL.
+    let sendPath: String
     let sendURL: String
 
     /// `ok`; `auth_error` (credentials or permissions refused, or a 404 naming no
@@ -110,19 +124,39 @@ public final class FCMSender: PushSender {
             throw FCMFailure(.invalidArgument, httpStatus: 0, message: "message larger than \(FCMMessageBuilder.maximumBytes) bytes")
         }
         let accessToken = try await tokens.token()
-        var request = HTTPClientRequest(url: sendURL)
-        request.method = .POST
-        request.headers.add(name: "Authorization", value: "Bearer \(accessToken)")
-        request.headers.add(name: "Content-Type", value: "application/json; charset=utf-8")
-        request.body = .bytes(ByteBuffer(bytes: body))
         let timeout = TimeAmount.seconds(Int64(configuration.requestTimeout))
-        let (response, answer) = try await connections.withClient { client in
-            let response = try await client.execute(request, timeout: timeout)
-            return (response, try await response.body.collect(upTo: 64 * 1024))
+        let status: Int
+        let retryAfter: String?
+        let answer: ByteBuffer
+        var framed: HTTP2PushClient.Response?
+        if let streams = configuration.streams, !framesRefused.load(ordering: .relaxed) {
+            do {
+                framed = try await streams.post(
+                    path: sendPath,
+                    headers: [("authorization", "Bearer \(accessToken)"), ("content-type", "application/json; charset=utf-8")],
+                    body: ByteBuffer(bytes: body), timeout: timeout)
+            } catch let failure as HTTP2PushClient.Failure where failure.noHTTP2 {
+                // Something between us and FCM speaks only HTTP/1.1 (a TLS-inspecting proxy): from now on, the client.
+                framesRefused.store(true, ordering: .relaxed)
+            }
         }
-        guard response.status == .ok else {
-            let retryAfter = FCMFailure.retryAfter(response.headers.first(name: "Retry-After"), now: Date())
-            let failure = FCMFailure.classify(httpStatus: Int(response.status.code), body: Data(answer.readableBytesView), retryAfter: retryAfter)
+        if let framed {
+            (status, retryAfter, answer) = (framed.status, framed.headers.first(name: "retry-after"), framed.body)
+        } else {
+            var request = HTTPClientRequest(url: sendURL)
+            request.method = .POST
+            request.headers.add(name: "Authorization", value: "Bearer \(accessToken)")
+            request.headers.add(name: "Content-Type", value: "application/json; charset=utf-8")
+            request.body = .bytes(ByteBuffer(bytes: body))
+            let (response, collected) = try await connections.withClient { client in
+                let response = try await client.execute(request, timeout: timeout)
+                return (response, try await response.body.collect(upTo: 64 * 1024))
+            }
+            (status, retryAfter, answer) = (Int(response.status.code), response.headers.first(name: "Retry-After"), collected)
+        }
+        guard status == 200 else {
+            let failure = FCMFailure.classify(
+                httpStatus: status, body: Data(answer.readableBytesView), retryAfter: FCMFailure.retryAfter(retryAfter, now: Date()))
             if failure.needsFreshToken { await tokens.invalidate(accessToken) }
             throw failure
         }

@@ -71,6 +71,10 @@ public enum PushSetup {
             let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
             var configuration = FCMSender.Configuration(endpoint: push.endpoint)
             configuration.openConnection = { [caFile = push.caFile] in try makeClient(caFile: caFile) }
+            // FCM itself (https): sends as frames on swift-nio-http2; the token exchange stays on the client.
+            if push.endpoint.lowercased().hasPrefix("https://") {
+                configuration.streams = try HTTP2PushClient(endpoint: push.endpoint, caFile: push.caFile)
+            }
             let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: configuration, deadTokens: deadTokens)
             return (sender, HTTPClientService(client: client, sender: sender))
         } catch {

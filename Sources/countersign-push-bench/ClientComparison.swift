@@ -3,17 +3,17 @@ import AsyncHTTPClient
 import CountersignPush
 import Foundation
 import NIOCore
-import NIOHPACK
 import NIOHTTP1
 
-/// The same FCM sends, through the client the daemon uses (AsyncHTTPClient,
-/// configured as `PushSetup` configures it) and through ``FrameClient``, to
+/// The same FCM sends, through AsyncHTTPClient (configured as `PushSetup`
+/// configures it, the daemon's client for APNs, Web Push and the token
+/// exchange) and through ``HTTP2PushClient`` (the daemon's FCM client), to
 /// one server (the nginx stub of the benchmarks), alternating, with the same
 /// connections and streams in flight: what the HTTP/2 client alone costs per
 /// push, without the daemon around it. A measurement, not a test.
 struct ClientComparison: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "clients", abstract: "Compare AsyncHTTPClient with a frame-level HTTP/2 client on the same sends.")
+        commandName: "clients", abstract: "Compare AsyncHTTPClient with HTTP2PushClient on the same sends.")
 
     @Option(help: "The server, as https://HOST:PORT.") var url = "https://127.0.0.1:18443"
     @Option(help: "CA that signed the server's certificate (PEM).") var ca: String
@@ -42,19 +42,25 @@ struct ClientComparison: AsyncParsableCommand {
         guard let components = URLComponents(string: url), let host = components.host, let port = components.port else {
             throw ValidationError("--url must be https://HOST:PORT")
         }
-        let payload = try body.map { path in
-            guard let data = FileManager.default.contents(atPath: path) else { throw ValidationError("cannot read \(path)") }
-            return ByteBuffer(bytes: data)
-        } ?? Self.prompt
+        let payload =
+            try body.map { path in
+                guard let data = FileManager.default.contents(atPath: path) else { throw ValidationError("cannot read \(path)") }
+                return ByteBuffer(bytes: data)
+            } ?? Self.prompt
         print("body: \(payload.readableBytes) bytes; \(connections) connections × \(streams) streams; \(messages) sends per round")
         for round in 1...rounds {
             let ahc: Double
-            do { ahc = try await measure(name: "AsyncHTTPClient") { try await sendThroughAHC(payload) } } catch { print("AsyncHTTPClient failed: \(error)"); throw ExitCode.failure }
-            let frames: Double
-            do { frames = try await measure(name: "frame client") { try await sendThroughFrames(host: host, port: port, payload: payload) } } catch {
-                print("frame client failed: \(error)"); throw ExitCode.failure
+            do { ahc = try await measure(name: "AsyncHTTPClient") { try await sendThroughAHC(payload) } } catch {
+                print("AsyncHTTPClient failed: \(error)")
+                throw ExitCode.failure
             }
-            print(String(format: "round %d: AsyncHTTPClient %.0f/s, frame client %.0f/s (%.2f×)", round, ahc, frames, frames / ahc))
+            let frames: Double
+            do { frames = try await measure(name: "HTTP2PushClient") { try await sendThroughFrames(host: host, port: port, payload: payload) } } catch
+            {
+                print("HTTP2PushClient failed: \(error)")
+                throw ExitCode.failure
+            }
+            print(String(format: "round %d: AsyncHTTPClient %.0f/s, HTTP2PushClient %.0f/s (%.2f×)", round, ahc, frames, frames / ahc))
         }
     }
 
@@ -101,16 +107,10 @@ struct ClientComparison: AsyncParsableCommand {
     }
 
     func sendThroughFrames(host: String, port: Int, payload: ByteBuffer) async throws -> Int {
-        var clients: [FrameClient] = []
-        for _ in 0..<connections { clients.append(try await FrameClient.connect(host: host, port: port, caFile: ca)) }
-        let headers: HPACKHeaders = [
-            ":method": "POST", ":scheme": "https", ":authority": "\(host):\(port)", ":path": Self.path,
-            "authorization": "Bearer ya29.stub-token", "content-type": "application/json; charset=utf-8",
-            "content-length": "\(payload.readableBytes)",
-        ]
-        let frozen = clients
-        let ok = try await spread { connection in try await frozen[connection].send(headers: headers, body: payload) }
-        for client in clients { await client.close() }
+        let client = try HTTP2PushClient(endpoint: url, caFile: ca, connections: connections)
+        let headers = [("authorization", "Bearer ya29.stub-token"), ("content-type", "application/json; charset=utf-8")]
+        let ok = try await spread { _ in try await client.post(path: Self.path, headers: headers, body: payload, timeout: .seconds(30)).status }
+        await client.shutdown()
         return ok
     }
 }

@@ -22,6 +22,7 @@ final class EarlyAnswerServer: Sendable {
     private let counts = Counts()
     private let maxConcurrentStreams: Int
     private let answerDelay: TimeAmount
+    private let padding: Int
 
     final class Counts: Sendable {
         private let state = Mutex((resets: 0, goAways: 0, connections: 0, mostStreams: 0))
@@ -54,30 +55,15 @@ final class EarlyAnswerServer: Sendable {
     /// The most streams open at once on one connection.
     var mostStreamsAtOnce: Int { counts.mostStreams }
 
-    /// Advertises `maxConcurrentStreams` and answers each request `answerDelay` after its headers.
-    init(maxConcurrentStreams: Int = 100, answerDelay: TimeAmount = .zero) throws {
+    /// Advertises `maxConcurrentStreams` and answers each request `answerDelay` after its headers, its JSON
+    /// answer lengthened by `padding` spaces.
+    init(maxConcurrentStreams: Int = 100, answerDelay: TimeAmount = .zero, padding: Int = 0) throws {
         self.maxConcurrentStreams = maxConcurrentStreams
         self.answerDelay = answerDelay
-        let key = P256.Signing.PrivateKey()
-        let name = try DistinguishedName { CommonName("127.0.0.1") }
-        let now = Date()
-        let certificate = try Certificate(
-            version: .v3,
-            serialNumber: Certificate.SerialNumber(),
-            publicKey: .init(key.publicKey),
-            notValidBefore: now - 3600,
-            notValidAfter: now + 3600,
-            issuer: name,
-            subject: name,
-            signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions {
-                SubjectAlternativeNames([.ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1]))])
-            },
-            issuerPrivateKey: .init(key))
-        certificatePEM = try certificate.serializeAsPEM().pemString
-        var tls = TLSConfiguration.makeServerConfiguration(
-            certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(certificatePEM.utf8), format: .pem))],
-            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(key.pemRepresentation.utf8), format: .pem)))
+        self.padding = padding
+        let certificate = try TestCertificate()
+        certificatePEM = certificate.certificatePEM
+        var tls = try certificate.serverConfiguration()
         tls.applicationProtocols = ["h2"]
         self.tls = tls
     }
@@ -87,6 +73,7 @@ final class EarlyAnswerServer: Sendable {
         let context = try NIOSSLContext(configuration: tls)
         let counts = self.counts
         let delay = answerDelay
+        let padding = padding
         var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
         connectionConfiguration.initialSettings = [
             HTTP2Setting(parameter: .maxConcurrentStreams, value: maxConcurrentStreams),
@@ -106,7 +93,7 @@ final class EarlyAnswerServer: Sendable {
                         counts.streams(open.change(by: 1))
                         stream.closeFuture.whenComplete { _ in _ = open.change(by: -1) }
                         return stream.eventLoop.makeCompletedFuture {
-                            try stream.pipeline.syncOperations.addHandler(EarlyAnswer(counts: counts, delay: delay))
+                            try stream.pipeline.syncOperations.addHandler(EarlyAnswer(counts: counts, delay: delay, padding: padding))
                         }
                     }
                     try sync.addHandler(GoAwayCounter(counts: counts))
@@ -129,11 +116,13 @@ final class EarlyAnswerServer: Sendable {
         typealias OutboundOut = HTTP2Frame.FramePayload
         let counts: Counts
         let delay: TimeAmount
+        let padding: Int
         var answered = false
 
-        init(counts: Counts, delay: TimeAmount) {
+        init(counts: Counts, delay: TimeAmount, padding: Int) {
             self.counts = counts
             self.delay = delay
+            self.padding = padding
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -152,7 +141,7 @@ final class EarlyAnswerServer: Sendable {
                 request.headers.first(name: ":path") == "/token"
                 ? #"{"access_token":"ya29.early","expires_in":3599,"token_type":"Bearer"}"#
                 : #"{"name":"projects/countersign-test/messages/0:1"}"#
-            let body = context.channel.allocator.buffer(string: json)
+            let body = context.channel.allocator.buffer(string: json + String(repeating: " ", count: padding))
             let head: HPACKHeaders = [":status": "200", "content-type": "application/json", "content-length": "\(body.readableBytes)"]
             context.write(wrapOutboundOut(.headers(.init(headers: head))), promise: nil)
             let sent = context.eventLoop.makePromise(of: Void.self)

@@ -26,7 +26,8 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(3))) func aCompleteAnswerFollowedByAResetIsDeliveredAtFullRate() async throws {
+    @Test(.timeLimit(.minutes(3)), arguments: FakeFCMHarness.Transport.allCases)
+    func aCompleteAnswerFollowedByAResetIsDeliveredAtFullRate(transport: FakeFCMHarness.Transport) async throws {
         let server = try EarlyAnswerServer()
         let logger = Logger(label: "early-answer-test")
         try await Self.serve(server) { base, caFile, account in
@@ -39,6 +40,9 @@ import Testing
                 // queued behind 63 others took more than 5 s.
                 configuration.maxAttempts = 1
                 configuration.requestTimeout = 60
+                // `client`: AsyncHTTPClient; `frames`: HTTP2PushClient, as the daemon sends to FCM.
+                let streams = transport == .frames ? try HTTP2PushClient(endpoint: base, caFile: caFile) : nil
+                configuration.streams = streams
                 let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: configuration, deadTokens: nil)
                 // Well past swift-nio-http2's 200 resets per connection and 30 s, many in flight at once.
                 let total = 600
@@ -56,8 +60,14 @@ import Testing
                 #expect(outcomes.count == total)
                 #expect(outcomes.filter { $0 == .sent }.count == total)
                 #expect(server.goAways == 0, "the client took the resets for an attack")
+                // The server counts a reset once its answer's write has completed, which may come after the
+                // client has read that answer: wait for the count (the bound is a hang detector).
+                let clock = ContinuousClock()
+                let waited = clock.now
+                while server.resets < total, clock.now - waited < .seconds(30) { try await Task.sleep(for: .milliseconds(10)) }
                 #expect(server.resets >= total, "every answer was followed by a reset")
                 #expect(sender.health == .ok)
+                await streams?.shutdown()
                 try await client.shutdown()
             } catch {
                 try? await client.shutdown()

@@ -10,8 +10,10 @@ import Testing
 @Suite struct FCMSenderTests {
     let logger = Logger(label: "fcm-sender-test")
 
-    @Test func aPromptReachesTheFakeWellFormedAndSigned() async throws {
-        try await FakeFCMHarness.run { harness in
+    @Test(arguments: FakeFCMHarness.Transport.allCases) func aPromptReachesTheFakeWellFormedAndSigned(
+        transport: FakeFCMHarness.Transport
+    ) async throws {
+        try await FakeFCMHarness.run(transport: transport) { harness in
             let outcome = await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("token-one"), logger: logger)
             #expect(outcome == .sent)
             #expect(harness.fake.rejections.isEmpty)
@@ -25,8 +27,8 @@ import Testing
         }
     }
 
-    @Test func manySendsShareOneTokenExchange() async throws {
-        try await FakeFCMHarness.run { harness in
+    @Test(arguments: FakeFCMHarness.Transport.allCases) func manySendsShareOneTokenExchange(transport: FakeFCMHarness.Transport) async throws {
+        try await FakeFCMHarness.run(transport: transport) { harness in
             let outcomes = await withTaskGroup(of: PushOutcome.self) { group in
                 for index in 0..<40 {
                     group.addTask {
@@ -44,8 +46,8 @@ import Testing
         }
     }
 
-    @Test func aTokenIsRefreshedAheadOfItsExpiry() async throws {
-        try await FakeFCMHarness.run { harness in
+    @Test(arguments: FakeFCMHarness.Transport.allCases) func aTokenIsRefreshedAheadOfItsExpiry(transport: FakeFCMHarness.Transport) async throws {
+        try await FakeFCMHarness.run(transport: transport) { harness in
             // Valid for 600 s: cached, and still used with 301 s left; refreshed within the 5-minute margin.
             harness.fake.setTokenLifetime(600)
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("a"), logger: logger) == .sent)
@@ -58,8 +60,10 @@ import Testing
         }
     }
 
-    @Test func aFailedEarlyRefreshKeepsUsingTheStillValidToken() async throws {
-        try await FakeFCMHarness.run { harness in
+    @Test(arguments: FakeFCMHarness.Transport.allCases) func aFailedEarlyRefreshKeepsUsingTheStillValidToken(
+        transport: FakeFCMHarness.Transport
+    ) async throws {
+        try await FakeFCMHarness.run(transport: transport) { harness in
             // Valid for 600 s: within the 5-minute refresh margin 301 s later, but not expired.
             harness.fake.setTokenLifetime(600)
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("a"), logger: logger) == .sent)
@@ -74,8 +78,10 @@ import Testing
         }
     }
 
-    @Test func unregisteredTokensAreMarkedDeadAndNotRetried() async throws {
-        try await FakeFCMHarness.run { harness in
+    @Test(arguments: FakeFCMHarness.Transport.allCases) func unregisteredTokensAreMarkedDeadAndNotRetried(
+        transport: FakeFCMHarness.Transport
+    ) async throws {
+        try await FakeFCMHarness.run(transport: transport) { harness in
             harness.fake.script("gone-token", [.unregistered])
             harness.fake.script("other-sender", [.senderMismatch])
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("gone-token"), logger: logger) == .tokenDead)
@@ -86,8 +92,10 @@ import Testing
         }
     }
 
-    @Test func aBare404Or403IsAConfigurationFaultAndDisablesNothing() async throws {
-        try await FakeFCMHarness.run { harness in
+    @Test(arguments: FakeFCMHarness.Transport.allCases) func aBare404Or403IsAConfigurationFaultAndDisablesNothing(
+        transport: FakeFCMHarness.Transport
+    ) async throws {
+        try await FakeFCMHarness.run(transport: transport) { harness in
             // A wrong project id or endpoint: 404 without UNREGISTERED.
             harness.fake.script("a", [.error(httpStatus: 404, status: "NOT_FOUND", errorCode: nil)])
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("a"), logger: logger) == .misconfigured)
@@ -146,8 +154,10 @@ import Testing
         #expect(classify(504, #"{"error":{"status":"SOMETHING_NEW"}}"#).isRetryable)
     }
 
-    @Test func unavailableIsRetriedNoSoonerThanRetryAfter() async throws {
-        try await FakeFCMHarness.run { harness in
+    @Test(arguments: FakeFCMHarness.Transport.allCases) func unavailableIsRetriedNoSoonerThanRetryAfter(
+        transport: FakeFCMHarness.Transport
+    ) async throws {
+        try await FakeFCMHarness.run(transport: transport) { harness in
             harness.fake.script("flaky", [.unavailable(retryAfter: 1), .ok])
             let outcome = await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("flaky"), logger: logger)
             #expect(outcome == .sent)
@@ -157,8 +167,10 @@ import Testing
         }
     }
 
-    @Test func aQuotaRefusalIsRetriedNoSoonerThanRetryAfter() async throws {
-        try await FakeFCMHarness.run { harness in
+    @Test(arguments: FakeFCMHarness.Transport.allCases) func aQuotaRefusalIsRetriedNoSoonerThanRetryAfter(
+        transport: FakeFCMHarness.Transport
+    ) async throws {
+        try await FakeFCMHarness.run(transport: transport) { harness in
             let quota = FakeFCM.Answer.error(httpStatus: 429, status: "RESOURCE_EXHAUSTED", errorCode: "QUOTA_EXCEEDED", retryAfter: 1)
             harness.fake.script("busy", [quota, .ok])
             let outcome = await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("busy"), logger: logger)
@@ -170,8 +182,8 @@ import Testing
         }
     }
 
-    @Test func aBadRequestIsNotRetried() async throws {
-        try await FakeFCMHarness.run { harness in
+    @Test(arguments: FakeFCMHarness.Transport.allCases) func aBadRequestIsNotRetried(transport: FakeFCMHarness.Transport) async throws {
+        try await FakeFCMHarness.run(transport: transport) { harness in
             harness.fake.script("bad", [.invalidArgument, .ok])
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("bad"), logger: logger) == .rejected)
             #expect(harness.fake.received.filter { $0.token == "bad" }.count == 1)
@@ -179,8 +191,10 @@ import Testing
         }
     }
 
-    @Test func aRefusedAccessTokenIsRefreshedAndTheSendRetriedOnce() async throws {
-        try await FakeFCMHarness.run { harness in
+    @Test(arguments: FakeFCMHarness.Transport.allCases) func aRefusedAccessTokenIsRefreshedAndTheSendRetriedOnce(
+        transport: FakeFCMHarness.Transport
+    ) async throws {
+        try await FakeFCMHarness.run(transport: transport) { harness in
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("first"), logger: logger) == .sent)
             harness.fake.refuseNextAccessToken()
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("second"), logger: logger) == .sent)
@@ -189,8 +203,10 @@ import Testing
         }
     }
 
-    @Test func aRefusedAccessTokenIsRefreshedOnceAndNotAgain() async throws {
-        try await FakeFCMHarness.run { harness in
+    @Test(arguments: FakeFCMHarness.Transport.allCases) func aRefusedAccessTokenIsRefreshedOnceAndNotAgain(
+        transport: FakeFCMHarness.Transport
+    ) async throws {
+        try await FakeFCMHarness.run(transport: transport) { harness in
             // Every send to this token answers a plain 401, as if each fresh access token were refused too.
             harness.fake.script("refused", [.error(httpStatus: 401, status: "UNAUTHENTICATED", errorCode: nil)])
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("refused"), logger: logger) == .authError)
@@ -201,8 +217,8 @@ import Testing
         }
     }
 
-    @Test func aProxysHTMLPageOn502IsRetried() async throws {
-        try await FakeFCMHarness.run(configure: { $0.baseBackoff = 0.05 }) { harness in
+    @Test(arguments: FakeFCMHarness.Transport.allCases) func aProxysHTMLPageOn502IsRetried(transport: FakeFCMHarness.Transport) async throws {
+        try await FakeFCMHarness.run(transport: transport, configure: { $0.baseBackoff = 0.05 }) { harness in
             harness.fake.script("proxied", [.html(httpStatus: 502), .ok])
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("proxied"), logger: logger) == .sent)
             let attempts = harness.fake.received.filter { $0.token == "proxied" }
@@ -212,8 +228,10 @@ import Testing
         }
     }
 
-    @Test func aMessageOverFCMsLimitIsRefusedWithoutASend() async throws {
-        try await FakeFCMHarness.run { harness in
+    @Test(arguments: FakeFCMHarness.Transport.allCases) func aMessageOverFCMsLimitIsRefusedWithoutASend(
+        transport: FakeFCMHarness.Transport
+    ) async throws {
+        try await FakeFCMHarness.run(transport: transport) { harness in
             // The whole body at exactly 4,096 bytes is sent; one byte more is not.
             var message = try #require(FCMMessageBuilder.message(for: FakeFCMHarness.prompt(), token: "", now: Date()))
             let empty = try #require(try FCMMessageBuilder.encode(message)).count
@@ -230,8 +248,10 @@ import Testing
         }
     }
 
-    @Test func backOffDoublesEachAttemptWithJitterAndNeverUndercutsRetryAfter() async throws {
-        try await FakeFCMHarness.run(configure: { $0.baseBackoff = 1 }) { harness in
+    @Test(arguments: FakeFCMHarness.Transport.allCases) func backOffDoublesEachAttemptWithJitterAndNeverUndercutsRetryAfter(
+        transport: FakeFCMHarness.Transport
+    ) async throws {
+        try await FakeFCMHarness.run(transport: transport, configure: { $0.baseBackoff = 1 }) { harness in
             for attempt in 1...5 {
                 let nominal = pow(2, Double(attempt - 1))
                 let delays = (0..<200).map { _ in harness.sender.backoff(attempt: attempt, retryAfter: nil) }
@@ -244,8 +264,10 @@ import Testing
         }
     }
 
-    @Test func apnsCredentialFaultsAreNotRetriedAndShowInHealth() async throws {
-        try await FakeFCMHarness.run { harness in
+    @Test(arguments: FakeFCMHarness.Transport.allCases) func apnsCredentialFaultsAreNotRetriedAndShowInHealth(
+        transport: FakeFCMHarness.Transport
+    ) async throws {
+        try await FakeFCMHarness.run(transport: transport) { harness in
             harness.fake.script("ios", [.thirdPartyAuth, .ok])
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("ios"), logger: logger) == .authError)
             #expect(harness.fake.received.count == 1)
@@ -255,8 +277,9 @@ import Testing
     }
 
     /// Retry-After 120 s against a prompt of 60: waiting it out would outlast the time limit.
-    @Test(.timeLimit(.minutes(1))) func aPushThatCannotArriveBeforeExpiryIsDropped() async throws {
-        try await FakeFCMHarness.run { harness in
+    @Test(.timeLimit(.minutes(1)), arguments: FakeFCMHarness.Transport.allCases)
+    func aPushThatCannotArriveBeforeExpiryIsDropped(transport: FakeFCMHarness.Transport) async throws {
+        try await FakeFCMHarness.run(transport: transport) { harness in
             // Warm up: token exchange and connection.
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("warm"), logger: logger) == .sent)
             harness.fake.script("slow", [.unavailable(retryAfter: 120), .ok])
@@ -271,11 +294,14 @@ import Testing
         }
     }
 
-    @Test func retriesStopAfterTheAttemptLimit() async throws {
-        try await FakeFCMHarness.run(configure: {
-            $0.maxAttempts = 3
-            $0.baseBackoff = 0.05
-        }) { harness in
+    @Test(arguments: FakeFCMHarness.Transport.allCases) func retriesStopAfterTheAttemptLimit(transport: FakeFCMHarness.Transport) async throws {
+        try await FakeFCMHarness.run(
+            transport: transport,
+            configure: {
+                $0.maxAttempts = 3
+                $0.baseBackoff = 0.05
+            }
+        ) { harness in
             harness.fake.script("down", [.error(httpStatus: 500, status: "INTERNAL", errorCode: "INTERNAL")])
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("down"), logger: logger) == .dropped)
             #expect(harness.fake.received.count == 3)

@@ -5,6 +5,8 @@ import FakeFCM
 import Foundation
 import Logging
 import Synchronization
+import TestSupport
+import Testing
 
 /// Runs a ``FakeFCM`` on 127.0.0.1 and an ``FCMSender`` pointed at it.
 struct FakeFCMHarness {
@@ -29,10 +31,24 @@ struct FakeFCMHarness {
         func disablePush(deviceID: String, token: String) async throws { list.withLock { $0.append(token) } }
     }
 
+    /// How the sender reaches the fake.
+    enum Transport: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        /// Plain HTTP/1.1 through AsyncHTTPClient (an `http://` endpoint).
+        case client
+        /// HTTP/2 over TLS through ``HTTP2PushClient``, as FCM itself is reached.
+        case frames
+        var testDescription: String { rawValue }
+    }
+
     static func run<T: Sendable>(
+        transport: Transport = .client,
         configure: (inout FCMSender.Configuration) -> Void = { _ in },
         _ body: @Sendable (FakeFCMHarness) async throws -> T
     ) async throws -> T {
+        let folder = try makeTemporaryFolder("fake-fcm")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let certificate = transport == .frames ? try TestCertificate() : nil
+        let caFile = try certificate.map { try $0.caFile(in: folder) }
         let fake = try await FakeFCM()
         let logger = Logger(label: "fake-fcm-test")
         var configuration = FCMSender.Configuration(endpoint: "")
@@ -41,9 +57,10 @@ struct FakeFCMHarness {
         configuration.requestTimeout = 120
         configure(&configuration)
         let settings = configuration
-        return try await fake.serve { base in
+        return try await fake.serve(tls: try certificate?.serverConfiguration()) { base in
             let account = try ServiceAccount.parse(try fake.serviceAccountJSON(base: base), source: "fake")
-            let client = try PushSetup.makeClient(caFile: nil)
+            let client = try PushSetup.makeClient(caFile: caFile)
+            let streams = transport == .frames ? try HTTP2PushClient(endpoint: base, caFile: caFile) : nil
             let dead = DeadTokens()
             let clock = Clock()
             let result: Result<T, any Error>
@@ -51,12 +68,14 @@ struct FakeFCMHarness {
                 let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger, now: { clock.now })
                 var configuration = settings
                 configuration.endpoint = base
+                configuration.streams = streams
                 let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: configuration, deadTokens: dead)
                 result = .success(
                     try await body(FakeFCMHarness(fake: fake, base: base, sender: sender, tokens: tokens, deadTokens: dead, clock: clock)))
             } catch {
                 result = .failure(error)
             }
+            await streams?.shutdown()
             try await client.shutdown()
             return try result.get()
         }
