@@ -58,6 +58,7 @@ public final class HTTP2PushClient: Sendable {
     private let streamsPerConnection: Int
     private let connectTimeout: TimeAmount
     private let slots: Mutex<Slots>
+    private let slotCount: Int
 
     private struct Slots {
         var all: [Slot]
@@ -110,6 +111,7 @@ public final class HTTP2PushClient: Sendable {
         self.serverHostname = (try? SocketAddress(ipAddress: bare, port: 0)) == nil ? host : nil
         self.streamsPerConnection = max(1, streamsPerConnection)
         self.connectTimeout = connectTimeout
+        self.slotCount = max(1, connections)
         self.slots = Mutex(Slots(all: Array(repeating: .empty, count: max(1, connections))))
     }
 
@@ -121,11 +123,15 @@ public final class HTTP2PushClient: Sendable {
         for (name, value) in headers { head.add(name: name, value: value) }
         head.add(name: "content-length", value: "\(body.readableBytes)")
         let deadline = NIODeadline.now() + timeout
-        do {
-            return try await connection().send(head, body: body, deadline: deadline)
-        } catch let failure as Failure where failure.unsent {
-            // The connection stopped taking requests (GOAWAY, its stream budget) as this one came: the next takes it.
-            return try await connection().send(head, body: body, deadline: deadline)
+        // A connection that stopped taking requests (GOAWAY, its budget, idle) as this one came: the next takes it.
+        // Bounded: every slot may have stopped at once.
+        var attempt = 0
+        while true {
+            do {
+                return try await connection().send(head, body: body, deadline: deadline)
+            } catch let failure as Failure where failure.unsent && !failure.noHTTP2 && attempt < slotCount {
+                attempt += 1
+            }
         }
     }
 
@@ -143,7 +149,9 @@ public final class HTTP2PushClient: Sendable {
             return (Array(slots.live.values), Array(slots.attempts.values))
         }
         for attempt in opening { attempt.future.whenSuccess { $0.channel.close(promise: nil) } }
-        for connection in open { try? await connection.channel.close() }
+        await withTaskGroup(of: Void.self) { group in
+            for connection in open { group.addTask { try? await connection.channel.close() } }
+        }
     }
 
     private func connection() async throws -> FrameConnection {
@@ -232,7 +240,7 @@ public final class HTTP2PushClient: Sendable {
                     let handler = FrameHandler(streamBudget: streams)
                     try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverHostname))
                     try channel.pipeline.syncOperations.addHandler(
-                        NIOHTTP2Handler(mode: .client, connectionConfiguration: connection, streamConfiguration: stream))
+                        NIOHTTP2Handler(mode: .client, frameDelegate: handler, connectionConfiguration: connection, streamConfiguration: stream))
                     try channel.pipeline.syncOperations.addHandler(handler)
                 }
             }
@@ -264,16 +272,16 @@ final class FrameConnection: Sendable {
         let promise = channel.eventLoop.makePromise(of: HTTP2PushClient.Response.self)
         let token = tokens.wrappingAdd(1, ordering: .relaxed).newValue
         let handler = handler
-        // Set before the cancel job is queued: a send that runs after it never starts, one that ran before is reset.
-        let cancelled = UsableFlag()
+        // Raised before the cancel job is queued: a send that runs after it never starts, one that ran before is reset.
+        let cancelled = CancelledFlag()
         return try await withTaskCancellationHandler {
             channel.eventLoop.execute {
-                guard cancelled.value else { return promise.fail(CancellationError()) }
+                guard !cancelled.isRaised else { return promise.fail(CancellationError()) }
                 handler.value.send(head, body: body, deadline: deadline, token: token, promise: promise)
             }
             return try await promise.futureResult.get()
         } onCancel: {
-            cancelled.clear()
+            cancelled.raise()
             channel.eventLoop.execute { handler.value.cancel(token) }
         }
     }
@@ -286,9 +294,16 @@ final class UsableFlag: Sendable {
     func clear() { flag.store(false, ordering: .relaxed) }
 }
 
+/// Whether a request was cancelled, read on the event loop.
+final class CancelledFlag: Sendable {
+    private let flag = Atomic<Bool>(false)
+    var isRaised: Bool { flag.load(ordering: .relaxed) }
+    func raise() { flag.store(true, ordering: .relaxed) }
+}
+
 /// Writes each request as HEADERS and DATA frames and matches the answers'
 /// frames to their requests by stream id.
-final class FrameHandler: ChannelInboundHandler {
+final class FrameHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
 
@@ -309,11 +324,16 @@ final class FrameHandler: ChannelInboundHandler {
     private var nextStreamID: Int32 = 1
     private var opened = 0
     private var context: ChannelHandlerContext?
-    private var flushScheduled = false
+    /// Streams whose HEADERS have left; the others wait in swift-nio-http2's queue for the server's stream limit.
+    private var onWire: Set<HTTP2StreamID> = []
+    /// swift-nio-http2 wrote a GOAWAY of its own: a connection error, after which it only waits to be closed.
+    private var wentAway = false
+    /// A WINDOW_UPDATE is written and not yet out: no second one on top of it.
+    private var topUpPending = false
     /// GOAWAY came, the budget is spent, or the connection failed: no new stream.
     private var draining = false
     /// Why the connection failed, for the requests that come after.
-    private var closedBecause: String?
+    private var closedBecause: HTTP2PushClient.Failure?
     /// When the connection last read anything, and when it last had no stream: a deadline passing with
     /// nothing read since its request was written means the connection is silent; one idle a minute is closed.
     private var lastRead = NIODeadline.now()
@@ -349,7 +369,10 @@ final class FrameHandler: ChannelInboundHandler {
         _ head: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline, token: UInt64, promise: EventLoopPromise<HTTP2PushClient.Response>
     ) {
         guard let context, !draining else {
-            return promise.fail(HTTP2PushClient.Failure(closedBecause ?? "the connection takes no new request", unsent: true))
+            let reason = closedBecause
+            return promise.fail(
+                HTTP2PushClient.Failure(reason?.description ?? "the connection takes no new request", unsent: true, noHTTP2: reason?.noHTTP2 ?? false)
+            )
         }
         let id = HTTP2StreamID(nextStreamID)
         nextStreamID += 2
@@ -364,6 +387,17 @@ final class FrameHandler: ChannelInboundHandler {
         // stream, some requests written after the first answers never left; the cause is not found.)
         context.writeAndFlush(
             wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
+    }
+
+    /// Called by swift-nio-http2 as each frame leaves.
+    func wroteFrame(_ frame: HTTP2Frame) {
+        switch frame.payload {
+        case .headers: onWire.insert(frame.streamID)
+        case .goAway where frame.streamID == .rootStream:
+            wentAway = true
+            stopTakingRequests()
+        default: break
+        }
     }
 
     /// The caller gave up: reset the stream and fail its request.
@@ -398,12 +432,18 @@ final class FrameHandler: ChannelInboundHandler {
             streams[frame.streamID] = stream
             if data.endStream { finish(frame.streamID) }
         case .rstStream(let code):
-            // A stream answered completely has already finished; one reset before its end has no answer.
-            fail(frame.streamID, HTTP2PushClient.Failure("the server reset the stream (\(code))"))
+            // A stream answered completely has already finished; one reset before its end has no answer
+            // (REFUSED_STREAM: not processed at all, so another connection may take it at once).
+            fail(frame.streamID, HTTP2PushClient.Failure("the server reset the stream (\(code))", unsent: code == .refusedStream))
         case .goAway(let lastStreamID, let code, _):
             stopTakingRequests()
             for id in streams.keys where id > lastStreamID {
                 fail(id, HTTP2PushClient.Failure("the server is closing the connection (GOAWAY \(code)) before this request", unsent: true))
+            }
+            // Requests still queued for the server's stream limit must not open a stream after GOAWAY (a connection
+            // error): each is reset while queued, which drops it without a byte sent, and goes elsewhere.
+            for id in streams.keys where !onWire.contains(id) {
+                reset(id, HTTP2PushClient.Failure("the server is closing the connection (GOAWAY \(code))", unsent: true))
             }
             closeIfDone()
         default:
@@ -415,10 +455,14 @@ final class FrameHandler: ChannelInboundHandler {
         switch event {
         case let window as NIOHTTP2WindowUpdatedEvent where window.streamID == .rootStream:
             // Received bytes count against the window whether or not they reach this handler (a reset stream's).
-            if let inbound = window.inboundWindowSize, inbound < Self.connectionWindow / 2 {
+            if let inbound = window.inboundWindowSize, inbound < Self.connectionWindow / 2, !topUpPending {
+                // Until this update has left (it may wait behind other frames), the count does not show it.
+                topUpPending = true
+                let sent = context.eventLoop.makePromise(of: Void.self)
+                sent.futureResult.assumeIsolated().whenComplete { _ in self.topUpPending = false }
                 context.writeAndFlush(
                     wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: Self.connectionWindow - inbound))),
-                    promise: nil)
+                    promise: sent)
             }
         case let closed as StreamClosedEvent:
             // A stream the library closed itself (a malformed answer): no answer will come.
@@ -433,9 +477,15 @@ final class FrameHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // One stream's error ends that stream; swift-nio-http2 ends the connection itself on a connection error.
         if let streamError = error as? NIOHTTP2Errors.StreamError {
             return fail(streamError.streamID, HTTP2PushClient.Failure("stream error: \(streamError.baseError)"))
+        }
+        // An HTTP/2 error without a GOAWAY of the library's own concerns one received answer: that stream is
+        // reset, and its close event fails its request alone. A connection error (GOAWAY written) or any
+        // other (TLS, I/O) ends the connection, which swift-nio-http2 leaves to us to close.
+        if error is any NIOHTTP2Error, !wentAway {
+            // The library's reset of that stream waits in its buffer for a flush; out, it closes the stream.
+            return context.flush()
         }
         failAll(HTTP2PushClient.Failure("connection failed: \(error)"))
         context.close(promise: nil)
@@ -478,7 +528,7 @@ final class FrameHandler: ChannelInboundHandler {
 
     private func failAll(_ error: HTTP2PushClient.Failure) {
         stopTakingRequests()
-        closedBecause = closedBecause ?? error.description
+        closedBecause = closedBecause ?? error
         for id in Array(streams.keys) { remove(id)?.promise.fail(error) }
     }
 
@@ -486,6 +536,7 @@ final class FrameHandler: ChannelInboundHandler {
     private func remove(_ id: HTTP2StreamID) -> Stream? {
         guard let stream = streams.removeValue(forKey: id) else { return nil }
         byToken[stream.token] = nil
+        onWire.remove(id)
         if streams.isEmpty { idleSince = .now() }
         return stream
     }

@@ -75,6 +75,8 @@ final class EarlyAnswerServer: Sendable {
         let delay = answerDelay
         let padding = padding
         var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
+        // So that `/bad-length` can leave as written: the client must catch it.
+        connectionConfiguration.contentLengthValidation = .disabled
         connectionConfiguration.initialSettings = [
             HTTP2Setting(parameter: .maxConcurrentStreams, value: maxConcurrentStreams),
             HTTP2Setting(parameter: .maxHeaderListSize, value: HPACKDecoder.defaultMaxHeaderListSize),
@@ -128,7 +130,9 @@ final class EarlyAnswerServer: Sendable {
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             guard case .headers(let request) = unwrapInboundIn(data), !answered else { return }
             answered = true
-            guard delay > .zero else { return answer(request, context: context) }
+            // `/bad-length` is answered at once, with a content-length its body does not have.
+            let bad = request.headers.first(name: ":path") == "/bad-length"
+            guard delay > .zero, !bad else { return answer(request, context: context) }
             let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             context.eventLoop.scheduleTask(in: delay) {
                 let (handler, context) = loopBound.value
@@ -142,7 +146,8 @@ final class EarlyAnswerServer: Sendable {
                 ? #"{"access_token":"ya29.early","expires_in":3599,"token_type":"Bearer"}"#
                 : #"{"name":"projects/countersign-test/messages/0:1"}"#
             let body = context.channel.allocator.buffer(string: json + String(repeating: " ", count: padding))
-            let head: HPACKHeaders = [":status": "200", "content-type": "application/json", "content-length": "\(body.readableBytes)"]
+            let declared = body.readableBytes + (request.headers.first(name: ":path") == "/bad-length" ? 10 : 0)
+            let head: HPACKHeaders = [":status": "200", "content-type": "application/json", "content-length": "\(declared)"]
             context.write(wrapOutboundOut(.headers(.init(headers: head))), promise: nil)
             let sent = context.eventLoop.makePromise(of: Void.self)
             context.writeAndFlush(wrapOutboundOut(.data(.init(data: .byteBuffer(body), endStream: true))), promise: sent)

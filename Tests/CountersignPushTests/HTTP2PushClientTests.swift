@@ -68,6 +68,24 @@ import Testing
         }
     }
 
+    /// An answer that breaks HTTP/2 on its own stream (a content-length its body does not have) fails that
+    /// request alone: the requests in flight beside it on the same connection are answered.
+    @Test(.timeLimit(.minutes(1))) func aMalformedAnswerFailsItsRequestOnly() async throws {
+        let server = try EarlyAnswerServer(answerDelay: .milliseconds(500))
+        try await EarlyAnswerTests.serve(server) { base, caFile, _ in
+            let client = try HTTP2PushClient(endpoint: base, caFile: caFile, connections: 1)
+            let others = (0..<8).map { _ in
+                Task { try await client.post(path: "/ok", headers: Self.headers, body: ByteBuffer(string: "{}"), timeout: .seconds(30)).status }
+            }
+            await #expect(throws: HTTP2PushClient.Failure.self) {
+                try await client.post(path: "/bad-length", headers: Self.headers, body: ByteBuffer(string: "{}"), timeout: .seconds(30))
+            }
+            for other in others { #expect(try await other.value == 200) }
+            #expect(server.connections == 1)
+            await client.shutdown()
+        }
+    }
+
     /// Answers far beyond HTTP/2's initial window, and beyond the window the client opens at the start, all
     /// arrive: the client gives the connection's window back as the answers are read.
     @Test(.timeLimit(.minutes(2))) func answersBeyondTheConnectionWindowKeepFlowing() async throws {
