@@ -205,7 +205,7 @@ public final class HTTP2PushClient: Sendable {
             return nil
         }
         if let late {
-            late.usable.clear()
+            late.retired.raise()
             late.channel.close(promise: nil)
         }
         if case .success(let connection) = result {
@@ -260,12 +260,12 @@ final class FrameConnection: Sendable {
     init(channel: any Channel, handler: FrameHandler) {
         self.channel = channel
         self.handler = NIOLoopBound(handler, eventLoop: channel.eventLoop)
-        self.usable = handler.usable
+        self.retired = handler.retired
     }
 
     /// False once the connection takes no new request.
-    let usable: UsableFlag
-    var isUsable: Bool { usable.value }
+    let retired: RaisedFlag
+    var isUsable: Bool { !retired.isRaised }
 
     func send(_ head: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline) async throws -> HTTP2PushClient.Response {
         try Task.checkCancellation()
@@ -273,7 +273,7 @@ final class FrameConnection: Sendable {
         let token = tokens.wrappingAdd(1, ordering: .relaxed).newValue
         let handler = handler
         // Raised before the cancel job is queued: a send that runs after it never starts, one that ran before is reset.
-        let cancelled = CancelledFlag()
+        let cancelled = RaisedFlag()
         return try await withTaskCancellationHandler {
             channel.eventLoop.execute {
                 guard !cancelled.isRaised else { return promise.fail(CancellationError()) }
@@ -287,15 +287,9 @@ final class FrameConnection: Sendable {
     }
 }
 
-/// Whether a connection takes new requests, read off the event loop.
-final class UsableFlag: Sendable {
-    private let flag = Atomic<Bool>(true)
-    var value: Bool { flag.load(ordering: .relaxed) }
-    func clear() { flag.store(false, ordering: .relaxed) }
-}
-
-/// Whether a request was cancelled, read on the event loop.
-final class CancelledFlag: Sendable {
+/// A flag raised once and read from any thread: a connection that takes no new request (retired), a request
+/// that was cancelled.
+final class RaisedFlag: Sendable {
     private let flag = Atomic<Bool>(false)
     var isRaised: Bool { flag.load(ordering: .relaxed) }
     func raise() { flag.store(true, ordering: .relaxed) }
@@ -317,7 +311,7 @@ final class FrameHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate {
         var body: ByteBuffer?
     }
 
-    let usable = UsableFlag()
+    let retired = RaisedFlag()
     private let streamBudget: Int
     private var streams: [HTTP2StreamID: Stream] = [:]
     private var byToken: [UInt64: HTTP2StreamID] = [:]
@@ -499,7 +493,7 @@ final class FrameHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate {
 
     private func stopTakingRequests() {
         draining = true
-        usable.clear()
+        retired.raise()
     }
 
     private func finish(_ id: HTTP2StreamID) {
