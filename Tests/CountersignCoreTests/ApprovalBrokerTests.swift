@@ -194,7 +194,7 @@ import Testing
             let read = try #require(try await broker.status(of: request.id))
             #expect(read.state == .pending)
             _ = try await broker.respond(to: request.id, userID: user.id, deviceID: "d", decision: .approve, numberCode: code)
-            await broker.park(request.id, for: .seconds(3600), unlessChangedFrom: read.version)
+            _ = await broker.park(request.id, until: .now.advanced(by: .seconds(3600)), unlessChangedFrom: read.version)
             #expect(await broker.polls.waiting(on: request.id) == 0)
             #expect(try await broker.waitForChange(of: request.id, timeout: .seconds(3600))?.state == .approved)
         }

@@ -78,8 +78,8 @@ import Testing
 
     /// `wait` on a request that is no longer pending answers at once with its
     /// state: a live one (approved) and a finished one (completed, read from the database).
-    @Test func aLongPollOnARequestThatIsNotPendingAnswersAtOnce() async throws {
-        try await withTestDaemon { daemon in
+    @Test(arguments: [Transport.router, .socket]) func aLongPollOnARequestThatIsNotPendingAnswersAtOnce(transport: Transport) async throws {
+        try await withTestDaemon(transport) { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
             let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
@@ -97,8 +97,8 @@ import Testing
         }
     }
 
-    @Test func longPollTimesOutWithThePendingState() async throws {
-        try await withTestDaemon { daemon in
+    @Test(arguments: [Transport.router, .socket]) func longPollTimesOutWithThePendingState(transport: Transport) async throws {
+        try await withTestDaemon(transport) { daemon in
             let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             // Nothing answers it: it ends with the state it had. (That a poll is held at all is
             // seen through countersign_long_polls_waiting by the tests that wake one; a one-second
@@ -109,9 +109,9 @@ import Testing
         }
     }
 
-    @Test func aRequestThatExpiresWakesItsLongPoll() async throws {
+    @Test(arguments: [Transport.router, .socket]) func aRequestThatExpiresWakesItsLongPoll(transport: Transport) async throws {
         let clock = ManualClock()
-        try await withTestDaemon(clock: clock) { daemon in
+        try await withTestDaemon(transport, clock: clock) { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             async let poll = daemon.status(id, wait: 30, timeout: .seconds(25))

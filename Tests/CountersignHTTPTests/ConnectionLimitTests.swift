@@ -118,10 +118,14 @@ import Testing
     }
 
     /// Over either cap, per client address or per node, a long poll answers at once.
-    @Test(arguments: ["address", "node"]) func longPollsOverACapAreAnsweredAtOnce(cap: String) async throws {
-        try await withTestDaemon(configure: {
-            if cap == "address" { $0.longPollsPerAddress = 2 } else { $0.longPollsTotal = 2 }
-        }) { daemon in
+    @Test(arguments: ["address", "node"], [Transport.router, .socket])
+    func longPollsOverACapAreAnsweredAtOnce(cap: String, transport: Transport) async throws {
+        try await withTestDaemon(
+            transport,
+            configure: {
+                if cap == "address" { $0.longPollsPerAddress = 2 } else { $0.longPollsTotal = 2 }
+            }
+        ) { daemon in
             let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             async let first = daemon.status(id, wait: 30)
             async let second = daemon.status(id, wait: 30)

@@ -47,6 +47,20 @@ final class RawConnection {
         await receive(for: duration).text
     }
 
+    /// What the server sends until `done` holds for all of it, the server
+    /// closes, or `limit` passes (a hang detector, not a timing).
+    func read(until done: @escaping @Sendable (String) -> Bool, limit: Duration) async -> String {
+        let clock = ContinuousClock()
+        let start = clock.now
+        var text = ""
+        while !done(text), clock.now - start < limit {
+            let (more, closed) = await receive(for: .milliseconds(100))
+            text += more
+            if closed != nil { break }
+        }
+        return text
+    }
+
     /// Reads for `duration` or until the server closes; the close's time, if it closed.
     private func receive(for duration: Duration) async -> (text: String, closedAfter: Duration?) {
         await withCheckedContinuation { continuation in

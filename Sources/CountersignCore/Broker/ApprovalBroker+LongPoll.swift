@@ -2,8 +2,8 @@
 ///
 /// Each waiter is a continuation parked in ``LongPollWaiters``; whoever
 /// resumes it first takes it out, so it is resumed exactly once whichever of
-/// the four wake-ups comes first: a committed transition (`wake(id)`), its
-/// timer, the caller's cancellation, or the server draining.
+/// the five wake-ups comes first: a committed transition (`wake(id)`), its
+/// timer, the caller's cancellation, its client hanging up, or the server draining.
 extension ApprovalBroker {
     /// Returns at once unless the request is pending; otherwise when it
     /// changes, when `timeout` passes, when the caller is cancelled, or when
@@ -20,7 +20,7 @@ extension ApprovalBroker {
         while let version = pending, !draining, !Task.isCancelled {
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else { break }
-            await park(id, for: left, unlessChangedFrom: version)
+            _ = await park(id, until: deadline, unlessChangedFrom: version)
             pending = try await pendingVersion(of: id, integrationID: integrationID)
             if pending != version { break }
         }
@@ -29,7 +29,7 @@ extension ApprovalBroker {
 
     /// The version of request `id` while the reader sees it pending; `nil` once it is not, or is not there.
     @inline(never)
-    nonisolated private func pendingVersion(of id: String, integrationID: String?) async throws -> Int? {
+    nonisolated public func pendingVersion(of id: String, integrationID: String?) async throws -> Int? {
         // A pending request is live: read from the index without an `await`,
         // so no frame of the read is added to the long poll's task.
         if let version = livePendingVersion(of: id, integrationID: integrationID) { return version }
@@ -42,14 +42,27 @@ extension ApprovalBroker {
         return request.version
     }
 
-    /// Parks the caller until the request changes, `timeout` passes, the caller is cancelled or the server drains.
-    /// The read before parking was not on the actor: a transition committed in
-    /// between has already woken the waiters it found, so a request whose index
-    /// entry is no longer at `version` is not waited for.
+    /// Parks the caller until request `id` changes, `deadline` passes, the
+    /// caller is cancelled, `hangUp` fires (its client is gone) or the server
+    /// drains; at once if the request is no longer at `version`. Returns
+    /// whether the caller may wait again after a wake-up with nothing changed:
+    /// not once the server drains, its client is gone or it is cancelled.
+    ///
+    /// The read of `version` before parking was not on the actor: a
+    /// transition committed in between has already woken the waiters it found,
+    /// so a request whose index entry is no longer at `version` is not waited for.
     @inline(never)
-    func park(_ id: String, for timeout: Duration, unlessChangedFrom version: Int) async {
+    public func park(
+        _ id: String, until deadline: ContinuousClock.Instant, unlessChangedFrom version: Int, hangUp: (any HangUpSignal)? = nil
+    ) async -> Bool {
         let number = polls.newNumber()
-        schedule(WaiterTimeout(at: ContinuousClock.now.advanced(by: timeout), id: id, number: number))
+        schedule(WaiterTimeout(at: deadline, id: id, number: number))
+        // Runs at once if the client is gone already: its wake-up then hops onto
+        // the actor after the registration below, and finds the waiter (which
+        // registration also resumes at once, seeing the hang-up itself).
+        let hangUpAction = hangUp?.whenHungUp { [weak self] in
+            Task { await self?.wake(id, waiter: number) }
+        }
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 // The cancel-while-registering race: the caller may be cancelled
@@ -60,18 +73,22 @@ extension ApprovalBroker {
                 // or after it (resuming it). So registration checks for
                 // cancellation itself; and since both run on the actor, one of
                 // the two always sees the other, and the continuation can never
-                // be left parked. The same holds for `draining`.
-                register(continuation, id, number, unlessChangedFrom: version)
+                // be left parked. The same holds for `draining` and the hang-up.
+                register(continuation, id, number, unlessChangedFrom: version, hangUp: hangUp)
             }
         } onCancel: {
             Task { await self.wake(id, waiter: number) }
         }
+        if let hangUpAction { hangUp?.forget(hangUpAction) }
+        return !draining && !Task.isCancelled && hangUp?.hasHungUp != true
     }
 
     /// Parks `continuation` as waiter `number` of request `id`, or resumes it at once.
     @inline(never)
-    private func register(_ continuation: CheckedContinuation<Void, Never>, _ id: String, _ number: Int, unlessChangedFrom version: Int) {
-        if Task.isCancelled || draining || live.hasMoved(id, pastVersion: version) {
+    private func register(
+        _ continuation: CheckedContinuation<Void, Never>, _ id: String, _ number: Int, unlessChangedFrom version: Int, hangUp: (any HangUpSignal)?
+    ) {
+        if Task.isCancelled || draining || hangUp?.hasHungUp == true || live.hasMoved(id, pastVersion: version) {
             continuation.resume()
         } else {
             polls.park(continuation, id: id, number: number)

@@ -190,24 +190,18 @@ struct IntegrationApprovalsController: Sendable {
         @NullWhenAbsent var via: String?
     }
 
-    @Sendable func status(_ request: Request, context: AppRequestContext) async throws -> StatusAnswer {
+    @Sendable func status(_ request: Request, context: AppRequestContext) async throws -> Response {
         let integration = try await authenticator.integration(for: request)
         let id = try context.parameters.require("approvalId")
         let wait = try request.longPollSeconds()
-        let slot = "integration:" + integration.id
-        if wait > 0, longPolls.acquire(slot) {
-            defer { longPolls.release(slot) }
-            let broker = broker
-            let integrationID = integration.id
-            // A client that hangs up gives its slot back at once, and leaves the broker's wake list.
-            let found = try await context.whileConnected {
-                try await broker.waitForChange(of: id, integrationID: integrationID, timeout: .seconds(wait))
-            }
-            // Gone: what is written to nobody is the plain status.
-            if let found { return try await answer(found: found) }
-            return try await answer(found: await broker.status(of: id, integrationID: integrationID))
+        let poll = StatusLongPoll(broker: broker, slots: longPolls)
+        switch try await poll.poll(id, integrationID: integration.id, seconds: wait, slot: "integration:" + integration.id) {
+        case .parked: return LongPollHandOff.parkedResponse()
+        case .waited(let found?): return try await answer(found: found).response(from: request, context: context)
+        // Gone while waiting: the plain status, as without a wait.
+        case .waited(nil), .answerNow:
+            return try await answer(found: await broker.status(of: id, integrationID: integration.id)).response(from: request, context: context)
         }
-        return try await answer(found: await broker.status(of: id, integrationID: integration.id))
     }
 
     /// The status answer for `approval`, or not found. A function of its own,

@@ -115,21 +115,19 @@ struct PhoneResetController: Sendable {
         enum CodingKeys: String, CodingKey { case requestId, status, expiresAt, errorMessage, via }
     }
 
-    @Sendable func status(_ request: Request, context: AppRequestContext) async throws -> StatusAnswer {
-        try await abuse.hit(.statusPollsPerIP, context.clientKey, RateLimitGuard.Message.polls, context: context, request: request)
+    @Sendable func status(_ request: Request, context: AppRequestContext) async throws -> Response {
+        // The answer after a parked wait is the same poll: it is not counted twice.
+        if !LongPollRun.isAnswering {
+            try await abuse.hit(.statusPollsPerIP, context.clientKey, RateLimitGuard.Message.polls, context: context, request: request)
+        }
         let id = try context.parameters.require("requestId")
         let wait = try request.longPollSeconds()
-        // Over the per-address or node cap, a long poll is answered at once (a plain poll).
-        if wait > 0, longPolls.acquire(context.clientKey) {
-            defer { longPolls.release(context.clientKey) }
-            let broker = broker
-            // A client that hangs up gives its slot back at once, and leaves the broker's wake list.
-            let found = try await context.whileConnected { try await broker.waitForChange(of: id, timeout: .seconds(wait)) }
-            // Gone: what is written to nobody is the plain status.
-            if let found { return try StatusAnswer(found: found) }
-            return try StatusAnswer(found: await broker.status(of: id))
+        switch try await StatusLongPoll(broker: broker, slots: longPolls).poll(id, integrationID: nil, seconds: wait, slot: context.clientKey) {
+        case .parked: return LongPollHandOff.parkedResponse()
+        case .waited(let found?): return try StatusAnswer(found: found).response(from: request, context: context)
+        // Gone while waiting: the plain status, as without a wait.
+        case .waited(nil), .answerNow: return try StatusAnswer(found: await broker.status(of: id)).response(from: request, context: context)
         }
-        return try StatusAnswer(found: await broker.status(of: id))
     }
 
     struct Success: ResponseEncodable {

@@ -16,9 +16,12 @@ struct AccessLogMiddleware: RouterMiddleware {
     let metrics: AppMetrics
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let start = ContinuousClock.now
+        let start = LongPollRun.askedAt ?? ContinuousClock.now
         let response = try await next(request, context)
-        record(request, context: context, status: response.status, since: start)
+        // A long poll handed to its connection is logged once, when answered, from its arrival.
+        if response.headers[LongPollHandOff.marker] == nil {
+            record(request, context: context, status: response.status, since: start)
+        }
         return response
     }
 

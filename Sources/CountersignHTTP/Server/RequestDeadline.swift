@@ -1,3 +1,4 @@
+import CountersignCore
 import HTTPTypes
 import NIOCore
 import NIOHTTPTypes
@@ -109,19 +110,17 @@ final class RequestWatcher: ChannelInboundHandler, RemovableChannelHandler {
 /// Tells waiting long polls when the client stops sending (it closed its
 /// side, or the connection ended): a poll whose answer nobody will read lets
 /// go of its slot then. Hummingbird keeps half-closed connections open, so the
-/// channel's own close would come only when the answer is written. Waiters
-/// leave the list when they stop waiting, so a kept-alive connection carrying
-/// many polls holds nothing per past poll.
-final class HangUpWatcher: ChannelInboundHandler, RemovableChannelHandler, Sendable {
+/// channel's own close would come only when the answer is written. A poll's
+/// action leaves the list when it stops waiting, so a kept-alive connection
+/// carrying many polls holds nothing per past poll.
+final class HangUpWatcher: ChannelInboundHandler, RemovableChannelHandler, HangUpSignal {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
 
     private struct State {
         var hungUp = false
         var next = 0
-        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
-        /// Waiters cancelled before they parked.
-        var cancelled: Set<Int> = []
+        var actions: [Int: @Sendable () -> Void] = [:]
     }
     private let state = Mutex(State())
 
@@ -136,39 +135,27 @@ final class HangUpWatcher: ChannelInboundHandler, RemovableChannelHandler, Senda
     }
 
     private func hangUp() {
-        let waiting = state.withLock { state in
+        let actions = state.withLock { state in
             state.hungUp = true
-            defer { state.waiters = [:] }
-            return Array(state.waiters.values)
+            defer { state.actions = [:] }
+            return Array(state.actions.values)
         }
-        for waiter in waiting { waiter.resume() }
+        for action in actions { action() }
     }
 
-    /// Returns when the client hangs up, or when the calling task is cancelled.
-    func untilHungUp() async {
-        let number = state.withLock { state in
+    var hasHungUp: Bool { state.withLock { $0.hungUp } }
+
+    func whenHungUp(_ action: @escaping @Sendable () -> Void) -> Int {
+        let (number, now) = state.withLock { state in
             defer { state.next += 1 }
-            return state.next
+            if !state.hungUp { state.actions[state.next] = action }
+            return (state.next, state.hungUp)
         }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let resumeNow = state.withLock { state in
-                    // Hung up already, or cancelled before parking (the handler below found no waiter to resume).
-                    if state.hungUp || state.cancelled.remove(number) != nil { return true }
-                    state.waiters[number] = continuation
-                    return false
-                }
-                if resumeNow { continuation.resume() }
-            }
-        } onCancel: {
-            let parked = state.withLock { state in
-                guard let continuation = state.waiters.removeValue(forKey: number) else {
-                    state.cancelled.insert(number)
-                    return CheckedContinuation<Void, Never>?.none
-                }
-                return continuation
-            }
-            parked?.resume()
-        }
+        if now { action() }
+        return number
+    }
+
+    func forget(_ number: Int) {
+        _ = state.withLock { $0.actions.removeValue(forKey: number) }
     }
 }
