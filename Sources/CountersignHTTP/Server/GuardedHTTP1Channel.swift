@@ -13,13 +13,13 @@ import NIOHTTPTypes
 ///
 /// A long poll that must wait is parked on its connection (see
 /// `LongPollHandOff.swift`).
-struct GuardedHTTP1Channel: ServerChildChannel {
+struct GuardedHTTP1Channel: HTTPChannelHandler {
     struct Value: ServerChildChannelValue {
         let http: HTTP1Channel.Value
         let hangUp: HangUpWatcher
         var channel: any Channel { http.channel }
     }
-    let responder: HTTPChannelHandler.Responder
+    var responder: HTTPChannelHandler.Responder
     let idleTimeout: TimeAmount
     let requestTimeout: TimeAmount
     let connections: ConnectionsPerAddress
@@ -71,8 +71,9 @@ struct GuardedHTTP1Channel: ServerChildChannel {
         // writes their answers after the wait through the connection's writer,
         // lent by this outer scope (Hummingbird's loop opens the same scope again).
         try? await value.http.executeThenClose { _, outbound in
-            let parking = LongPollResponder(responder: responder, outbound: outbound, hangUp: value.hangUp)
-            await HTTP1Channel(responder: parking.respond).handle(value: value.http, logger: logger)
+            var connection = self
+            connection.responder = LongPollResponder(responder: responder, outbound: outbound, hangUp: value.hangUp).respond
+            await connection.handleHTTP(asyncChannel: value.http, logger: logger)
         }
     }
 }
