@@ -184,9 +184,10 @@ final class ParkedAnswerFilter: ChannelOutboundHandler, RemovableChannelHandler 
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
-        case .head(let head) where head.headerFields[LongPollHandOff.marker] != nil:
-            dropping = true
-            promise?.succeed()
+        case .head(let head):
+            // Every head decides: a later answer is never dropped for an earlier one left unfinished.
+            dropping = head.headerFields[LongPollHandOff.marker] != nil
+            if dropping { promise?.succeed() } else { context.write(data, promise: promise) }
         case .body where dropping:
             promise?.succeed()
         case .end where dropping:
