@@ -34,8 +34,13 @@ import Testing
             #expect(poll.hasPrefix("200"))
             #expect(poll.contains(#""status":"approved""#))
             #expect(poll.lowercased().contains("content-type: application/json"))
-            #expect(answers.last?.hasPrefix("200") == true)
+            // The second is the health check's, not the poll's again.
+            let health = try #require(answers.last)
+            #expect(health.hasPrefix("200"))
+            #expect(!health.contains("requestId"))
             #expect(!text.lowercased().contains("x-countersign-parked"))
+            // Nothing more follows.
+            #expect(await connection.read(for: .milliseconds(300)) == "")
             // The slot is given back.
             #expect(try await daemon.longPollsWaiting() == 0)
         }
@@ -84,6 +89,53 @@ import Testing
             }
             #expect(try await daemon.longPollsWaiting() == 0)
             #expect(await daemon.server.broker.waiterCount == 0)
+        }
+    }
+
+    /// Kept-alive: one connection carries a poll that times out, then one
+    /// woken by the approval, each answered once; one that asks the server to
+    /// close is answered before the connection closes.
+    @Test func aConnectionCarriesPollAfterPollAndClosesWhenAsked() async throws {
+        try await withTestDaemon(.socket) { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
+            let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            let connection = try RawConnection(port: try ConnectionLimitTests.port(daemon))
+            let poll = { (wait: Int, header: String) in
+                "GET /api/mobile/auth/reset/phone/status/\(id)?wait=\(wait) HTTP/1.1\r\nHost: 127.0.0.1\r\n\(header)\r\n"
+            }
+
+            connection.send(poll(1, ""))
+            let first = await connection.read(until: { $0.contains(#""status":"pending""#) }, limit: .seconds(25))
+            #expect(first.hasPrefix("HTTP/1.1 200"))
+
+            connection.send(poll(30, ""))
+            try await Self.waitForParked(1, in: daemon)
+            #expect(try await daemon.respond(id, apiKey: key, code: code).status == 200)
+            let second = await connection.read(until: { $0.contains(#""status":"approved""#) }, limit: .seconds(25))
+            #expect(second.hasPrefix("HTTP/1.1 200"))
+            #expect(second.components(separatedBy: "HTTP/1.1 ").count == 2, "one answer: \(second)")
+
+            // Approved now: a poll with `Connection: close` is answered at once, then the connection closes.
+            connection.send(poll(30, "Connection: close\r\n"))
+            let last = await connection.waitForClose(limit: .seconds(25))
+            #expect(last?.text.contains(#""status":"approved""#) == true)
+            #expect(try await daemon.longPollsWaiting() == 0)
+        }
+    }
+
+    /// A parked poll asking the server to close its connection gets its answer first.
+    @Test func aParkedPollWithConnectionCloseIsAnsweredThenClosed() async throws {
+        try await withTestDaemon(.socket) { daemon in
+            let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            let connection = try RawConnection(port: try ConnectionLimitTests.port(daemon))
+            connection.send("GET /api/mobile/auth/reset/phone/status/\(id)?wait=30 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            try await Self.waitForParked(1, in: daemon)
+            // A newer request supersedes it, which wakes the poll.
+            _ = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            let closed = try #require(await connection.waitForClose(limit: .seconds(25)))
+            #expect(closed.text.hasPrefix("HTTP/1.1 200"))
+            #expect(closed.text.contains(#""status":"cancelled""#))
         }
     }
 

@@ -60,22 +60,28 @@ final class LongPollHandOff: Sendable {
     }
 }
 
-/// A long poll parked on its connection: the request it waits on, at which
-/// version, until when, and how to give its slot back.
+/// A long poll handed to its connection: the request it waits on, at which
+/// version, until when, and the slot it waits in.
 struct ParkedLongPoll: Sendable {
     let broker: ApprovalBroker
     let id: String
     let integrationID: String?
     let version: Int
     let deadline: ContinuousClock.Instant
-    let release: @Sendable () -> Void
+    let slots: LongPollSlots
+    let slot: String
 
-    /// Waits until the request changes, the deadline passes, the client hangs
-    /// up or the server drains; then gives the slot back. Inlined: its frame
-    /// is part of the responder's, one less kept by each waiting connection.
+    /// Takes a slot, then waits until the request changes, the deadline
+    /// passes, the client hangs up or the server drains, and gives the slot
+    /// back. Over the per-address or node cap it does not wait: the poll is
+    /// answered at once. The slot is taken here, once the route's own answer
+    /// is gone, so that a connection whose writes are stuck (a client that
+    /// does not read) holds none. Inlined: its frame is part of the
+    /// responder's, one less kept by each waiting connection.
     @inline(__always)
     func wait(hangUp: any HangUpSignal) async {
-        defer { release() }
+        guard slots.acquire(slot) else { return }
+        defer { slots.release(slot) }
         while await broker.park(id, until: deadline, unlessChangedFrom: version, hangUp: hangUp), ContinuousClock.now < deadline {
             // A wake-up with nothing changed (a cluster's recheck after a
             // notification gap) waits again for the time left.
@@ -99,31 +105,21 @@ struct StatusLongPoll: Sendable {
         case waited(ApprovalRequest?)
     }
 
-    /// Waits `seconds` for request `id` to change, holding a slot of `slot`.
+    /// Waits `seconds` for request `id` to change, in a slot of `slot`.
     /// Over the per-address or node cap, a long poll is answered at once (a plain poll).
     func poll(_ id: String, integrationID: String?, seconds: Int, slot: String) async throws -> Outcome {
-        guard seconds > 0, !LongPollRun.isAnswering, slots.acquire(slot) else { return .answerNow }
-        let slots = slots
-        let release: @Sendable () -> Void = { slots.release(slot) }
+        guard seconds > 0, !LongPollRun.isAnswering else { return .answerNow }
         guard case .asking(let handOff) = LongPollRun.current else {
-            defer { release() }
+            guard slots.acquire(slot) else { return .answerNow }
+            defer { slots.release(slot) }
             return .waited(try await broker.waitForChange(of: id, integrationID: integrationID, timeout: .seconds(seconds)))
         }
-        let version: Int?
-        do {
-            version = try await broker.pendingVersion(of: id, integrationID: integrationID)
-        } catch {
-            release()
-            throw error
-        }
-        guard let version else {
-            release()
-            return .answerNow
-        }
+        // The connection takes the slot (``ParkedLongPoll/wait(hangUp:)``).
+        guard let version = try await broker.pendingVersion(of: id, integrationID: integrationID) else { return .answerNow }
         handOff.park(
             ParkedLongPoll(
                 broker: broker, id: id, integrationID: integrationID, version: version,
-                deadline: ContinuousClock.now.advanced(by: .seconds(seconds)), release: release))
+                deadline: ContinuousClock.now.advanced(by: .seconds(seconds)), slots: slots, slot: slot))
         return .parked
     }
 }
@@ -141,18 +137,15 @@ struct LongPollResponder: Sendable {
         let askedAt = ContinuousClock.now
         let handOff = LongPollHandOff()
         let (responder, outbound) = (responder, outbound)
-        do {
-            try await Self.inOwnTask {
-                try await LongPollRun.$current.withValue(.asking(handOff)) {
-                    try await responder(request, ResponseWriter(outbound: outbound), channel)
-                }
+        try await Self.inOwnTask {
+            try await LongPollRun.$current.withValue(.asking(handOff)) {
+                try await responder(request, ResponseWriter(outbound: outbound), channel)
             }
-        } catch {
-            handOff.take()?.release()
-            throw error
         }
         guard let parked = handOff.take() else { return }
         await parked.wait(hangUp: hangUp)
+        // Nobody to answer: no work for a poll whose client is gone (it has no access-log line).
+        guard channel.isActive else { return }
         try await Self.inOwnTask {
             try await LongPollRun.$current.withValue(.answering(askedAt: askedAt)) {
                 try await responder(request, ResponseWriter(outbound: outbound), channel)
