@@ -17,7 +17,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from daemon import free_port  # noqa: E402
 
 LIMITS = ["--rate-limit", "approvalsPerIntegration=1000000/1", "--rate-limit", "approvalsPerUser=1000000/60",
-          "--rate-limit", "statusPollsPerIP=1000000/1", "--rate-limit", "respondPerDevice=1000000/60"]
+          "--rate-limit", "statusPollsPerIP=1000000/1", "--rate-limit", "respondPerDevice=1000000/60",
+          "--rate-limit", "approvalsPerUserAllIntegrations=1000000/60", "--rate-limit", "enrollmentsPerIntegration=1000000/60"]
 
 
 def call(connection, method, path, body=None, headers=None):
@@ -32,8 +33,9 @@ def call(connection, method, path, body=None, headers=None):
 
 def start(binary, database, key, port, node):
     process = subprocess.Popen(
+        # Each node its own metrics listener: two on the default port would not both start.
         [binary, "serve", "--database", database, "--secret-key-file", key, "--listen", f"127.0.0.1:{port}", "--node-id", node,
-         "--log-level", "error", *LIMITS], stderr=subprocess.DEVNULL)
+         "--metrics-listen", f"127.0.0.1:{free_port()}", "--log-level", "error", *LIMITS], stderr=subprocess.DEVNULL)
     for _ in range(200):
         try:
             if call(http.client.HTTPConnection("127.0.0.1", port, timeout=1), "GET", "/healthz")[0] == 200:

@@ -13,11 +13,11 @@ import Synchronization
 // lives. A long poll that waited inside its route kept the whole route
 // (middleware, controller, request context) and that stack for up to 30 s.
 // Here the route runs in a short task of its own: it checks the caller, the
-// limits and the slot, hands the wait to the connection (``LongPollHandOff``)
-// and returns. The connection's task then waits with a few frames and a
-// small record (``ParkedLongPoll``), and runs the route once more, in another
-// short task, for the answer. The route's first answer is dropped on the way
-// out (``ParkedAnswerFilter``).
+// rate limit and the request, hands the wait to the connection
+// (``LongPollHandOff``) and returns. The connection's task then takes a slot,
+// waits with a few frames and a small record (``ParkedLongPoll``), and runs
+// the route once more, in another short task, for the answer. The route's
+// first answer is dropped on the way out (``ParkedAnswerFilter``).
 
 /// Which run of a status route this is, when its connection can hold its wait.
 enum LongPollRun: Sendable {
