@@ -2,6 +2,7 @@ import CountersignCore
 import CountersignHTTP
 import CountersignRuntime
 import Foundation
+import NIOHTTP1
 import TestSupport
 import Testing
 
@@ -136,6 +137,24 @@ import Testing
             let closed = try #require(await connection.waitForClose(limit: .seconds(25)))
             #expect(closed.text.hasPrefix("HTTP/1.1 200"))
             #expect(closed.text.contains(#""status":"cancelled""#))
+        }
+    }
+
+    /// The answer after the wait checks the caller again: an approvals-API poll
+    /// whose key was rotated while it waited is refused, as any call with that key.
+    @Test func aV1PollWhoseKeyIsRotatedWhileItWaitsIsRefused() async throws {
+        try await withTestDaemon(.socket) { daemon in
+            let acme = try await daemon.addIntegration("Acme Admin")
+            _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+            let (_, deviceKey, _) = try await daemon.enroll(Fixture.email, integrationKey: acme.key, deviceName: "Ana's iPhone")
+            let created = try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: ApprovalsAPITests.approval)
+            let id = try #require(created["approvalId"])
+            let poll = Task { try await daemon.v1(.GET, "/v1/approvals/\(id)?wait=30", key: acme.key, timeout: .seconds(25)) }
+            try await Self.waitForParked(1, in: daemon)
+            #expect(try await daemon.server.store.rotateIntegrationKey(id: acme.id, apiKeyHash: SecureToken.sha256Hex(Integration.newAPIKey())))
+            #expect(try await daemon.respond(id, apiKey: deviceKey, code: created["numberCode"]).status == 200)
+            #expect(try await poll.value.status == 401)
+            #expect(try await daemon.longPollsWaiting() == 0)
         }
     }
 
