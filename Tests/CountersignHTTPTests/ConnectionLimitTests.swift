@@ -150,17 +150,16 @@ import Testing
 
 /// trust.md, "Held resources follow their client".
 @Suite struct HungUpLongPollTests {
+    /// Many polls from 127.0.0.1: no poll limit, and no per-address connection cap (it has its own test).
+    static func manyPollsFromOneAddress(_ configuration: inout ServeConfiguration) {
+        configuration.rateLimits[.statusPollsPerIP] = RateLimit(count: 10_000, window: 60)
+        configuration.connectionsPerAddress = 0
+    }
+
     /// Long polls whose clients close their connections give their slots back
     /// and leave the broker's wake list; the request itself is untouched.
     @Test func hungUpLongPollsFreeTheirSlotsAndLeaveTheWakeList() async throws {
-        try await withTestDaemon(
-            .socket,
-            configure: {
-                $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 10_000, window: 60)
-                // All from 127.0.0.1: no per-address cap here (it has its own test).
-                $0.connectionsPerAddress = 0
-            }
-        ) { daemon in
+        try await withTestDaemon(.socket, configure: Self.manyPollsFromOneAddress) { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             _ = try await daemon.login(Fixture.email, password: Fixture.password)
             let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)

@@ -68,13 +68,7 @@ import Testing
     /// A client that hangs up while its poll is handed over, before it parks,
     /// still gives its slot back.
     @Test func aClientGoneBeforeItsPollParksGivesItsSlotBack() async throws {
-        try await withTestDaemon(
-            .socket,
-            configure: {
-                $0.rateLimits[.statusPollsPerIP] = RateLimit(count: 10_000, window: 60)
-                $0.connectionsPerAddress = 0
-            }
-        ) { daemon in
+        try await withTestDaemon(.socket, configure: HungUpLongPollTests.manyPollsFromOneAddress) { daemon in
             let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             for _ in 0..<20 {
                 let connection = try RawConnection(port: try ConnectionLimitTests.port(daemon))
