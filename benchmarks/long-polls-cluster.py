@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Long polls held on a cluster: HELD long polls on node A of two nodes sharing
+one PostgreSQL database (a throw-away server from scripts/pg-test-server.sh),
+each on its own connection from its own X-Forwarded-For address; the approval
+is sent to node B. Prints node A's RSS per held poll and when the last poll
+was answered after the approval. Only 127.0.0.1; both nodes are killed and the
+server stops when this script ends. Needs a release build.
+
+usage: python3 benchmarks/long-polls-cluster.py [--held 18000] [--binary .build/release/countersign]
+"""
+import argparse, os, resource, selectors, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.dirname(__file__))
+import suite  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--held", type=int, default=18000)
+    parser.add_argument("--binary", default=".build/release/countersign")
+    arguments = parser.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    held = min(arguments.held, hard - 500)
+    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "pg-test-server.sh")
+    port, password, _ = subprocess.run(["bash", script, str(os.getpid())], capture_output=True, text=True, check=True).stdout.split()
+    subprocess.run(["psql", "-X", "-q", "-h", "127.0.0.1", "-p", port, "-U", "countersign", "-d", "postgres", "-c", "CREATE DATABASE polls"],
+                   env=dict(os.environ, PGPASSWORD=password), check=True)
+    url = f"postgres://countersign:{password}@127.0.0.1:{port}/polls?sslmode=disable"
+    key = os.path.join(tempfile.mkdtemp(prefix="countersign-polls-"), "secret-key")
+    with open(key, "wb") as file:
+        file.write(os.urandom(32))
+    extra = suite.RAISED + ["--request-ttl", "3600", "--trusted-proxy", "127.0.0.1", "--long-polls-per-address", "1000000",
+                            "--long-polls-max", "1000000", "--idle-timeout", "120", "--secret-key-file", key]
+    # Each node its own metrics listener: two on the default port would not both start.
+    a = suite.Daemon(arguments.binary, extra + ["--node-id", "a", "--metrics-listen", f"127.0.0.1:{suite.free_port()}"], database=url)
+    b = suite.Daemon(arguments.binary, extra + ["--node-id", "b", "--metrics-listen", f"127.0.0.1:{suite.free_port()}"], database=url)
+    try:
+        suite.add_user(a, "ana@bench.test")
+        a.start()
+        b.start()
+        device = suite.login(suite.Client(b.port), "ana@bench.test")
+        started = suite.initiate(suite.Client(a.port), "ana@bench.test")
+        request = started["requestId"]
+        time.sleep(1)
+        before = a.rss_kib()
+
+        def poll(index):
+            address = f"10.{index >> 16 & 255}.{index >> 8 & 255}.{index & 255}"
+            return (f"GET /api/mobile/auth/reset/phone/status/{request}?wait=30 HTTP/1.1\r\n"
+                    f"Host: localhost\r\nX-Forwarded-For: {address}\r\n\r\n")
+
+        opened = time.perf_counter()
+        sockets = suite.open_held(a.port, held, poll)
+        suite.log(f"{held:,} sent to node A in {time.perf_counter() - opened:.1f} s")
+        time.sleep(4)
+        after = a.rss_kib()
+        selector = selectors.DefaultSelector()
+        for s in sockets:
+            s.setblocking(False)
+            selector.register(s, selectors.EVENT_READ)
+        early = sum(1 for _ in selector.select(timeout=0))
+        sent = time.perf_counter()
+        status, _ = suite.Client(b.port).call("POST", f"/api/mobile/approvals/{request}/respond",
+                                              {"decision": "approve", "numberCode": started.get("numberCode")}, headers={"X-API-Key": device})
+        assert status == 200, status
+        answered, approved, last = 0, 0, sent
+        while answered < held and time.perf_counter() < sent + 30:
+            for selected, _ in selector.select(timeout=1):
+                data = selected.fileobj.recv(4096)
+                selector.unregister(selected.fileobj)
+                answered += 1
+                approved += b'"approved"' in data
+                last = time.perf_counter()
+        for s in sockets:
+            s.close()
+        print(f"node A: RSS {before / 1024:.0f} → {after / 1024:.0f} MiB, {(after - before) / held:.1f} KiB per held poll; {early} answered early; "
+              f"{answered:,} answered ({approved:,} approved), the last {last - sent:.2f} s after the approval sent to node B")
+    finally:
+        a.stop(kill=True)
+        b.stop(kill=True)
+
+
+if __name__ == "__main__":
+    main()
