@@ -8,7 +8,7 @@ server stops when this script ends. Needs a release build.
 
 usage: python3 benchmarks/long-polls-cluster.py [--held 18000] [--binary .build/release/countersign]
 """
-import argparse, os, resource, selectors, subprocess, sys, tempfile, time
+import argparse, os, resource, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(__file__))
 import suite  # noqa: E402
@@ -55,27 +55,12 @@ def main():
         suite.log(f"{held:,} sent to node A in {time.perf_counter() - opened:.1f} s")
         time.sleep(4)
         after = a.rss_kib()
-        selector = selectors.DefaultSelector()
-        for s in sockets:
-            s.setblocking(False)
-            selector.register(s, selectors.EVENT_READ)
-        early = sum(1 for _ in selector.select(timeout=0))
-        sent = time.perf_counter()
-        status, _ = suite.Client(b.port).call("POST", f"/api/mobile/approvals/{request}/respond",
-                                              {"decision": "approve", "numberCode": started.get("numberCode")}, headers={"X-API-Key": device})
-        assert status == 200, status
-        answered, approved, last = 0, 0, sent
-        while answered < held and time.perf_counter() < sent + 30:
-            for selected, _ in selector.select(timeout=1):
-                data = selected.fileobj.recv(4096)
-                selector.unregister(selected.fileobj)
-                answered += 1
-                approved += b'"approved"' in data
-                last = time.perf_counter()
-        for s in sockets:
-            s.close()
+        early, answered, approved, took = suite.answered_after(
+            sockets, lambda: suite.Client(b.port).call("POST", f"/api/mobile/approvals/{request}/respond",
+                                                       {"decision": "approve", "numberCode": started.get("numberCode")},
+                                                       headers={"X-API-Key": device}))
         print(f"node A: RSS {before / 1024:.0f} → {after / 1024:.0f} MiB, {(after - before) / held:.1f} KiB per held poll; {early} answered early; "
-              f"{answered:,} answered ({approved:,} approved), the last {last - sent:.2f} s after the approval sent to node B")
+              f"{answered:,} answered ({approved:,} approved), the last {took:.2f} s after the approval sent to node B")
     finally:
         a.stop(kill=True)
         b.stop(kill=True)

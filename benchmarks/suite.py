@@ -472,28 +472,36 @@ def held_polls(args, held, served_first):
         # Every poll parked: waiting count from the broker's gauge is not exported, so wait until none is answered early.
         time.sleep(2)
         after = daemon.rss_kib()
-        selector = selectors.DefaultSelector()
-        for s in sockets:
-            s.setblocking(False)
-            selector.register(s, selectors.EVENT_READ)
-        early = sum(1 for _ in selector.select(timeout=0))
-        sent = time.perf_counter()
-        status, _ = Client(daemon.port).call("POST", f"/api/mobile/approvals/{request}/respond",
-                                             {"decision": "approve", "numberCode": started.get("numberCode")},
-                                             headers={"X-API-Key": key})
-        assert status == 200, status
-        answered, approved, last = 0, 0, sent
-        deadline = sent + 30
-        while answered < held and time.perf_counter() < deadline:
-            for selected, _ in selector.select(timeout=1):
-                data = selected.fileobj.recv(4096)
-                selector.unregister(selected.fileobj)
-                answered += 1
-                approved += b'"approved"' in data
-                last = time.perf_counter()
-        for s in sockets:
-            s.close()
-        return before, after, early, answered, approved, last - sent
+        early, answered, approved, took = answered_after(
+            sockets, lambda: Client(daemon.port).call("POST", f"/api/mobile/approvals/{request}/respond",
+                                                      {"decision": "approve", "numberCode": started.get("numberCode")},
+                                                      headers={"X-API-Key": key}))
+        return before, after, early, answered, approved, took
+
+
+def answered_after(sockets, approve):
+    """Counts the held polls answered already, calls `approve` (which must answer
+    200), then reads every socket's answer (30 s at most) and closes them.
+    Returns (answered early, answered, approved, seconds from the approval to the last answer)."""
+    selector = selectors.DefaultSelector()
+    for s in sockets:
+        s.setblocking(False)
+        selector.register(s, selectors.EVENT_READ)
+    early = sum(1 for _ in selector.select(timeout=0))
+    sent = time.perf_counter()
+    status, _ = approve()
+    assert status == 200, status
+    answered, approved, last = 0, 0, sent
+    while answered < len(sockets) and time.perf_counter() < sent + 30:
+        for selected, _ in selector.select(timeout=1):
+            data = selected.fileobj.recv(4096)
+            selector.unregister(selected.fileobj)
+            answered += 1
+            approved += b'"approved"' in data
+            last = time.perf_counter()
+    for s in sockets:
+        s.close()
+    return early, answered, approved, last - sent
 
 
 def row_longpoll(args, rows):
