@@ -41,8 +41,10 @@ import Testing
             // Every device got its message (on a busy machine an answer may come after the send's
             // timeout, and that send is tried again: push is at least once, so count devices, not sends).
             #expect(Set(harness.fake.received.map(\.token)).count == 40)
+            // One token issued for all 40. (The provider's own count is of attempts: when the
+            // whole suite starts at once, an exchange has outlasted its 15 s timeout and been
+            // tried again, with still one token issued; that count measured the machine.)
             #expect(harness.fake.exchanges == 1)
-            #expect(await harness.tokens.exchanges == 1)
         }
     }
 
