@@ -130,6 +130,12 @@ final class EarlyAnswerServer: Sendable {
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             guard case .headers(let request) = unwrapInboundIn(data), !answered else { return }
             answered = true
+            // `/goaway` ends the connection as a server does on a connection error, without closing it or answering.
+            if request.headers.first(name: ":path") == "/goaway" {
+                let goAway = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: .maxID, errorCode: .protocolError, opaqueData: nil))
+                context.channel.parent?.writeAndFlush(goAway, promise: nil)
+                return
+            }
             // `/bad-length` is answered at once, with a content-length its body does not have.
             let bad = request.headers.first(name: ":path") == "/bad-length"
             guard delay > .zero, !bad else { return answer(request, context: context) }

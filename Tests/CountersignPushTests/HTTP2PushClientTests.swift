@@ -68,6 +68,28 @@ import Testing
         }
     }
 
+    /// A server that ends the connection with an error (GOAWAY with an error code) answers nothing more on it,
+    /// even when it leaves it open: the requests open on it fail at once (their hour-long deadline is not waited
+    /// out; the test's time limit catches that), and the next request opens another connection.
+    @Test(.timeLimit(.minutes(1))) func aConnectionErrorFailsTheOpenRequestsAtOnce() async throws {
+        try await Self.withSlowServer { client, server in
+            let waiting = Task {
+                try await client.post(path: "/slow", headers: Self.headers, body: ByteBuffer(string: "{}"), timeout: .seconds(3600))
+            }
+            while client.openConnections == 0 { try await Task.sleep(for: .milliseconds(20)) }
+            let failure = await #expect(throws: HTTP2PushClient.Failure.self) {
+                try await client.post(path: "/goaway", headers: Self.headers, body: ByteBuffer(string: "{}"), timeout: .seconds(3600))
+            }
+            #expect(failure?.description.contains("GOAWAY") == true, "\(String(describing: failure))")
+            await #expect(throws: HTTP2PushClient.Failure.self) { try await waiting.value }
+            #expect(client.openConnections == 0)
+            await #expect(throws: HTTP2PushClient.Failure.self) {
+                try await client.post(path: "/slow", headers: Self.headers, body: ByteBuffer(string: "{}"), timeout: .milliseconds(300))
+            }
+            #expect(server.connections == 2)
+        }
+    }
+
     /// An answer that breaks HTTP/2 on its own stream (a content-length its body does not have) fails that
     /// request alone: the requests in flight beside it on the same connection are answered.
     @Test(.timeLimit(.minutes(1))) func aMalformedAnswerFailsItsRequestOnly() async throws {
