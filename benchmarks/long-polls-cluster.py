@@ -55,12 +55,12 @@ def main():
         suite.log(f"{held:,} sent to node A in {time.perf_counter() - opened:.1f} s")
         time.sleep(4)
         after = a.rss_kib()
-        early, answered, approved, took = suite.answered_after(
+        early, answered, approved, took, arrived = suite.answered_after(
             sockets, lambda: suite.Client(b.port).call("POST", f"/api/mobile/approvals/{request}/respond",
                                                        {"decision": "approve", "numberCode": started.get("numberCode")},
                                                        headers={"X-API-Key": device}))
         print(f"node A: RSS {before / 1024:.0f} → {after / 1024:.0f} MiB, {(after - before) / held:.1f} KiB per held poll; {early} answered early; "
-              f"{answered:,} answered ({approved:,} approved), the last {took:.2f} s after the approval sent to node B")
+              f"{answered:,} answered ({approved:,} approved), the last read {took:.2f} s and arrived {arrived:.2f} s after the approval sent to node B")
     finally:
         a.stop(kill=True)
         b.stop(kill=True)

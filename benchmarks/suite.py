@@ -25,8 +25,10 @@ Rows:
   restart    kill -9 with those requests live, then start → READY=1 (sd_notify),
              and the RSS of the restarted daemon over a fresh one's ÷ live
   longpoll   --held long polls held at once from distinct X-Forwarded-For
-             addresses: RSS per waiting poll, and when the last is answered
-             after the approval; beside it the bare route holding as many
+             addresses: RSS per waiting poll, and when the last answer
+             arrived after the approval (the kernel's receive time of each
+             socket; --idle-reader keeps the reader off the CPU while the
+             daemon answers); beside it the bare route holding as many
              requests open (its /held route), the framework's own cost. Twice:
              each poll on a new connection, then (a new daemon) each on a
              connection that carried a plain status poll first
@@ -45,7 +47,7 @@ Rows:
              and Web Push (encrypted, VAPID-signed, HTTP/1.1) to the nginx stubs
              in benchmarks/provider-stub/
 """
-import argparse, http.client, json, os, platform, re, resource, selectors, shutil, signal, socket, statistics
+import argparse, http.client, json, os, platform, re, resource, selectors, shutil, signal, socket, statistics, struct
 import subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -472,36 +474,50 @@ def held_polls(args, held, served_first):
         # Every poll parked: waiting count from the broker's gauge is not exported, so wait until none is answered early.
         time.sleep(2)
         after = daemon.rss_kib()
-        early, answered, approved, took = answered_after(
+        early, answered, approved, took, arrived = answered_after(
             sockets, lambda: Client(daemon.port).call("POST", f"/api/mobile/approvals/{request}/respond",
                                                       {"decision": "approve", "numberCode": started.get("numberCode")},
-                                                      headers={"X-API-Key": key}))
-        return before, after, early, answered, approved, took
+                                                      headers={"X-API-Key": key}), idle=args.idle_reader)
+        return before, after, early, answered, approved, took, arrived
 
 
-def answered_after(sockets, approve):
+SO_TIMESTAMPNS = 35  # Linux: each read's kernel receive time (struct timespec), as SCM_TIMESTAMPNS
+
+
+def answered_after(sockets, approve, idle=0):
     """Counts the held polls answered already, calls `approve` (which must answer
-    200), then reads every socket's answer (30 s at most) and closes them.
-    Returns (answered early, answered, approved, seconds from the approval to the last answer)."""
+    200), then reads every socket's answer (30 s at most) and closes them. With
+    `idle`, the reader sleeps that many seconds after the approval before it
+    reads, so that it takes no CPU from the daemon while the polls are answered.
+    Returns (answered early, answered, approved, seconds from the approval to
+    the last answer read, seconds from the approval to the last answer's arrival
+    by the kernel's receive time of each socket)."""
     selector = selectors.DefaultSelector()
     for s in sockets:
         s.setblocking(False)
+        s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         selector.register(s, selectors.EVENT_READ)
     early = sum(1 for _ in selector.select(timeout=0))
-    sent = time.perf_counter()
+    sent, sent_wall = time.perf_counter(), time.time()
     status, _ = approve()
     assert status == 200, status
-    answered, approved, last = 0, 0, sent
+    if idle:
+        time.sleep(idle)
+    answered, approved, last, arrived = 0, 0, sent, sent_wall
     while answered < len(sockets) and time.perf_counter() < sent + 30:
         for selected, _ in selector.select(timeout=1):
-            data = selected.fileobj.recv(4096)
+            data, ancillary, _, _ = selected.fileobj.recvmsg(4096, socket.CMSG_SPACE(16))
             selector.unregister(selected.fileobj)
             answered += 1
             approved += b'"approved"' in data
             last = time.perf_counter()
+            for level, kind, stamp in ancillary:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                    seconds, nanoseconds = struct.unpack("qq", stamp[:16])
+                    arrived = max(arrived, seconds + nanoseconds / 1e9)
     for s in sockets:
         s.close()
-    return early, answered, approved, last - sent
+    return early, answered, approved, last - sent, arrived - sent_wall
 
 
 def row_longpoll(args, rows):
@@ -511,15 +527,16 @@ def row_longpoll(args, rows):
     reference = bare_held_kib(args, held)
     log(f"longpoll: the bare route holding {held:,} requests: {reference:.1f} KiB each")
     for served_first in (False, True):
-        before, after, early, answered, approved, took = held_polls(args, held, served_first)
+        before, after, early, answered, approved, took, arrived = held_polls(args, held, served_first)
         per = (after - before) * 1024 / held
         log(f"longpoll: RSS {before / 1024:.0f} → {after / 1024:.0f} MiB: {per / 1024:.1f} KiB each; {early} answered early; "
-            f"{answered:,} answered ({approved:,} approved), the last {took:.2f} s after the approval")
+            f"{answered:,} answered ({approved:,} approved), the last read {took:.2f} s and arrived {arrived:.2f} s after the approval")
         what = (f"{held:,} long polls held at once, each on a connection that carried a plain poll first" if served_first
                 else f"{held:,} long polls held at once, each on a new connection")
         rows.append((what, f"{per / 1024:.1f} KiB each (RSS {before / 1024:.0f} → {after / 1024:.0f} MiB; "
                      f"the bare route holding as many: {reference:.1f} KiB each); "
-                     f"{approved:,}/{held:,} answered approved ({early} early), last after {took:.2f} s",
+                     f"{approved:,}/{held:,} answered approved ({early} early), the last arrived after {arrived:.2f} s"
+                     + (f" (the reader idle {args.idle_reader:g} s)" if args.idle_reader else f" and was read after {took:.2f} s"),
                      "≤ 12 KiB each (below the bare route's); all within 0.5 s"))
 
 
@@ -790,6 +807,9 @@ def main():
     parser.add_argument("--wake-rounds", type=int, default=300)
     parser.add_argument("--live", type=int, default=100_000)
     parser.add_argument("--held", type=int, default=18_000)
+    parser.add_argument("--idle-reader", type=float, default=0,
+                        help="longpoll: seconds the reader waits after the approval before it reads, so that it takes no CPU "
+                             "from the daemon while the polls are answered (arrival times come from the kernel either way)")
     parser.add_argument("--push-users", type=int, default=50)
     parser.add_argument("--push-devices", type=int, default=40)
     parser.add_argument("--push-rounds", type=int, default=8)
