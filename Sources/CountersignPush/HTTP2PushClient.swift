@@ -232,6 +232,7 @@ public final class HTTP2PushClient: Sendable {
         var stream = NIOHTTP2Handler.StreamConfiguration()
         // Every answered stream may be reset with NO_ERROR; a connection opens at most `streams`.
         stream.streamResetFrameRateLimit.maximumCount = streams + 200
+        let (connectionConfiguration, streamConfiguration) = (connection, stream)
         return ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(connectTimeout)
             .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
@@ -241,7 +242,9 @@ public final class HTTP2PushClient: Sendable {
                     let handler = FrameHandler(streamBudget: streams)
                     try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverHostname))
                     try channel.pipeline.syncOperations.addHandler(
-                        NIOHTTP2Handler(mode: .client, frameDelegate: handler, connectionConfiguration: connection, streamConfiguration: stream))
+                        NIOHTTP2Handler(
+                            mode: .client, frameDelegate: handler, connectionConfiguration: connectionConfiguration,
+                            streamConfiguration: streamConfiguration))
                     try channel.pipeline.syncOperations.addHandler(handler)
                 }
             }

@@ -31,11 +31,12 @@ import Testing
     @Test func theRFC8291ExampleEncryptsToTheRFCsBytes() throws {
         let senderKey = try P256.KeyAgreement.PrivateKey(
             rawRepresentation: try #require(DeviceKey.decode("yfWPiYE-n46HLnH0KqZOF1fJJU3MYrct3AELtAQ-oRw")))
+        let salt: Data = try #require(DeviceKey.decode("DGv6ra1nlYgDCS1FRnbzlw"))
         let body = try WebPushEncryption.encrypt(
             Data("When I grow up, I want to be a watermelon".utf8),
             p256dh: try #require(DeviceKey.decode("BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4")),
             auth: try #require(DeviceKey.decode("BTBZMqHH6r4Tts7J_aSIgg")), senderKey: senderKey,
-            salt: try #require(DeviceKey.decode("DGv6ra1nlYgDCS1FRnbzlw")))
+            salt: salt)
         #expect(
             SecureToken.base64URL(body)
                 == "DGv6ra1nlYgDCS1FRnbzlwAAEABBBP4z9KsN6nGRTbVYI_c7VJSPQTBtkgcy27mlmlMoZIIgDll6e3vCYLocInmYWAmS6TlzAC8wEqKK6PBru3jl7A_yl95bQpu6cVPTpK4Mqgkf1CXztLVBSt2Ks3oZwbuwXPXLWyouBWLVWGNWQexSgSxsj_Qulcy4a-fN"
