@@ -200,6 +200,31 @@ import Testing
         }
     }
 
+    /// After a gap in a cluster's notifications every long poll is woken to read
+    /// its request again (``ApprovalBroker/recheckAll()``): one whose request has
+    /// not changed parks again, and the change that comes later answers it. (Were
+    /// the recheck taken for a change, the poll would end with `pending` and never
+    /// park again: the time limit catches that.)
+    @Test(.timeLimit(.minutes(1)), arguments: Backend.available) func aRecheckWithNothingChangedLeavesALongPollWaiting(
+        backend: Backend
+    ) async throws {
+        try await Self.withHarness(backend) { harness in
+            let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
+            let broker = try await harness.broker()
+            let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
+            let waiter = Task { try await broker.waitForChange(of: request.id, timeout: .seconds(3600))?.state }
+            while await broker.polls.waiting(on: request.id) != 1 { await Task.yield() }
+            let parkings = await broker.polls.numbersHandedOut
+            await broker.recheckAll()
+            // Parked again: a second parking, and one waiter.
+            // A sleep, not a yield: the time limit's cancellation ends it if the poll never parks again.
+            while await broker.polls.numbersHandedOut == parkings { try await Task.sleep(for: .milliseconds(5)) }
+            while await broker.polls.waiting(on: request.id) != 1 { try await Task.sleep(for: .milliseconds(5)) }
+            _ = try await broker.respond(to: request.id, userID: user.id, deviceID: "d", decision: .approve, numberCode: code)
+            #expect(try await waiter.value == .approved)
+        }
+    }
+
     /// Long polls nothing answers end at their own timeouts: one timer serves
     /// every waiter, so a shorter wait parked after a longer one must bring it forward.
     @Test(.timeLimit(.minutes(1)), arguments: Backend.available) func unansweredLongPollsEndAtTheirOwnTimeouts(backend: Backend) async throws {

@@ -134,6 +134,28 @@ import Testing
         }
     }
 
+    /// A recheck after a gap in a cluster's notifications wakes a parked poll
+    /// whose request has not changed: it reads the request and parks again,
+    /// with nothing written, until the change answers it.
+    @Test func aParkedPollWokenByARecheckWaitsOn() async throws {
+        try await withTestDaemon(.socket) { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
+            let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            let connection = try RawConnection(port: try ConnectionLimitTests.port(daemon))
+            connection.send("GET /api/mobile/auth/reset/phone/status/\(id)?wait=30 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            try await Self.waitForParked(1, in: daemon)
+            await daemon.server.broker.recheckAll()
+            // Taken for a change, the recheck would answer `pending` now.
+            #expect(await connection.read(for: .milliseconds(300)) == "")
+            try await Self.waitForParked(1, in: daemon)
+            #expect(try await daemon.respond(id, apiKey: key, code: code).status == 200)
+            let answer = await connection.read(until: { $0.contains(#""status":"approved""#) }, limit: .seconds(25))
+            #expect(answer.hasPrefix("HTTP/1.1 200"))
+            #expect(answer.components(separatedBy: "HTTP/1.1 ").count == 2, "one answer: \(answer)")
+        }
+    }
+
     /// The answer after the wait checks the caller again: an approvals-API poll
     /// whose key was rotated while it waited is refused, as any call with that key.
     @Test func aV1PollWhoseKeyIsRotatedWhileItWaitsIsRefused() async throws {

@@ -16,11 +16,11 @@ extension ApprovalBroker {
         // more per long poll (in a cluster, one query more) for about 3 KiB
         // less held by each waiting one.
         var pending = try await pendingVersion(of: id, integrationID: integrationID)
-        // A wake-up with nothing changed (``recheckAll()``) waits again for the time left.
+        // A wake-up that only may have changed the request (``recheckAll()``) reads it, and waits again for the time left.
         while let version = pending, !draining, !Task.isCancelled {
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else { break }
-            _ = await park(id, until: deadline, unlessChangedFrom: version)
+            guard await park(id, until: deadline, unlessChangedFrom: version) == .recheck else { break }
             pending = try await pendingVersion(of: id, integrationID: integrationID)
             if pending != version { break }
         }
@@ -44,9 +44,9 @@ extension ApprovalBroker {
 
     /// Parks the caller until request `id` changes, `deadline` passes, the
     /// caller is cancelled, `hangUp` fires (its client is gone) or the server
-    /// drains; at once if the request is no longer at `version`. Returns
-    /// whether the caller may wait again after a wake-up with nothing changed:
-    /// not once the server drains, its client is gone or it is cancelled.
+    /// drains; at once if the request is no longer at `version`. Returns why
+    /// it woke (``LongPollWake``): only after ``recheckAll()`` must the caller
+    /// read the request to know whether it changed.
     ///
     /// The read of `version` before parking was not on the actor: a
     /// transition committed in between has already woken the waiters it found,
@@ -54,7 +54,7 @@ extension ApprovalBroker {
     @inline(never)
     public func park(
         _ id: String, until deadline: ContinuousClock.Instant, unlessChangedFrom version: Int, hangUp: (any HangUpSignal)? = nil
-    ) async -> Bool {
+    ) async -> LongPollWake {
         let number = polls.newNumber()
         schedule(WaiterTimeout(at: deadline, id: id, number: number))
         // Runs at once if the client is gone already: its wake-up then hops onto
@@ -63,8 +63,8 @@ extension ApprovalBroker {
         let hangUpAction = hangUp?.whenHungUp { [weak self] in
             Task { await self?.wake(id, waiter: number) }
         }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let woken = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<LongPollWake, Never>) in
                 // The cancel-while-registering race: the caller may be cancelled
                 // after `withTaskCancellationHandler` began but before this body
                 // runs on the actor. The `onCancel` handler then runs at once, on
@@ -80,16 +80,21 @@ extension ApprovalBroker {
             Task { await self.wake(id, waiter: number) }
         }
         if let hangUpAction { hangUp?.forget(hangUpAction) }
-        return !draining && !Task.isCancelled && hangUp?.hasHungUp != true
+        // Waiting again after a recheck: not once the server drains, the client is gone or the caller is cancelled.
+        if woken == .recheck, draining || Task.isCancelled || hangUp?.hasHungUp == true { return .stopped }
+        return woken
     }
 
     /// Parks `continuation` as waiter `number` of request `id`, or resumes it at once.
     @inline(never)
     private func register(
-        _ continuation: CheckedContinuation<Void, Never>, _ id: String, _ number: Int, unlessChangedFrom version: Int, hangUp: (any HangUpSignal)?
+        _ continuation: CheckedContinuation<LongPollWake, Never>, _ id: String, _ number: Int, unlessChangedFrom version: Int,
+        hangUp: (any HangUpSignal)?
     ) {
-        if Task.isCancelled || draining || hangUp?.hasHungUp == true || live.hasMoved(id, pastVersion: version) {
-            continuation.resume()
+        if Task.isCancelled || draining || hangUp?.hasHungUp == true {
+            continuation.resume(returning: .stopped)
+        } else if live.hasMoved(id, pastVersion: version) {
+            continuation.resume(returning: .changed)
         } else {
             polls.park(continuation, id: id, number: number)
             if live.readsThrough { recheckAfterParking(id, version) }
@@ -141,7 +146,7 @@ extension ApprovalBroker {
     /// Answers every long poll now and every later one at once: the server is shutting down.
     public func drain() {
         draining = true
-        for id in polls.ids { wake(id) }
+        for id in polls.ids { wake(id, .stopped) }
     }
 
     /// Long polls parked on this node now.
@@ -155,16 +160,28 @@ extension ApprovalBroker {
     /// Notifications may have been missed (the connection carrying them
     /// dropped): every waiter re-reads its request, and waits on if it has not changed.
     public func recheckAll() {
-        for id in polls.ids { wake(id) }
+        for id in polls.ids { wake(id, .recheck) }
     }
 
-    /// Wakes every waiter of a request: it changed.
-    func wake(_ id: String) {
-        for continuation in polls.takeAll(id) { continuation.resume() }
+    /// Wakes every waiter of a request: it changed. (A request waited on is
+    /// pending, at the only version a pending request has: any transition
+    /// committed for it leaves that version.)
+    func wake(_ id: String, _ why: LongPollWake = .changed) {
+        for continuation in polls.takeAll(id) { continuation.resume(returning: why) }
     }
 
-    /// Wakes one waiter (its timer fired, or its caller was cancelled), if still parked.
+    /// Wakes one waiter (its timer fired, its caller was cancelled or its client hung up), if still parked.
     func wake(_ id: String, waiter number: Int) {
-        polls.take(id, number: number)?.resume()
+        polls.take(id, number: number)?.resume(returning: .stopped)
     }
+}
+
+/// Why a parked long poll woke.
+public enum LongPollWake: Sendable {
+    /// Its request changed: answer with it.
+    case changed
+    /// Notifications may have been missed (``ApprovalBroker/recheckAll()``): read the request, and wait again if it has not changed.
+    case recheck
+    /// Its deadline passed, the server drains, its caller was cancelled or its client hung up: answer now.
+    case stopped
 }

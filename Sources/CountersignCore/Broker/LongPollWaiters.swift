@@ -60,6 +60,9 @@ struct LongPollWaiters<Waiter> {
 
     /// Waiters parked now.
     var count: Int { parked.values.reduce(0) { $0 + $1.count } }
+
+    /// Numbers handed out so far: one per parking, a waiter that parks again included.
+    var numbersHandedOut: Int { nextNumber }
 }
 
 /// When a long-poll waiter stops waiting, if nothing woke it before.
