@@ -213,11 +213,10 @@ import Testing
             let broker = try await harness.broker()
             let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
             let waiter = Task { try await broker.waitForChange(of: request.id, timeout: .seconds(3600))?.state }
-            while await broker.polls.waiting(on: request.id) != 1 { await Task.yield() }
+            while await broker.polls.waiting(on: request.id) != 1 { try await Task.sleep(for: .milliseconds(5)) }
             let parkings = await broker.polls.numbersHandedOut
             await broker.recheckAll()
             // Parked again: a second parking, and one waiter.
-            // A sleep, not a yield: the time limit's cancellation ends it if the poll never parks again.
             while await broker.polls.numbersHandedOut == parkings { try await Task.sleep(for: .milliseconds(5)) }
             while await broker.polls.waiting(on: request.id) != 1 { try await Task.sleep(for: .milliseconds(5)) }
             _ = try await broker.respond(to: request.id, userID: user.id, deviceID: "d", decision: .approve, numberCode: code)
@@ -234,7 +233,7 @@ import Testing
             let (request, _) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
             // An hour's wait parks first, and arms the timer for its end.
             let long = Task { try await broker.waitForChange(of: request.id, timeout: .seconds(3600))?.state }
-            while await broker.polls.waiting(on: request.id) != 1 { await Task.yield() }
+            while await broker.polls.waiting(on: request.id) != 1 { try await Task.sleep(for: .milliseconds(5)) }
             let longEnd = try #require(await broker.timeoutTimer?.at)
             // A one-second wait parked after it ends on its own: returning at all means the
             // timer was brought forward (the hour's timer would outlast the time limit).
@@ -260,7 +259,7 @@ import Testing
             // An hour's wait: only the wake-up can end it within the time limit.
             let waiter = Task { try await broker.waitForChange(of: old.id, timeout: .seconds(3600)) }
             // Let the long poll register before the new request arrives.
-            while await broker.polls.waiting(on: old.id) == 0 { await Task.yield() }
+            while await broker.polls.waiting(on: old.id) == 0 { try await Task.sleep(for: .milliseconds(5)) }
 
             let (new, _) = try await broker.initiate(email: Self.email, newPasswordHash: "newer", requester: Self.requester)
             // Woken inside the supersede's commit.
@@ -345,7 +344,7 @@ import Testing
             let (old, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
             // An hour's wait, so that waking at its end cannot pass for the wake-up below (the time limit fails first).
             let waiter = Task { try await broker.waitForChange(of: old.id, timeout: .seconds(3600)) }
-            while await broker.polls.waiting(on: old.id) == 0 { await Task.yield() }
+            while await broker.polls.waiting(on: old.id) == 0 { try await Task.sleep(for: .milliseconds(5)) }
 
             // act: the new request's insert commits (cancelling the old one) and is held before it returns…
             await gated.insertReturn.arm()
