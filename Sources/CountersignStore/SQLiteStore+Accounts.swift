@@ -25,7 +25,7 @@ extension SQLiteStore: AccountStore {
     }
 
     public func rehashPassword(userID: String, from old: String, to new: String) async throws {
-        try await pool.write { db in try db.perform(AccountSQL.rehashPassword(userID: userID, from: old, to: new)) }
+        _ = try await pool.write { db in try db.perform(AccountSQL.rehashPassword(userID: userID, from: old, to: new)) }
     }
 
     public func costliestPasswordHashCost() async throws -> Int? {
@@ -74,7 +74,7 @@ extension SQLiteStore: AccountStore {
         // Seen now: written at most once a minute, so that most requests stay reads.
         let now = Date()
         if let device, device.isDueToBeSeen(at: now) {
-            try await pool.write { db in try db.perform(AccountSQL.seen(deviceID: device.id, at: now)) }
+            _ = try await pool.write { db in try db.perform(AccountSQL.seen(deviceID: device.id, at: now)) }
         }
         return device
     }
@@ -88,7 +88,7 @@ extension SQLiteStore: AccountStore {
     }
 
     public func replaceAPIKey(deviceID: String, apiKeyHash: String, offlineSecret: Data?) async throws {
-        try await pool.write { db in
+        _ = try await pool.write { db in
             try db.perform(AccountSQL.replaceAPIKey(deviceID: deviceID, apiKeyHash: apiKeyHash, offlineSecret: offlineSecret))
         }
     }
@@ -128,7 +128,7 @@ extension SQLiteStore: AccountStore {
     }
 
     public func disablePush(deviceID: String, token: String) async throws {
-        try await pool.write { db in try db.perform(AccountSQL.disablePush(deviceID: deviceID, token: token)) }
+        _ = try await pool.write { db in try db.perform(AccountSQL.disablePush(deviceID: deviceID, token: token)) }
     }
 
     public func silencePrompts(userID: String, until: Date?) async throws {

@@ -28,7 +28,7 @@ extension SQLiteStore: EmailResetStore {
     }
 
     public func returnEmailResetTry(id: String) async throws {
-        try await pool.write { db in try db.perform(EmailResetSQL.returnTry(id: id)) }
+        _ = try await pool.write { db in try db.perform(EmailResetSQL.returnTry(id: id)) }
     }
 
     public func redeemEmailReset(id: String, passwordHash: String, now: Date) async throws -> [CancelledReset]? {

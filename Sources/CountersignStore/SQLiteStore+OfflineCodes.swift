@@ -15,7 +15,7 @@ extension SQLiteStore: OfflineCodeStore {
     }
 
     public func restoreBypassCode(userID: String, codeHash: String, usedAt: Date) async throws {
-        try await group.write { db in try db.perform(OfflineCodeSQL.restoreBypassCode(userID: userID, codeHash: codeHash, usedAt: usedAt)) }
+        _ = try await group.write { db in try db.perform(OfflineCodeSQL.restoreBypassCode(userID: userID, codeHash: codeHash, usedAt: usedAt)) }
     }
 
     public func useBypassCode(userID: String, codeHash: String, passwordReset: Bool, now: Date) async throws -> Bool {

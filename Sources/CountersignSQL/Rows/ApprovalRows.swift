@@ -30,7 +30,7 @@ extension ApprovalRequest {
             requester: RequesterInfo(ip: try row.get("requester_ip"), userAgent: try row.get("requester_user_agent")),
             respondingDeviceID: try row.get("responding_device_id"),
             deviceKeyBound: try row.get("device_key_bound"),
-            via: try (try row.get("answered_via", as: String?.self)).flatMap(AnswerVia.init(rawValue:)),
+            via: (try row.get("answered_via", as: String?.self)).flatMap(AnswerVia.init(rawValue:)),
             prompt: try (try row.get("prompt", as: String?.self)).map(ApprovalPrompt.init(storedJSON:)),
             version: try row.get("version")
         )
