@@ -504,6 +504,7 @@ def answered_after(sockets, approve, idle=0):
     if idle:
         time.sleep(idle)
     answered, approved, last, arrived = 0, 0, sent, sent_wall
+    arrivals = []
     while answered < len(sockets) and time.perf_counter() < sent + 30:
         for selected, _ in selector.select(timeout=1):
             data, ancillary, _, _ = selected.fileobj.recvmsg(4096, socket.CMSG_SPACE(16))
@@ -515,8 +516,13 @@ def answered_after(sockets, approve, idle=0):
                 if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
                     seconds, nanoseconds = struct.unpack("qq", stamp[:16])
                     arrived = max(arrived, seconds + nanoseconds / 1e9)
+                    arrivals.append(seconds + nanoseconds / 1e9 - sent_wall)
     for s in sockets:
         s.close()
+    if arrivals:
+        arrivals.sort()
+        log("answers arrived after the approval: " + ", ".join(
+            f"{name} {arrivals[min(len(arrivals) - 1, len(arrivals) * q // 100)]:.2f} s" for name, q in (("first", 0), ("median", 50), ("p90", 90), ("last", 100))))
     return early, answered, approved, last - sent, arrived - sent_wall
 
 

@@ -13,18 +13,28 @@ extension ApprovalBroker {
         let deadline = ContinuousClock.now.advanced(by: timeout)
         // Only the version is held while parked (see ``status(of:integrationID:)``
         // on frame sizes); the request is read again for the answer: one read
-        // more per long poll (in a cluster, one query more) for about 3 KiB
-        // less held by each waiting one.
-        var pending = try await pendingVersion(of: id, integrationID: integrationID)
-        // A wake-up that only may have changed the request (``recheckAll()``) reads it, and waits again for the time left.
-        while let version = pending, !draining, !Task.isCancelled {
-            let left = ContinuousClock.now.duration(to: deadline)
-            guard left > .zero else { break }
-            guard await park(id, until: deadline, unlessChangedFrom: version) == .recheck else { break }
-            pending = try await pendingVersion(of: id, integrationID: integrationID)
-            if pending != version { break }
+        // more per long poll for about 3 KiB less held by each waiting one. (In
+        // a cluster the polls one notification wakes share their queries: ``SharedReads``.)
+        if let version = try await pendingVersion(of: id, integrationID: integrationID) {
+            await waitWhilePending(id, integrationID: integrationID, version: version, until: deadline)
         }
         return try await status(of: id, integrationID: integrationID)
+    }
+
+    /// Waits while request `id` is pending at `version` (as read before):
+    /// until it changes, `deadline` passes, the caller is cancelled, `hangUp`
+    /// fires (its client is gone) or the server drains. A wake-up that only
+    /// may have changed the request (``recheckAll()``, after a cluster's
+    /// notification gap) reads it, and waits on for the time left if it has
+    /// not changed. Inlinable: its frame is part of its caller's, one less
+    /// kept by each waiting long poll.
+    @inlinable
+    nonisolated public func waitWhilePending(
+        _ id: String, integrationID: String?, version: Int, until deadline: ContinuousClock.Instant, hangUp: (any HangUpSignal)? = nil
+    ) async {
+        while await park(id, until: deadline, unlessChangedFrom: version, hangUp: hangUp) == .recheck, ContinuousClock.now < deadline {
+            guard (try? await pendingVersion(of: id, integrationID: integrationID)) == version else { return }
+        }
     }
 
     /// The version of request `id` while the reader sees it pending; `nil` once it is not, or is not there.
@@ -104,12 +114,13 @@ extension ApprovalBroker {
     /// On a shared database another node's notification may have arrived
     /// between the read before parking and the parking itself, and found no
     /// waiter to wake: read the request once more now that the waiter is
-    /// registered (a notification after this read finds it). One query more
-    /// per parked long poll in a cluster; without it such a poll waited out
-    /// its whole timeout (a cluster test's poll did, once in about twenty runs).
+    /// registered (a notification after this read finds it). One read more
+    /// per parked long poll in a cluster (polls parking together share its
+    /// query); without it such a poll waited out its whole timeout (a cluster
+    /// test's poll did, once in about twenty runs).
     private func recheckAfterParking(_ id: String, _ version: Int) {
-        Task { [weak self, store] in
-            guard let stored = try? await store.request(id: id), stored.version != version || stored.state != .pending else { return }
+        Task { [weak self, live] in
+            guard let stored = try? await live.request(id), stored.version != version || stored.state != .pending else { return }
             await self?.wake(id)
         }
     }

@@ -9,10 +9,15 @@ final class LiveRequests: Sendable {
     /// `nil`: the database is shared, read through.
     private let index: LiveIndex?
     private let store: any ApprovalStore
+    /// Read through, the reads of one request asked for together share a
+    /// query: the long polls one notification wakes are answered from one
+    /// read or two, not one each.
+    private let reads: SharedReads<ApprovalRequest?>
 
     init(store: any ApprovalStore) {
         self.store = store
         index = store.isShared ? nil : LiveIndex()
+        reads = SharedReads { [store] id in try await store.request(id: id) }
     }
 
     /// Whether other processes change requests too (nothing is held here).
@@ -55,7 +60,7 @@ final class LiveRequests: Sendable {
     func request(_ id: String) async throws -> ApprovalRequest? {
         if let held = index?[id] { return held }
         guard SecureToken.isWellFormed(id) else { return nil }
-        return try await store.request(id: id)
+        return try await reads.value(of: id)
     }
 
     /// Mirrors a committed request (a finished one leaves memory).

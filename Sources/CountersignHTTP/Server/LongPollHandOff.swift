@@ -82,11 +82,7 @@ struct ParkedLongPoll: Sendable {
     func wait(hangUp: any HangUpSignal) async {
         guard slots.acquire(slot) else { return }
         defer { slots.release(slot) }
-        // A wake-up that only may have changed the request (a cluster's recheck
-        // after a notification gap) reads it, and waits again for the time left.
-        while await broker.park(id, until: deadline, unlessChangedFrom: version, hangUp: hangUp) == .recheck, ContinuousClock.now < deadline {
-            guard (try? await broker.pendingVersion(of: id, integrationID: integrationID)) == version else { return }
-        }
+        await broker.waitWhilePending(id, integrationID: integrationID, version: version, until: deadline, hangUp: hangUp)
     }
 }
 
