@@ -174,6 +174,31 @@ import Testing
         }
     }
 
+    /// A server that shuts down answers its parked approvals-API polls at once
+    /// with the state they have (not at their 30 s timeout, which the 25 s
+    /// client timeout catches), and every later poll without a wait.
+    @Test func parkedV1PollsAreAnsweredWhenTheServerDrains() async throws {
+        try await withTestDaemon(.socket) { daemon in
+            let acme = try await daemon.addIntegration("Acme Admin")
+            _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+            _ = try await daemon.enroll(Fixture.email, integrationKey: acme.key, deviceName: "Ana's iPhone")
+            let created = try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: ApprovalsAPITests.approval)
+            let id = try #require(created["approvalId"])
+            let polls = (0..<2).map { _ in Task { try await daemon.v1(.GET, "/v1/approvals/\(id)?wait=30", key: acme.key, timeout: .seconds(25)) } }
+            try await Self.waitForParked(2, in: daemon)
+            await daemon.server.broker.drain()
+            for poll in polls {
+                let answer = try await poll.value
+                #expect(answer.status == 200)
+                #expect(answer["status"] == "pending")
+            }
+            let later = try await daemon.v1(.GET, "/v1/approvals/\(id)?wait=30", key: acme.key, timeout: .seconds(25))
+            #expect(later["status"] == "pending")
+            #expect(await daemon.server.broker.waiterCount == 0)
+            #expect(try await daemon.longPollsWaiting() == 0)
+        }
+    }
+
     /// Returns once `count` polls wait in the broker; the bound is a hang detector.
     static func waitForParked(_ count: Int, in daemon: TestDaemon) async throws {
         try await daemon.waitForLongPolls(count)
