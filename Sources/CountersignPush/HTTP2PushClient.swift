@@ -34,9 +34,8 @@ public final class HTTP2PushClient: Sendable {
     /// A transport failure: the request may not have been processed; worth a retry.
     public struct Failure: Error, CustomStringConvertible {
         public let description: String
-        /// The server did not process the request: it was never sent (the connection had stopped taking
-        /// requests), or the server said so (above a GOAWAY's last stream, or REFUSED_STREAM).
-        public let unsent: Bool
+        /// Nothing was written: the connection had stopped taking requests.
+        let unsent: Bool
         /// The server offered no HTTP/2 in the TLS handshake (a middlebox that speaks only HTTP/1.1).
         public let noHTTP2: Bool
         init(_ description: String, unsent: Bool = false, noHTTP2: Bool = false) {
@@ -436,17 +435,10 @@ final class FrameHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate {
             // A stream answered completely has already finished; one reset before its end has no answer
             // (REFUSED_STREAM: not processed at all, so another connection may take it at once).
             fail(frame.streamID, HTTP2PushClient.Failure("the server reset the stream (\(code))", unsent: code == .refusedStream))
-        case .goAway(let lastStreamID, let code, _) where code != .noError:
+        case .goAway(_, let code, _) where code != .noError:
             // A connection error: the server answers nothing more on this connection and must close it (RFC 9113
-            // §5.4.1), which it may not do. The requests still open fail now and go elsewhere, rather than
-            // waiting out their deadlines on a connection that is dead. Those the server did not process (above
-            // its last stream, or still queued for its stream limit: never sent) go to another connection at
-            // once; the others may have been processed, and go back to their sender.
-            stopTakingRequests()
-            for id in Array(streams.keys) where id > lastStreamID || !onWire.contains(id) {
-                remove(id)?.promise.fail(
-                    HTTP2PushClient.Failure("the server ended the connection with an error (GOAWAY \(code)) before this request", unsent: true))
-            }
+            // §5.4.1), which it may not do. The requests still open fail now (they may have been processed) and
+            // go elsewhere, rather than waiting out their deadlines on a connection that is dead.
             failAll(HTTP2PushClient.Failure("the server ended the connection with an error (GOAWAY \(code))"))
             context.close(promise: nil)
         case .goAway(let lastStreamID, let code, _):

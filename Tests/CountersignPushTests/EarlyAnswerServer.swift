@@ -131,10 +131,8 @@ final class EarlyAnswerServer: Sendable {
             guard case .headers(let request) = unwrapInboundIn(data), !answered else { return }
             answered = true
             // `/goaway` ends the connection as a server does on a connection error, without closing it or answering.
-            // `/goaway-unprocessed` does the same, saying it processed no stream at all.
-            if let path = request.headers.first(name: ":path"), path == "/goaway" || path == "/goaway-unprocessed" {
-                let last: HTTP2StreamID = path == "/goaway" ? .maxID : .rootStream
-                let goAway = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: last, errorCode: .protocolError, opaqueData: nil))
+            if request.headers.first(name: ":path") == "/goaway" {
+                let goAway = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: .maxID, errorCode: .protocolError, opaqueData: nil))
                 context.channel.parent?.writeAndFlush(goAway, promise: nil)
                 return
             }

@@ -97,21 +97,6 @@ import Testing
         }
     }
 
-    /// A GOAWAY with an error code that says the server processed none of the open streams: their requests were
-    /// not handled, and go to another connection at once (one, the only other slot, here) instead of back to
-    /// their sender as failures that may have been delivered.
-    @Test(.timeLimit(.minutes(1))) func aRequestAConnectionErrorLeftUnprocessedGoesToAnotherConnection() async throws {
-        try await Self.withSlowServer { client, server in
-            let failure = await #expect(throws: HTTP2PushClient.Failure.self) {
-                try await client.post(path: "/goaway-unprocessed", headers: Self.headers, body: ByteBuffer(string: "{}"), timeout: .seconds(3600))
-            }
-            // The second connection's server ended it the same way: tried on both, then failed as unsent.
-            #expect(failure?.unsent == true, "\(String(describing: failure))")
-            #expect(server.connections == 2)
-            #expect(client.openConnections == 0)
-        }
-    }
-
     /// An answer that breaks HTTP/2 on its own stream (a content-length its body does not have) fails that
     /// request alone: the requests in flight beside it on the same connection are answered.
     @Test(.timeLimit(.minutes(1))) func aMalformedAnswerFailsItsRequestOnly() async throws {
