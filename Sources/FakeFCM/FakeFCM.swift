@@ -59,8 +59,13 @@ public final class FakeFCM: Sendable {
     private let keys: JWTKeyCollection
     private let state = Mutex(State())
 
-    public init() async throws {
-        let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+    /// One key pair for every fake of this process that does not ask for its own: making an RSA key takes
+    /// up to a second in a debug build, and a test suite starts dozens of fakes at once.
+    private static let processKey = Result { try _RSA.Signing.PrivateKey(keySize: .bits2048) }
+
+    /// A fake with this process's key pair, or with one of its own (`newKey`: a test that needs two keys).
+    public init(newKey: Bool = false) async throws {
+        let key = newKey ? try _RSA.Signing.PrivateKey(keySize: .bits2048) : try Self.processKey.get()
         privateKeyPEM = key.pkcs8PEMRepresentation
         keys = JWTKeyCollection()
         await keys.add(

@@ -184,7 +184,7 @@ import Testing
     /// once, not at the timeout. Here the answer lands exactly in that gap.
     /// Waits here are an hour long: reaching the next line at all is the proof
     /// that something other than the timeout ended them (the time limit fails a hang).
-    @Test(.timeLimit(.minutes(1)), arguments: Backend.available) func anAnswerBetweenALongPollsReadAndItsParkingIsNotMissed(
+    @Test(.timeLimit(.minutes(5)), arguments: Backend.available) func anAnswerBetweenALongPollsReadAndItsParkingIsNotMissed(
         backend: Backend
     ) async throws {
         try await Self.withHarness(backend) { harness in
@@ -205,7 +205,7 @@ import Testing
     /// not changed parks again, and the change that comes later answers it. (Were
     /// the recheck taken for a change, the poll would end with `pending` and never
     /// park again: the time limit catches that.)
-    @Test(.timeLimit(.minutes(1)), arguments: Backend.available) func aRecheckWithNothingChangedLeavesALongPollWaiting(
+    @Test(.timeLimit(.minutes(5)), arguments: Backend.available) func aRecheckWithNothingChangedLeavesALongPollWaiting(
         backend: Backend
     ) async throws {
         try await Self.withHarness(backend) { harness in
@@ -226,7 +226,7 @@ import Testing
 
     /// Long polls nothing answers end at their own timeouts: one timer serves
     /// every waiter, so a shorter wait parked after a longer one must bring it forward.
-    @Test(.timeLimit(.minutes(1)), arguments: Backend.available) func unansweredLongPollsEndAtTheirOwnTimeouts(backend: Backend) async throws {
+    @Test(.timeLimit(.minutes(5)), arguments: Backend.available) func unansweredLongPollsEndAtTheirOwnTimeouts(backend: Backend) async throws {
         try await Self.withHarness(backend) { harness in
             _ = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
             let broker = try await harness.broker()
@@ -249,7 +249,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: Backend.available) func aNewRequestSupersedesThePendingOneAndWakesItsLongPoll(
+    @Test(.timeLimit(.minutes(5)), arguments: Backend.available) func aNewRequestSupersedesThePendingOneAndWakesItsLongPoll(
         backend: Backend
     ) async throws {
         try await Self.withHarness(backend) { harness in
@@ -333,7 +333,7 @@ import Testing
 
     // MARK: Interleavings the actor allows at its suspension points
 
-    @Test(.timeLimit(.minutes(1)), arguments: Backend.available) func aSupersedeThatBeatsAnAnswerStillCancelsWakesAndAudits(
+    @Test(.timeLimit(.minutes(5)), arguments: Backend.available) func aSupersedeThatBeatsAnAnswerStillCancelsWakesAndAudits(
         backend: Backend
     ) async throws {
         try await Self.withHarness(backend) { harness in

@@ -36,9 +36,9 @@ import Testing
 
     struct ReadFailed: Error {}
 
-    @Test(.timeLimit(.minutes(1))) func callersWhoAskWhileAReadRunsShareTheNextOne() async throws {
+    @Test(.timeLimit(.minutes(5))) func callersWhoAskWhileAReadRunsShareTheNextOne() async throws {
         let script = ScriptedReads()
-        let reads = SharedReads<Int> { try await script.read($0) }
+        let reads = SharedReads<Int>(patience: .seconds(3600)) { try await script.read($0) }
         let first = Task { try await reads.value(of: "r") }
         try await script.waitForStarts(1)
         let joiners = (0..<5).map { _ in Task { try await reads.value(of: "r") } }
@@ -65,9 +65,9 @@ import Testing
         #expect(try await later.value == 4)
     }
 
-    @Test(.timeLimit(.minutes(1))) func aFailedReadFailsOnlyThoseWhoWaitedForIt() async throws {
+    @Test(.timeLimit(.minutes(5))) func aFailedReadFailsOnlyThoseWhoWaitedForIt() async throws {
         let script = ScriptedReads()
-        let reads = SharedReads<Int> { try await script.read($0) }
+        let reads = SharedReads<Int>(patience: .seconds(3600)) { try await script.read($0) }
         let first = Task { try await reads.value(of: "r") }
         try await script.waitForStarts(1)
         let joiners = (0..<3).map { _ in Task { try await reads.value(of: "r") } }
@@ -85,9 +85,9 @@ import Testing
         #expect(try await late.value == 3)
     }
 
-    @Test(.timeLimit(.minutes(1))) func aCancelledCallerDoesNotFailTheOthers() async throws {
+    @Test(.timeLimit(.minutes(5))) func aCancelledCallerDoesNotFailTheOthers() async throws {
         let script = ScriptedReads()
-        let reads = SharedReads<Int> { try await script.read($0) }
+        let reads = SharedReads<Int>(patience: .seconds(3600)) { try await script.read($0) }
         let first = Task { try await reads.value(of: "r") }
         try await script.waitForStarts(1)
         let joiners = (0..<2).map { _ in Task { try await reads.value(of: "r") } }
@@ -99,5 +99,22 @@ import Testing
         try await script.end(2)
         #expect(try await joiners[0].value == 2)
         #expect(try await joiners[1].value == 2)
+    }
+
+    /// A read under way for longer than the patience may be stuck: a caller
+    /// then reads on its own instead of waiting for it (here the patience is zero).
+    @Test(.timeLimit(.minutes(5))) func aReadUnderWayTooLongIsNotWaitedFor() async throws {
+        let script = ScriptedReads()
+        let reads = SharedReads<Int>(patience: .zero) { try await script.read($0) }
+        let stuck = Task { try await reads.value(of: "r") }
+        try await script.waitForStarts(1)
+        let second = Task { try await reads.value(of: "r") }
+        // Read 2 starts while read 1 is still under way, and answers the second caller.
+        try await script.waitForStarts(2)
+        #expect(reads.waiting(for: "r") == 0)
+        try await script.end(2)
+        #expect(try await second.value == 2)
+        try await script.end(1)
+        #expect(try await stuck.value == 1)
     }
 }

@@ -278,13 +278,13 @@ import Testing
         }
     }
 
-    /// Retry-After 120 s against a prompt of 60: waiting it out would outlast the time limit.
-    @Test(.timeLimit(.minutes(1)), arguments: FakeFCMHarness.Transport.allCases)
+    /// Retry-After 600 s against a prompt of 60: waiting it out would outlast the time limit.
+    @Test(.timeLimit(.minutes(5)), arguments: FakeFCMHarness.Transport.allCases)
     func aPushThatCannotArriveBeforeExpiryIsDropped(transport: FakeFCMHarness.Transport) async throws {
         try await FakeFCMHarness.run(transport: transport) { harness in
             // Warm up: token exchange and connection.
             #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("warm"), logger: logger) == .sent)
-            harness.fake.script("slow", [.unavailable(retryAfter: 120), .ok])
+            harness.fake.script("slow", [.unavailable(retryAfter: 600), .ok])
             let outcome = await harness.sender.send(FakeFCMHarness.prompt(expiresIn: 60), to: FakeFCMHarness.device("slow"), logger: logger)
             // Dropped at once rather than waiting out the Retry-After.
             #expect(outcome == .dropped)
@@ -312,7 +312,7 @@ import Testing
 
     @Test func anAssertionSignedWithAnotherKeyIsRefused() async throws {
         try await FakeFCMHarness.run { harness in
-            let other = try await FakeFCM()
+            let other = try await FakeFCM(newKey: true)
             var json = try JSONSerialization.jsonObject(with: try harness.fake.serviceAccountJSON(base: harness.base)) as! [String: Any]
             json["private_key"] = other.privateKeyPEM
             let account = try ServiceAccount.parse(try JSONSerialization.data(withJSONObject: json), source: "test")

@@ -27,7 +27,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1))) func aRequestWithoutAnAnswerFailsAtItsDeadline() async throws {
+    @Test(.timeLimit(.minutes(5))) func aRequestWithoutAnAnswerFailsAtItsDeadline() async throws {
         try await Self.withSlowServer { client, _ in
             let failure = await #expect(throws: HTTP2PushClient.Failure.self) {
                 try await client.post(path: "/slow", headers: Self.headers, body: ByteBuffer(string: "{}"), timeout: .milliseconds(300))
@@ -36,7 +36,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1))) func aCancelledRequestEndsAtOnce() async throws {
+    @Test(.timeLimit(.minutes(5))) func aCancelledRequestEndsAtOnce() async throws {
         try await Self.withSlowServer { client, _ in
             let waiting = Task {
                 try await client.post(path: "/slow", headers: Self.headers, body: ByteBuffer(string: "{}"), timeout: .seconds(60))
@@ -50,7 +50,7 @@ import Testing
 
     /// A connection that read nothing since a request was written, until that request's deadline, may be dead
     /// without knowing (a NAT that forgot it): it takes no more requests, and the next one opens another.
-    @Test(.timeLimit(.minutes(1))) func aSilentConnectionIsRetired() async throws {
+    @Test(.timeLimit(.minutes(5))) func aSilentConnectionIsRetired() async throws {
         try await Self.withSlowServer { client, server in
             func unanswered() async {
                 await #expect(throws: HTTP2PushClient.Failure.self) {
@@ -74,7 +74,7 @@ import Testing
     /// A server that ends the connection with an error (GOAWAY with an error code) answers nothing more on it,
     /// even when it leaves it open: the requests open on it fail at once (their hour-long deadline is not waited
     /// out; the test's time limit catches that), and the next request opens another connection.
-    @Test(.timeLimit(.minutes(1))) func aConnectionErrorFailsTheOpenRequestsAtOnce() async throws {
+    @Test(.timeLimit(.minutes(5))) func aConnectionErrorFailsTheOpenRequestsAtOnce() async throws {
         try await Self.withSlowServer { client, server in
             let waiting = Task {
                 try await client.post(path: "/slow", headers: Self.headers, body: ByteBuffer(string: "{}"), timeout: .seconds(3600))
@@ -99,7 +99,7 @@ import Testing
 
     /// An answer that breaks HTTP/2 on its own stream (a content-length its body does not have) fails that
     /// request alone: the requests in flight beside it on the same connection are answered.
-    @Test(.timeLimit(.minutes(1))) func aMalformedAnswerFailsItsRequestOnly() async throws {
+    @Test(.timeLimit(.minutes(5))) func aMalformedAnswerFailsItsRequestOnly() async throws {
         let server = try EarlyAnswerServer(answerDelay: .milliseconds(500))
         try await EarlyAnswerTests.serve(server) { base, caFile, _ in
             let client = try HTTP2PushClient(endpoint: base, caFile: caFile, connections: 1)
@@ -139,7 +139,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1))) func shuttingDownFailsTheRequestsInFlight() async throws {
+    @Test(.timeLimit(.minutes(5))) func shuttingDownFailsTheRequestsInFlight() async throws {
         try await Self.withSlowServer { client, _ in
             let waiting = Task {
                 try await client.post(path: "/slow", headers: Self.headers, body: ByteBuffer(string: "{}"), timeout: .seconds(60))
@@ -160,7 +160,7 @@ import Testing
     }
 
     /// A server that offers only HTTP/1.1 is refused by name, not misread.
-    @Test(.timeLimit(.minutes(1))) func aServerWithoutHTTP2IsNamed() async throws {
+    @Test(.timeLimit(.minutes(5))) func aServerWithoutHTTP2IsNamed() async throws {
         let folder = try makeTemporaryFolder("http1-only")
         defer { try? FileManager.default.removeItem(at: folder) }
         let certificate = try TestCertificate()

@@ -11,7 +11,7 @@ import Testing
 /// Which client FCM sends take, as the daemon sets it up.
 @Suite struct PushSetupTests {
     /// FCM at an https address (as Google's): sends go over ``HTTP2PushClient`` and reach the strict fake whole.
-    @Test(.timeLimit(.minutes(1))) func sendsToAnHTTPSEndpointGoOverTheFrameClient() async throws {
+    @Test(.timeLimit(.minutes(5))) func sendsToAnHTTPSEndpointGoOverTheFrameClient() async throws {
         let folder = try makeTemporaryFolder("push-setup")
         defer { try? FileManager.default.removeItem(at: folder) }
         let certificate = try TestCertificate()
