@@ -45,14 +45,20 @@ public actor AccessTokenProvider {
     }
     private var refreshing: Task<Token, any Error>?
     private let now: @Sendable () -> Date
+    private let exchangeTimeout: TimeAmount
     /// Token exchanges made so far (for the benchmark and tests).
     public private(set) var exchanges = 0
 
     /// `now` is the clock a token's remaining life is read on (the assertion's
     /// own times are always the real ones: the token endpoint checks them).
-    public init(account: ServiceAccount, client: HTTPClient, logger: Logger, now: @escaping @Sendable () -> Date = { Date() }) async throws {
+    /// `exchangeTimeout`: how long one token exchange may take before it fails.
+    public init(
+        account: ServiceAccount, client: HTTPClient, logger: Logger, now: @escaping @Sendable () -> Date = { Date() },
+        exchangeTimeout: TimeAmount = .seconds(15)
+    ) async throws {
         self.account = account
         self.now = now
+        self.exchangeTimeout = exchangeTimeout
         self.client = client
         self.logger = logger
         let key: Insecure.RSA.PrivateKey
@@ -129,7 +135,7 @@ public actor AccessTokenProvider {
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
         request.body = .bytes(ByteBuffer(string: form.percentEncodedQuery ?? ""))
-        let response = try await client.execute(request, timeout: .seconds(15))
+        let response = try await client.execute(request, timeout: exchangeTimeout)
         let body = try await response.body.collect(upTo: 64 * 1024)
         let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
         guard response.status == .ok, let value = object?["access_token"] as? String,

@@ -4,6 +4,7 @@ import CountersignPush
 import FakeFCM
 import Foundation
 import Logging
+import NIOCore
 import Synchronization
 import TestSupport
 import Testing
@@ -65,7 +66,9 @@ struct FakeFCMHarness {
             let clock = Clock()
             let result: Result<T, any Error>
             do {
-                let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger, now: { clock.now })
+                // A hang detector too: under a loaded suite an exchange has outlasted the 15 s default and been made again.
+                let tokens = try await AccessTokenProvider(
+                    account: account, client: client, logger: logger, now: { clock.now }, exchangeTimeout: .seconds(120))
                 var configuration = settings
                 configuration.endpoint = base
                 configuration.streams = streams

@@ -28,7 +28,9 @@ import Testing
             let outcome = await sender.send(
                 FakeFCMHarness.prompt(), to: FakeFCMHarness.device("token-https"), logger: Logger(label: "push-setup-test"))
             #expect(outcome == .sent)
-            #expect(fake.received.map(\.token) == ["token-https"])
+            // Sent through the frame client and accepted whole. (Once or more: under a loaded suite its answer has
+            // outlasted the daemon's 10 s request timeout, and the send was made again, as it is in production.)
+            #expect(Set(fake.received.map(\.token)) == ["token-https"])
             #expect(fake.rejections.isEmpty)
             #expect(streams.openConnections == 1)
             #expect(sender.connectionCount == 1, "only the token exchange's client")
