@@ -100,8 +100,11 @@ public enum PushSetup {
     /// One shared client: HTTP/2 when the server offers it, the system's trust
     /// roots plus `caFile` when given.
     /// `connectTimeout` also bounds how long a send waits in the pool for a
-    /// stream when every connection is full.
-    public static func makeClient(caFile: String?, connectTimeout: TimeAmount = .seconds(10)) throws -> HTTPClient {
+    /// stream when every connection is full. `readTimeout`: how long an answer
+    /// may go without a byte before its request fails.
+    public static func makeClient(
+        caFile: String?, connectTimeout: TimeAmount = .seconds(10), readTimeout: TimeAmount = .seconds(15)
+    ) throws -> HTTPClient {
         var tls = TLSConfiguration.makeClientConfiguration()
         if let caFile {
             guard FileManager.default.isReadableFile(atPath: caFile) else {
@@ -111,7 +114,7 @@ public enum PushSetup {
         }
         var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
         configuration.httpVersion = .automatic
-        configuration.timeout = .init(connect: connectTimeout, read: .seconds(15))
+        configuration.timeout = .init(connect: connectTimeout, read: readTimeout)
         // A server may answer a stream completely and then reset it with
         // RST_STREAM(NO_ERROR) (RFC 9113 §8.1). swift-nio-http2 counts every
         // reset it receives, and after 200 on one connection within 30 s it

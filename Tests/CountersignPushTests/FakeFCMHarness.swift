@@ -60,7 +60,10 @@ struct FakeFCMHarness {
         let settings = configuration
         return try await fake.serve(tls: try certificate?.serverConfiguration()) { base in
             let account = try ServiceAccount.parse(try fake.serviceAccountJSON(base: base), source: "fake")
-            let client = try PushSetup.makeClient(caFile: caFile)
+            // The client's own connect and read timeouts (10 and 15 s) would undercut the 120 s below: under a
+            // loaded suite a token exchange's answer came after 15 s, the send was tried again, and a test counting
+            // exchanges saw one more.
+            let client = try PushSetup.makeClient(caFile: caFile, connectTimeout: .seconds(120), readTimeout: .seconds(120))
             let streams = transport == .frames ? try HTTP2PushClient(endpoint: base, caFile: caFile) : nil
             let dead = DeadTokens()
             let clock = Clock()

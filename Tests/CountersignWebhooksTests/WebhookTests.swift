@@ -86,8 +86,13 @@ import Glibc
                 let replaced = try await Self.create(daemon, acme.key, action: "export")
                 _ = try await Self.create(daemon, acme.key, action: "export")
 
-                try await receiver.wait(timeout: .seconds(30)) { $0.events(of: expiring.id) == ["approval.expired"] }
-                try await receiver.wait { $0.events(of: replaced.id) == ["approval.cancelled"] }
+                // Bounds that are hang detectors: each approval's events go out on their own, and under a loaded
+                // suite one delivery may be retried after its back-off while later ones have arrived.
+                try await receiver.wait(timeout: .seconds(120)) { $0.events(of: expiring.id) == ["approval.expired"] }
+                try await receiver.wait(timeout: .seconds(120)) { $0.events(of: replaced.id) == ["approval.cancelled"] }
+                try await receiver.wait(timeout: .seconds(120)) {
+                    $0.events(of: approved.id).count >= 2 && !$0.events(of: denied.id).isEmpty && !$0.events(of: cancelled.id).isEmpty
+                }
                 #expect(receiver.events(of: approved.id) == ["approval.approved", "approval.completed"])
                 #expect(receiver.events(of: denied.id) == ["approval.denied"])
                 #expect(receiver.events(of: cancelled.id) == ["approval.cancelled"])
