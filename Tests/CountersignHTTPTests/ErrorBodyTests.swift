@@ -26,7 +26,7 @@ import Testing
             router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
             onServerRunning: { readiness.ready(port: $0.localAddress?.port ?? 0) }, logger: logs.logger())
         try await RunningServices.run([app], readiness: readiness, logger: logs.logger()) { port in
-            let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/fault"), timeout: .seconds(10))
+            let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/fault"), timeout: .seconds(120))
             let body = String(buffer: try await response.body.collect(upTo: 1 << 16))
             #expect(response.status.code == 500)
             #expect(response.headers.first(name: "Content-Type")?.hasPrefix("application/json") == true)

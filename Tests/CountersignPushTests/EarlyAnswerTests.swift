@@ -31,7 +31,7 @@ import Testing
         let server = try EarlyAnswerServer()
         let logger = Logger(label: "early-answer-test")
         try await Self.serve(server) { base, caFile, account in
-            let client = try PushSetup.makeClient(caFile: caFile, connectTimeout: .seconds(60))
+            let client = try PushSetup.makeClient(caFile: caFile, connectTimeout: .seconds(60), readTimeout: .seconds(60))
             do {
                 let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
                 var configuration = FCMSender.Configuration(endpoint: base)
@@ -84,7 +84,7 @@ import Testing
         let server = try EarlyAnswerServer(maxConcurrentStreams: limit, answerDelay: .milliseconds(200))
         let logger = Logger(label: "stream-limit-test")
         try await Self.serve(server) { base, caFile, account in
-            let client = try PushSetup.makeClient(caFile: caFile, connectTimeout: .seconds(60))
+            let client = try PushSetup.makeClient(caFile: caFile, connectTimeout: .seconds(60), readTimeout: .seconds(60))
             let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
             var configuration = FCMSender.Configuration(endpoint: base)
             configuration.maxAttempts = 1
@@ -92,7 +92,7 @@ import Testing
             configuration.requestTimeout = 60
             configuration.sendsPerConnection = limit
             configuration.maximumConnections = 3
-            configuration.openConnection = { try PushSetup.makeClient(caFile: caFile, connectTimeout: .seconds(60)) }
+            configuration.openConnection = { try PushSetup.makeClient(caFile: caFile, connectTimeout: .seconds(60), readTimeout: .seconds(60)) }
             let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: configuration, deadTokens: nil)
             let total = 24
             let outcomes = await withTaskGroup(of: PushOutcome.self) { group in
