@@ -91,7 +91,8 @@ import Glibc
             func call(
                 _ method: HTTPMethod, _ path: String, _ json: String? = nil, _ headers: [(String, String)]
             ) async throws -> (Int, [String: any Sendable]) {
-                try await DaemonProcessTests.http(method, base + path, json: json, headers: headers, timeout: 10)
+                // A hang detector: on a slow machine under the whole suite a setup call has taken more than 10 s.
+                try await DaemonProcessTests.http(method, base + path, json: json, headers: headers, timeout: 120)
             }
             // One user and one enrolled phone per worker.
             var devices: [[(String, String)]] = []
