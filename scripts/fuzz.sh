@@ -23,8 +23,19 @@ work=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 base="http://127.0.0.1:$port"
 pid=""
-cleanup() { if [ -n "$pid" ]; then kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; fi; rm -rf "$work"; }
+cleanup() {
+  local status=$?
+  if [ "$status" -ne 0 ] && [ -n "$pid" ]; then
+    echo "fuzz: failed (exit $status); the daemon:" >&2
+    bash scripts/hang-report.sh "$pid" "$work/daemon.log" >&2 || true
+  fi
+  if [ -n "$pid" ]; then kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
 trap cleanup EXIT
+# Every request is bounded: a daemon that stops answering fails the run with a
+# report instead of holding it until the CI run's own limit.
+curl() { command curl --connect-timeout 10 --max-time 60 "$@"; }
 
 echo "fuzz: user and daemon on $base"
 printf 'correct horse battery\n' | "$binary" user add ana@example.com --database "$work/fuzz.sqlite" --bcrypt-cost 4 >/dev/null
@@ -38,7 +49,11 @@ integration_key=$("$binary" integration add Fuzz --database "$work/fuzz.sqlite" 
   --rate-limit refreshKeyFailuresPerDevice=1000000/60 --rate-limit approvalsPerUser=1000000/60 \
   --rate-limit approvalsPerIntegration=1000000/1 --rate-limit enrollFailuresPerIP=1000000/60 2>"$work/daemon.log" &
 pid=$!
-for _ in $(seq 1 100); do curl -fsS "$base/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+deadline=$((SECONDS + 30))
+until curl --max-time 5 -fsS "$base/healthz" >/dev/null 2>&1; do
+  [ "$SECONDS" -lt "$deadline" ] || { echo "fuzz: the daemon did not answer /healthz within 30 s" >&2; exit 1; }
+  sleep 0.1
+done
 key=$(curl -fsS -H 'Content-Type: application/json' \
   -d '{"email":"ana@example.com","password":"correct horse battery","deviceName":"Fuzz","platform":"iOS","fcmToken":"unknown"}' \
   "$base/api/mobile/auth/login" | python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"])')
@@ -57,6 +72,9 @@ health=$(curl -sS -o /dev/null -w '%{http_code}' "$base/healthz")
 [ "$health" = 200 ] || { echo "fuzz: /healthz answered $health after the run" >&2; exit 1; }
 echo "fuzz: the daemon stayed up (/healthz 200)"
 [ "$status" -eq 0 ] || { echo "fuzz: schemathesis found failures" >&2; exit 1; }
-kill -TERM "$pid"; wait "$pid" || { echo "fuzz: the daemon did not stop cleanly" >&2; exit 1; }
+kill -TERM "$pid"
+for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$pid" 2>/dev/null && { echo "fuzz: the daemon did not stop within 60 s of SIGTERM" >&2; exit 1; }
+wait "$pid" || { echo "fuzz: the daemon did not stop cleanly" >&2; exit 1; }
 pid=""
 echo "fuzz: passed"

@@ -11,7 +11,17 @@ for tool in curl python3; do command -v "$tool" >/dev/null || { echo "smoke: $to
 
 work=$(mktemp -d)
 pid=""
-cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true; rm -rf "$work"; }
+# On a failure (a refused answer, or one that did not come in time), what the
+# daemon was doing before it is stopped.
+cleanup() {
+  local status=$?
+  if [ "$status" -ne 0 ] && [ -n "$pid" ]; then
+    echo "smoke: failed (exit $status); the daemon:" >&2
+    bash "$(dirname "$0")/hang-report.sh" "$pid" "$work/daemon.log" >&2 || true
+  fi
+  [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
+  rm -rf "$work"
+}
 trap cleanup EXIT
 
 db="$work/countersign.sqlite"
@@ -19,17 +29,21 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 base="http://127.0.0.1:$port"
 export COUNTERSIGN_BCRYPT_COST=6
 
+# Every request is bounded: a daemon that stops answering fails the check
+# with a report instead of holding it until the CI run's own limit.
+curl() { command curl --connect-timeout 10 --max-time 60 "$@"; }
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print(d$1)"; }
 step() { printf '\n==> %s\n' "$*"; }
 
 start() {
   "$bin" serve --database "$db" --listen "127.0.0.1:$port" --metrics-listen off 2>>"$work/daemon.log" &
   pid=$!
-  for _ in $(seq 1 100); do
-    curl -fsS "$base/healthz" >/dev/null 2>&1 && return 0
+  local deadline=$((SECONDS + 30))
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    curl --max-time 5 -fsS "$base/healthz" >/dev/null 2>&1 && return 0
     sleep 0.1
   done
-  echo "smoke: daemon did not answer /healthz" >&2; cat "$work/daemon.log" >&2; exit 1
+  echo "smoke: daemon did not answer /healthz within 30 s" >&2; exit 1
 }
 
 step "countersign user add"
@@ -90,7 +104,10 @@ done
 echo "none found"
 
 step "countersign audit shows the flow"
-kill -TERM "$pid"; wait "$pid"; rc=$?; pid=""
+kill -TERM "$pid"
+for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$pid" 2>/dev/null && { echo "smoke: the daemon did not stop within 60 s of SIGTERM" >&2; exit 1; }
+wait "$pid"; rc=$?; pid=""
 "$bin" audit --database "$db" --email ana@example.com | tee "$work/audit.txt"
 for kind in login_ok request_created approved completed login_failed; do
   grep -q " $kind " "$work/audit.txt" || { echo "smoke: audit lacks $kind" >&2; exit 1; }
