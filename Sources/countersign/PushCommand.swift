@@ -6,6 +6,7 @@ import CountersignRuntime
 import Crypto
 import Foundation
 import Logging
+import NIOCore
 
 /// `countersign push check`: each configured provider's credentials, as `serve` would load them.
 struct PushCommand: AsyncParsableCommand {
@@ -28,9 +29,13 @@ struct PushCommand: AsyncParsableCommand {
         var token: String?
         @Option(help: ArgumentHelp("The app's bundle id, for the APNs check (APNs checks the key against it).", valueName: "bundle-id"))
         var apnsTopic: String?
+        @Option(help: ArgumentHelp("Seconds to wait for each of the provider's answers.", valueName: "seconds"))
+        var timeout: Int = 15
+
+        func validate() throws { try PushCheck.validate(timeout: timeout) }
 
         func run() async throws {
-            try await PushCheck(push: push, config: config, token: token, apnsTopic: apnsTopic).run(only: provider)
+            try await PushCheck(push: push, config: config, token: token, apnsTopic: apnsTopic, timeout: timeout).run(only: provider)
         }
     }
 }
@@ -48,9 +53,13 @@ struct FCMCommand: AsyncParsableCommand {
         @OptionGroup var push: PushOptions
         @Option(help: ArgumentHelp("A device's FCM registration token: send it a validate_only message (nothing is delivered).", valueName: "token"))
         var token: String?
+        @Option(help: ArgumentHelp("Seconds to wait for each of the provider's answers.", valueName: "seconds"))
+        var timeout: Int = 15
+
+        func validate() throws { try PushCheck.validate(timeout: timeout) }
 
         func run() async throws {
-            try await PushCheck(push: push, config: config, token: token, apnsTopic: nil).run(only: .fcm)
+            try await PushCheck(push: push, config: config, token: token, apnsTopic: nil, timeout: timeout).run(only: .fcm)
         }
     }
 }
@@ -62,6 +71,17 @@ struct PushCheck {
     let config: String?
     let token: String?
     let apnsTopic: String?
+    /// Seconds each connection, token exchange and send may take.
+    let timeout: Int
+
+    static func validate(timeout: Int) throws {
+        guard (1...600).contains(timeout) else { throw ValidationError("--timeout must be 1 to 600 seconds") }
+    }
+
+    /// A client whose connections and answers wait `timeout`.
+    func makeClient(caFile: String?) throws -> HTTPClient {
+        try PushSetup.makeClient(caFile: caFile, connectTimeout: .seconds(Int64(timeout)), readTimeout: .seconds(Int64(timeout)))
+    }
 
     func run(only: PushProvider?) async throws {
         var pushConfiguration = try await loadOrExit {
@@ -106,16 +126,16 @@ struct PushCheck {
         }
         let account = try ServiceAccount.load(path: file)
         print("✓ service account: \(account)")
-        let client = try PushSetup.makeClient(caFile: pushConfiguration.caFile)
+        let client = try makeClient(caFile: pushConfiguration.caFile)
         do {
-            let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
+            let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger, exchangeTimeout: .seconds(Int64(timeout)))
             _ = try await tokens.token()
             print("✓ access token obtained from \(account.tokenURI)")
             if let token {
                 // Only `post` is used: no device is marked whatever FCM answers.
-                let sender = FCMSender(
-                    account: account, tokens: tokens, client: client, configuration: FCMSender.Configuration(endpoint: pushConfiguration.endpoint),
-                    deadTokens: nil)
+                var configuration = FCMSender.Configuration(endpoint: pushConfiguration.endpoint)
+                configuration.requestTimeout = TimeInterval(timeout)
+                let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: configuration, deadTokens: nil)
                 let job = PushJob.resolved(requestID: "countersign-fcm-check", userID: "check", status: .cancelled)
                 if let message = FCMMessageBuilder.message(for: job, token: token, now: Date()) {
                     try await sender.post(message, validateOnly: true)
@@ -141,8 +161,9 @@ struct PushCheck {
             print("  (give --apns-topic BUNDLE_ID to have APNs check the key: nothing is delivered)")
             return
         }
-        let client = try PushSetup.makeClient(caFile: apns.caFile)
-        let configuration = apns.url.map(APNsSender.Configuration.init(url:)) ?? APNsSender.Configuration()
+        let client = try makeClient(caFile: apns.caFile)
+        var configuration = apns.url.map(APNsSender.Configuration.init(url:)) ?? APNsSender.Configuration()
+        configuration.requestTimeout = TimeInterval(timeout)
         let sender = APNsSender(tokens: tokens, client: client, configuration: configuration, deadTokens: nil)
         do {
             try await sender.checkCredentials(topic: topic)

@@ -18,7 +18,9 @@ import Testing
             try fake.serviceAccountJSON(base: base).write(to: folder.appendingPathComponent("fcm-service-account.json"))
             let environment = ["CREDENTIALS_DIRECTORY": folder.path, "COUNTERSIGN_FCM_ENDPOINT": base]
 
-            let (status, output) = try await Self.run(["fcm", "check", "--token", "device-token-123456"], environment: environment)
+            // The fake answers from this busy test process: 120 s is a hang detector, not a measure.
+            let (status, output) = try await Self.run(
+                ["fcm", "check", "--token", "device-token-123456", "--timeout", "120"], environment: environment)
             #expect(status == 0, "\(output)")
             #expect(output.contains("access token obtained"))
             #expect(output.contains("validate_only"))
@@ -29,9 +31,15 @@ import Testing
             #expect(!output.contains("PRIVATE KEY"))
 
             fake.script("dead-token-654321", [.unregistered])
-            let (failed, failure) = try await Self.run(["fcm", "check", "--token", "dead-token-654321"], environment: environment)
+            let (failed, failure) = try await Self.run(
+                ["fcm", "check", "--token", "dead-token-654321", "--timeout", "120"], environment: environment)
             #expect(failed != 0)
             #expect(failure.contains("unregistered"))
+
+            let (refused, refusal) = try await Self.run(["fcm", "check", "--timeout", "0"], environment: environment)
+            #expect(refused != 0)
+            #expect(refusal.contains("--timeout must be 1 to 600 seconds"))
+            #expect(fake.exchanges == 2)
         }
     }
 }
