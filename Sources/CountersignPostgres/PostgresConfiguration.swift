@@ -4,7 +4,7 @@ import PostgresNIO
 
 /// Where a cluster's PostgreSQL database is: parsed from a `postgres://` or
 /// `postgresql://` URL (user, password, host, port, database, `sslmode`,
-/// `sslrootcert`).
+/// `sslrootcert`, `connect_timeout`).
 public struct PostgresConfiguration: Sendable, Equatable {
     public enum SSLMode: String, Sendable, CaseIterable {
         case disable, prefer, require
@@ -20,6 +20,10 @@ public struct PostgresConfiguration: Sendable, Equatable {
     /// PEM file of the certificate authorities that `verify-full` trusts
     /// (`sslrootcert`, as libpq); without it, the system's.
     public var rootCertificateFile: String?
+    /// How long opening a connection may take, TLS and sign-in included
+    /// (`connect_timeout`, in seconds as libpq, though 0 does not mean forever).
+    public var connectTimeout: Duration = Self.defaultConnectTimeout
+    public static let defaultConnectTimeout: Duration = .seconds(5)
     /// How long a query waits for a pooled connection (`--database-connection-wait`).
     public var connectionWait: Duration = .seconds(5)
     /// How long a query or transaction may run on its connection (`--database-query-limit`).
@@ -33,7 +37,7 @@ public struct PostgresConfiguration: Sendable, Equatable {
     /// - Parameter password: used when the URL carries none (a file or a systemd credential).
     public init(url value: String, password: String? = nil) throws(PostgresURLError) {
         guard Self.isURL(value), let components = URLComponents(string: value) else {
-            throw PostgresURLError("expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=…&sslrootcert=…]")
+            throw PostgresURLError("expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=…&sslrootcert=…&connect_timeout=…]")
         }
         guard let host = components.host, !host.isEmpty else { throw PostgresURLError("the URL names no host") }
         guard let user = components.user, !user.isEmpty else { throw PostgresURLError("the URL names no user") }
@@ -41,6 +45,7 @@ public struct PostgresConfiguration: Sendable, Equatable {
         guard !database.isEmpty, !database.contains("/") else { throw PostgresURLError("the URL names no database (…/DATABASE)") }
         var sslMode = SSLMode.prefer
         var rootCertificateFile: String?
+        var connectTimeout = Self.defaultConnectTimeout
         for item in components.queryItems ?? [] {
             switch item.name {
             case "sslmode":
@@ -53,8 +58,13 @@ public struct PostgresConfiguration: Sendable, Equatable {
                     throw PostgresURLError("sslrootcert must be an absolute path to a PEM file")
                 }
                 rootCertificateFile = path
+            case "connect_timeout":
+                guard let seconds = item.value.flatMap({ Int($0) }), (1...600).contains(seconds) else {
+                    throw PostgresURLError("connect_timeout must be 1 to 600 seconds")
+                }
+                connectTimeout = .seconds(seconds)
             default:
-                throw PostgresURLError("unknown URL parameter \(item.name) (only sslmode and sslrootcert are understood)")
+                throw PostgresURLError("unknown URL parameter \(item.name) (only sslmode, sslrootcert and connect_timeout are understood)")
             }
         }
         if rootCertificateFile != nil, sslMode != .verifyFull {
@@ -67,12 +77,14 @@ public struct PostgresConfiguration: Sendable, Equatable {
         self.database = database.removingPercentEncoding ?? database
         self.sslMode = sslMode
         self.rootCertificateFile = rootCertificateFile
+        self.connectTimeout = connectTimeout
     }
 
     /// The URL without its password, for logs and messages.
     public var redacted: String {
         "postgres://\(username)@\(host.contains(":") ? "[\(host)]" : host):\(port)/\(database)?sslmode=\(sslMode.rawValue)"
             + (rootCertificateFile.map { "&sslrootcert=\($0)" } ?? "")
+            + (connectTimeout == Self.defaultConnectTimeout ? "" : "&connect_timeout=\(connectTimeout.components.seconds)")
     }
 
     var tlsConfiguration: TLSConfiguration {
@@ -95,7 +107,7 @@ public struct PostgresConfiguration: Sendable, Equatable {
             host: host, port: port, username: username, password: password, database: database, tls: tls)
         configuration.options.maximumConnections = maximumConnections
         configuration.options.minimumConnections = 1
-        configuration.options.connectTimeout = .seconds(5)
+        configuration.options.connectTimeout = connectTimeout
         // A node frozen inside a transaction (stopped, cut off) would keep its
         // locks, and every node's writes behind them, until its connection is
         // found dead: the server ends a transaction left idle this long.
@@ -119,7 +131,7 @@ public struct PostgresConfiguration: Sendable, Equatable {
             }
         var configuration = PostgresConnection.Configuration(
             host: host, port: port, username: username, password: password, database: database, tls: tls)
-        configuration.options.connectTimeout = .seconds(5)
+        configuration.options.connectTimeout = TimeAmount(connectTimeout)
         // Named apart from the pool's sessions in pg_stat_activity.
         configuration.options.additionalStartupParameters = [("application_name", applicationName)]
         return configuration

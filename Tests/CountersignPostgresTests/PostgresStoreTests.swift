@@ -17,6 +17,17 @@ import Testing
         try await backend.newDatabase(in: FileManager.default.temporaryDirectory)
     }
 
+    /// The URL's `connect_timeout` bounds the pool's connections and the notification connection alike.
+    @Test func theURLsConnectTimeoutReachesEveryConnection() throws {
+        let patient = try PostgresConfiguration(url: "postgres://countersign@db.internal/auth?connect_timeout=20")
+        #expect(patient.clientConfiguration(maximumConnections: 2).options.connectTimeout == .seconds(20))
+        #expect(try patient.connectionConfiguration().options.connectTimeout == .seconds(20))
+        #expect(patient.redacted.hasSuffix("&connect_timeout=20"))
+        let plain = try PostgresConfiguration(url: "postgres://countersign@db.internal/auth")
+        #expect(plain.clientConfiguration(maximumConnections: 2).options.connectTimeout == .seconds(5))
+        #expect(!plain.redacted.contains("connect_timeout"))
+    }
+
     func pending(_ id: String, user: User, at t0: Date = Date()) -> ApprovalRequest {
         ApprovalRequest(
             id: id, userID: user.id, subject: user.id, action: .passwordReset, state: .pending,

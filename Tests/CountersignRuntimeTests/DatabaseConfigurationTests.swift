@@ -62,6 +62,12 @@ import Testing
             return
         }
         #expect(settings.password == "s3cr@t" && settings.sslMode == .prefer && settings.port == 5432)
+        #expect(settings.connectTimeout == .seconds(5))
+        guard case .postgres(let patient) = try database(["--database": "postgres://countersign@db.internal/auth?connect_timeout=20"]) else {
+            Issue.record("not PostgreSQL")
+            return
+        }
+        #expect(patient.connectTimeout == .seconds(20))
         // What logs and the start-up line show: never the password.
         #expect(inURL.display == "postgres://countersign@db.internal:5432/auth?sslmode=prefer")
         #expect(
@@ -78,6 +84,8 @@ import Testing
             ("postgres://countersign@db.internal", "names no database"),
             ("postgres://countersign@db.internal/auth?sslmode=require&sslrootcert=/etc/ca.pem", "only with sslmode=verify-full"),
             ("postgres://countersign@db.internal/auth?sslmode=verify-full&sslrootcert=ca.pem", "absolute path"),
+            ("postgres://countersign@db.internal/auth?connect_timeout=0", "connect_timeout must be 1 to 600 seconds"),
+            ("postgres://countersign@db.internal/auth?connect_timeout=5s", "connect_timeout must be 1 to 600 seconds"),
         ] {
             do {
                 _ = try database(["--database": url])

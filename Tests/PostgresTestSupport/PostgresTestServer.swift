@@ -67,8 +67,10 @@ public struct PostgresTestServer: Sendable {
         URLComponents(string: url).map { String($0.path.dropFirst()) } ?? ""
     }
 
+    /// A connection may take 60 s to open: a hang detector (the suite keeps the
+    /// server and both cores busy), not the 5 s a user has.
     public func url(database: String) -> String {
-        "postgres://countersign:\(password)@127.0.0.1:\(port)/\(database)?sslmode=disable"
+        "postgres://countersign:\(password)@127.0.0.1:\(port)/\(database)?sslmode=disable&connect_timeout=60"
     }
 
     /// Runs SQL as the superuser; the output, unaligned, without headers.
