@@ -41,7 +41,7 @@ import Testing
                 configuration.maxAttempts = 1
                 configuration.requestTimeout = 60
                 // `client`: AsyncHTTPClient; `frames`: HTTP2PushClient, as the daemon sends to FCM.
-                let streams = transport == .frames ? try HTTP2PushClient(endpoint: base, caFile: caFile) : nil
+                let streams = transport == .frames ? try HTTP2PushClient(endpoint: base, caFile: caFile, connectTimeout: .seconds(60)) : nil
                 configuration.streams = streams
                 let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: configuration, deadTokens: nil)
                 // Well past swift-nio-http2's 200 resets per connection and 30 s, many in flight at once.

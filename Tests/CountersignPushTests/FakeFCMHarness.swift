@@ -64,7 +64,7 @@ struct FakeFCMHarness {
             // loaded suite a token exchange's answer came after 15 s, the send was tried again, and a test counting
             // exchanges saw one more.
             let client = try PushSetup.makeClient(caFile: caFile, connectTimeout: .seconds(120), readTimeout: .seconds(120))
-            let streams = transport == .frames ? try HTTP2PushClient(endpoint: base, caFile: caFile) : nil
+            let streams = transport == .frames ? try HTTP2PushClient(endpoint: base, caFile: caFile, connectTimeout: .seconds(60)) : nil
             let dead = DeadTokens()
             let clock = Clock()
             let result: Result<T, any Error>
