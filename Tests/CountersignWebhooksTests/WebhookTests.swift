@@ -96,9 +96,12 @@ import Glibc
                 #expect(receiver.events(of: approved.id) == ["approval.approved", "approval.completed"])
                 #expect(receiver.events(of: denied.id) == ["approval.denied"])
                 #expect(receiver.events(of: cancelled.id) == ["approval.cancelled"])
-                // No event on create, every signature valid, every id once.
+                // No event on create, every signature valid, one id per event: a copy that came twice
+                // (its first answer late on a loaded machine) is the same event, not a second one.
                 #expect(receiver.all.allSatisfy { $0.signatureValid })
-                #expect(Set(receiver.all.map(\.id)).count == receiver.all.count)
+                let copies = Dictionary(grouping: receiver.all, by: \.id)
+                #expect(copies.values.allSatisfy { Set($0.map { "\($0.approvalID) \($0.type)" }).count == 1 })
+                #expect(Set(receiver.all.map { "\($0.approvalID) \($0.type)" }).count == copies.count)
                 #expect(receiver.all.allSatisfy { $0.id.hasPrefix("evt_") })
                 let completed = try #require(receiver.accepted.first { $0.type == "approval.completed" })
                 let data = try #require(completed.json["data"] as? [String: any Sendable])

@@ -38,7 +38,13 @@ final class WebhookReceiver: Sendable {
     /// The events answered 200 with a valid signature.
     var accepted: [Arrival] { all.filter { $0.status == 200 && $0.signatureValid } }
 
-    func events(of approvalID: String) -> [String] { accepted.filter { $0.approvalID == approvalID }.map(\.type) }
+    /// The types of `approvalID`'s accepted events in the order they first came, each
+    /// event once: what a receiver that drops a `webhook-id` it has seen acts on. (A
+    /// delivery whose answer the daemon did not get in time is sent again, same id.)
+    func events(of approvalID: String) -> [String] {
+        var seen = Set<String>()
+        return accepted.filter { $0.approvalID == approvalID && seen.insert($0.id).inserted }.map(\.type)
+    }
 
     /// Serves on `port` (0: any free one) while `body` runs; `body` gets the webhook URL.
     func serve<T: Sendable>(port: Int = 0, _ body: @Sendable (_ url: String, _ port: Int) async throws -> T) async throws -> T {
