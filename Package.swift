@@ -378,6 +378,8 @@ let package = Package(
                 "CountersignPostgres",
                 "CountersignRuntime",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .testTarget(

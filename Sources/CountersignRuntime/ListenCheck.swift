@@ -1,23 +1,49 @@
 import NIOCore
-import NIOPosix
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Whether the daemon can listen where it is told, found out before anything
 /// else happens (the database is neither opened nor migrated for a daemon that
-/// cannot serve): a bind to each address, closed at once.
+/// cannot serve): a socket bound to each address, closed at once.
+///
+/// The socket is bound and never listens. A listening one (a server bootstrap
+/// bound and closed) could complete a client's connection in the moment before
+/// it closed, and that connection, never read nor closed, held its client for
+/// good: a health check sent as the daemon started waited forever.
 public enum ListenCheck {
     /// Throws one line naming the address and the reason when `address` cannot be bound
     /// (another process listens there, a name that does not resolve, an address not on this host).
     public static func ensureFree(_ address: ListenAddress, what: String) async throws {
         guard address.port > 0 else { return }  // port 0: the system picks a free one
+        let reason: String
         do {
-            let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                .bind(host: address.host, port: address.port).get()
-            try await channel.close().get()
-        } catch let error as IOError {
-            throw ConfigurationError("cannot listen on \(address.host):\(address.port) (\(what)): \(String(cString: strerror(error.errnoCode)))")
+            guard let failure = try bindOnly(SocketAddress.makeAddressResolvingHost(address.host, port: address.port)) else { return }
+            reason = failure
         } catch {
-            throw ConfigurationError("cannot listen on \(address.host):\(address.port) (\(what)): \(error)")
+            reason = "\(error)"
         }
+        throw ConfigurationError("cannot listen on \(address.host):\(address.port) (\(what)): \(reason)")
+    }
+
+    /// Binds a TCP socket to `address` as the server will (`SO_REUSEADDR`, so that
+    /// connections of an earlier run still in TIME_WAIT do not count) and closes it;
+    /// `nil` when the bind worked, else the system's reason.
+    static func bindOnly(_ address: SocketAddress) -> String? {
+        #if canImport(Glibc)
+        let stream = Int32(SOCK_STREAM.rawValue)
+        #else
+        let stream = SOCK_STREAM
+        #endif
+        let descriptor = socket(address.protocol.rawValue, stream, 0)
+        guard descriptor >= 0 else { return String(cString: strerror(errno)) }
+        defer { close(descriptor) }
+        var one: Int32 = 1
+        setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        let bound = address.withSockAddr { pointer, length in bind(descriptor, pointer, socklen_t(length)) }
+        return bound == 0 ? nil : String(cString: strerror(errno))
     }
 }

@@ -1,0 +1,107 @@
+import CountersignRuntime
+import Foundation
+import NIOCore
+import NIOPosix
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `serve`'s check that it can listen, run before the database is opened.
+@Suite struct ListenCheckTests {
+    /// A client that connects to 127.0.0.1:`port` in a loop on a thread of its own, counting the
+    /// connections completed. Its sockets are bound to 127.0.0.2 first: a socket that takes
+    /// its address from `connect` holds the next ephemeral port of 127.0.0.1, and a loop of
+    /// them runs through all of them in a moment, in the way of every bind in the test process.
+    final class Connector: Sendable {
+        let port: Int
+        let stop = Atomic<Bool>(false)
+        let attempts = Atomic<Int>(0)
+        let completed = Atomic<Int>(0)
+
+        init(port: Int) { self.port = port }
+
+        func run() {
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var source = sockaddr_in()
+            source.sin_family = sa_family_t(AF_INET)
+            source.sin_addr.s_addr = inet_addr("127.0.0.2")
+            while !stop.load(ordering: .relaxed) {
+                let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                guard descriptor >= 0 else { continue }
+                let bound = withUnsafePointer(to: &source) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                }
+                guard bound == 0 else {
+                    close(descriptor)
+                    continue
+                }
+                let result = withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                }
+                if result == 0 { completed.add(1, ordering: .relaxed) }
+                attempts.add(1, ordering: .relaxed)
+                close(descriptor)
+            }
+        }
+    }
+
+    /// A port of 127.0.0.1 nothing uses: one the system gives a socket that is closed at once
+    /// (bound, never listening: the port is free again as soon as it is closed).
+    static func freePort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(descriptor >= 0)
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
+        }
+        try #require(named)
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// The check binds and never listens: a client connecting over and over while
+    /// the check runs again and again is refused every time. (A check that listened,
+    /// even for a moment, completed connections that nothing then read or closed: a
+    /// health check sent as the daemon started waited for good.)
+    @Test(.timeLimit(.minutes(5))) func theCheckNeverTakesAConnection() async throws {
+        let port = try Self.freePort()
+        let connector = Connector(port: port)
+        let thread = Thread { connector.run() }
+        thread.start()
+        defer { connector.stop.store(true, ordering: .relaxed) }
+        // The client is under way before the checks start (a hang detector bounds the wait).
+        let clock = ContinuousClock()
+        let started = clock.now
+        while connector.attempts.load(ordering: .relaxed) == 0, clock.now - started < .seconds(60) { try await Task.sleep(for: .milliseconds(1)) }
+        let before = connector.attempts.load(ordering: .relaxed)
+        for _ in 0..<300 { try await ListenCheck.ensureFree(ListenAddress(host: "127.0.0.1", port: port), what: "--listen") }
+        let during = connector.attempts.load(ordering: .relaxed) - before
+        connector.stop.store(true, ordering: .relaxed)
+        #expect(during > 0, "the client ran while the checks did")
+        #expect(connector.completed.load(ordering: .relaxed) == 0, "connections completed during \(during) attempts")
+    }
+
+    /// Where another socket listens, the check names the address and the system's reason.
+    @Test func anAddressInUseIsNamed() async throws {
+        let listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(listener.localAddress?.port)
+        await #expect(throws: ConfigurationError.self) {
+            try await ListenCheck.ensureFree(ListenAddress(host: "127.0.0.1", port: port), what: "--listen")
+        }
+        do {
+            try await ListenCheck.ensureFree(ListenAddress(host: "127.0.0.1", port: port), what: "--listen")
+        } catch let error as ConfigurationError {
+            #expect(error.description == "cannot listen on 127.0.0.1:\(port) (--listen): Address already in use")
+        }
+        try await listener.close().get()
+    }
+}
