@@ -50,7 +50,9 @@ integration_key=$("$binary" integration add Fuzz --database "$work/fuzz.sqlite" 
   --rate-limit approvalsPerIntegration=1000000/1 --rate-limit enrollFailuresPerIP=1000000/60 2>"$work/daemon.log" &
 pid=$!
 deadline=$((SECONDS + 30))
-until curl --max-time 5 -fsS "$base/healthz" >/dev/null 2>&1; do
+until status=0; curl --max-time 10 -fsS "$base/healthz" >/dev/null 2>&1 || status=$?; [ "$status" -eq 0 ]; do
+  # Taken but not answered (28): a daemon that holds a connection it never serves; no retry hides it.
+  [ "$status" -ne 28 ] || { echo "fuzz: a connection to the starting daemon got no answer in 10 s" >&2; exit 1; }
   [ "$SECONDS" -lt "$deadline" ] || { echo "fuzz: the daemon did not answer /healthz within 30 s" >&2; exit 1; }
   sleep 0.1
 done
