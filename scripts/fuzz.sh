@@ -29,10 +29,12 @@ cleanup() {
     echo "fuzz: failed (exit $status); the daemon:" >&2
     bash scripts/hang-report.sh "$pid" "$work/daemon.log" >&2 || true
   fi
-  if [ -n "$pid" ]; then kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; fi
+  if [ -n "$pid" ]; then kill -9 "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
+# Stopped from outside (the CI step's time limit): the report above still runs.
+trap 'exit 143' TERM INT
 # Every request is bounded: a daemon that stops answering fails the run with a
 # report instead of holding it until the CI run's own limit.
 curl() { command curl --connect-timeout 10 --max-time 60 "$@"; }
@@ -42,7 +44,9 @@ printf 'correct horse battery\n' | "$binary" user add ana@example.com --database
 # An integration, so that the /v1 routes are reached with a valid key (device routes read X-API-Key first).
 integration_key=$("$binary" integration add Fuzz --database "$work/fuzz.sqlite" | sed -n 's/^API key: *//p')
 # Generous limits, so that the generated requests reach the handlers rather than 429.
-"$binary" serve --listen "127.0.0.1:$port" --metrics-listen off --database "$work/fuzz.sqlite" --bcrypt-cost 4 --log-level warning \
+# A session of its own: a signal to this script's process group (a time limit) leaves
+# the daemon as it is for the report; the cleanup stops it.
+setsid "$binary" serve --listen "127.0.0.1:$port" --metrics-listen off --database "$work/fuzz.sqlite" --bcrypt-cost 4 --log-level warning \
   --rate-limit statusPollsPerIP=1000000/1 --rate-limit resetInitiatePerIP=1000000/60 \
   --rate-limit resetInitiatePerEmail=1000000/60 --rate-limit loginFailuresPerIP=1000000/60 \
   --rate-limit loginFailuresPerEmail=1000000/60 --rate-limit respondPerDevice=1000000/60 \

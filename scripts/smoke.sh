@@ -23,6 +23,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+# Stopped from outside (the CI step's time limit): the report above still runs.
+trap 'exit 143' TERM INT
 
 db="$work/countersign.sqlite"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
@@ -36,7 +38,9 @@ json() { python3 -c "import json,sys; d=json.load(sys.stdin); print(d$1)"; }
 step() { printf '\n==> %s\n' "$*"; }
 
 start() {
-  "$bin" serve --database "$db" --listen "127.0.0.1:$port" --metrics-listen off 2>>"$work/daemon.log" &
+  # A session of its own: a signal to this script's process group (a time limit) leaves
+  # the daemon as it is for the report; the cleanup stops it.
+  setsid "$bin" serve --database "$db" --listen "127.0.0.1:$port" --metrics-listen off 2>>"$work/daemon.log" &
   pid=$!
   local deadline=$((SECONDS + 30)) status
   while [ "$SECONDS" -lt "$deadline" ]; do

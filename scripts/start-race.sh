@@ -12,8 +12,17 @@ starts=${2:-5}
 export COUNTERSIGN_BCRYPT_COST=6
 work=$(mktemp -d)
 pid=""
-cleanup() { if [ -n "$pid" ]; then kill -9 "$pid" 2>/dev/null || true; fi; rm -rf "$work"; }
+cleanup() {
+  local status=$?
+  if [ "$status" -ne 0 ]; then
+    echo "start-race: failed (exit $status); the daemon:" >&2
+    if [ -n "$pid" ]; then bash "$(dirname "$0")/hang-report.sh" "$pid" "$work/daemon.log" >&2 || true; else tail -20 "$work/daemon.log" >&2 || true; fi
+  fi
+  if [ -n "$pid" ]; then kill -9 "$pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
 trap cleanup EXIT
+trap 'exit 143' TERM INT
 
 unanswered=0
 for round in $(seq 1 "$starts"); do
@@ -31,18 +40,22 @@ for round in $(seq 1 "$starts"); do
         [ "$status" -eq 0 ] && exit 0
         [ "$status" -eq 28 ] && { echo unanswered; exit 0; }
       done
-      echo "never answered"
+      echo "no answer in 60 s"
     ) >"$work/client-$round-$client" &
     clients+=($!)
   done
-  "$bin" serve --database "$db" --listen "127.0.0.1:$port" --metrics-listen off 2>>"$work/daemon.log" &
+  setsid "$bin" serve --database "$db" --listen "127.0.0.1:$port" --metrics-listen off 2>>"$work/daemon.log" &
   pid=$!
   wait "${clients[@]}"
+  kill -0 "$pid" 2>/dev/null || { echo "start-race: the daemon exited during start $round" >&2; pid=""; exit 1; }
+  if grep -q . "$work"/client-"$round"-*; then
+    echo "start-race: start $round: $(cat "$work"/client-"$round"-* | sort | uniq -c | tr -s ' ' | paste -sd, -)" >&2
+    exit 1
+  fi
   kill -TERM "$pid"
+  for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && { echo "start-race: the daemon did not stop within 60 s of SIGTERM" >&2; exit 1; }
   wait "$pid" || { echo "start-race: the daemon did not stop cleanly" >&2; exit 1; }
   pid=""
-  count=$(cat "$work"/client-"$round"-* | grep -c . || true)
-  unanswered=$((unanswered + count))
 done
-echo "start-race: $starts starts, 20 clients each: $unanswered tries taken and never answered"
-[ "$unanswered" -eq 0 ]
+echo "start-race: $starts starts, 20 clients each: every try answered or refused"

@@ -29,12 +29,13 @@ public enum ListenCheck {
         throw ConfigurationError("cannot listen on \(address.host):\(address.port) (\(what)): \(reason)")
     }
 
-    /// Binds a TCP socket to `address` as the server will (`SO_REUSEADDR`, so that
-    /// connections of an earlier run still in TIME_WAIT do not count) and closes it;
-    /// `nil` when the bind worked, else the system's reason.
+    /// Binds a TCP socket to `address` as the server's socket will be bound
+    /// (`SO_REUSEADDR`, so that connections of an earlier run still in TIME_WAIT
+    /// do not count; an IPv6 address for both families, as NIO sets it) and closes
+    /// it; `nil` when the bind worked, else the system's reason.
     static func bindOnly(_ address: SocketAddress) -> String? {
         #if canImport(Glibc)
-        let stream = Int32(SOCK_STREAM.rawValue)
+        let stream = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
         #else
         let stream = SOCK_STREAM
         #endif
@@ -43,6 +44,10 @@ public enum ListenCheck {
         defer { close(descriptor) }
         var one: Int32 = 1
         setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        if address.protocol == .inet6 {
+            var zero: Int32 = 0
+            setsockopt(descriptor, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &zero, socklen_t(MemoryLayout<Int32>.size))
+        }
         let bound = address.withSockAddr { pointer, length in bind(descriptor, pointer, socklen_t(length)) }
         return bound == 0 ? nil : String(cString: strerror(errno))
     }
