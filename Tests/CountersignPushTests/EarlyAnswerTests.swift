@@ -33,7 +33,7 @@ import Testing
         try await Self.serve(server) { base, caFile, account in
             let client = try PushSetup.makeClient(caFile: caFile, connectTimeout: .seconds(60), readTimeout: .seconds(60))
             do {
-                let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
+                let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger, exchangeTimeout: .seconds(60))
                 var configuration = FCMSender.Configuration(endpoint: base)
                 // One try each: a stalled connection shows as a failed send. The
                 // wait is a hang detector, not a speed: on a busy machine a send
@@ -85,7 +85,7 @@ import Testing
         let logger = Logger(label: "stream-limit-test")
         try await Self.serve(server) { base, caFile, account in
             let client = try PushSetup.makeClient(caFile: caFile, connectTimeout: .seconds(60), readTimeout: .seconds(60))
-            let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
+            let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger, exchangeTimeout: .seconds(60))
             var configuration = FCMSender.Configuration(endpoint: base)
             configuration.maxAttempts = 1
             // A hang detector: a send queued on a busy machine is late, not lost.

@@ -3,6 +3,7 @@ import CountersignCore
 import FakeFCM
 import Foundation
 import Logging
+import NIOCore
 import Testing
 
 @testable import CountersignPush
@@ -316,8 +317,9 @@ import Testing
             var json = try JSONSerialization.jsonObject(with: try harness.fake.serviceAccountJSON(base: harness.base)) as! [String: Any]
             json["private_key"] = other.privateKeyPEM
             let account = try ServiceAccount.parse(try JSONSerialization.data(withJSONObject: json), source: "test")
-            let client = try PushSetup.makeClient(caFile: nil)
-            let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
+            // Hang detectors, as the harness's own client: under a loaded suite a connection took more than 10 s.
+            let client = try PushSetup.makeClient(caFile: nil, connectTimeout: .seconds(120), readTimeout: .seconds(120))
+            let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger, exchangeTimeout: .seconds(120))
             await #expect(throws: FCMFailure.self) { _ = try await tokens.token() }
             try await client.shutdown()
             #expect(harness.fake.rejections.contains { $0.contains("signature") })
