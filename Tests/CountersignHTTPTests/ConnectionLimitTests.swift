@@ -16,8 +16,9 @@ import Testing
     }
 
     /// A one-second header deadline, well inside the idle timeout.
+    /// An idle timeout far beyond the tests' waits: a close within them is the deadline's.
     static func oneSecondRequestDeadline(_ configuration: inout ServeConfiguration) {
-        configuration.idleTimeout = .seconds(30)
+        configuration.idleTimeout = .seconds(600)
         configuration.requestTimeout = .seconds(1)
     }
 
@@ -42,8 +43,8 @@ import Testing
         try await withTestDaemon(.socket, configure: Self.oneSecondRequestDeadline) { daemon in
             let slow = try RawConnection(port: try Self.port(daemon))
             slow.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
-            // Closed by the 1 s deadline, long before the 30 s idle timeout (the limit is a hang detector).
-            let closed = try #require(await slow.waitForClose(limit: .seconds(25)))
+            // Closed by the 1 s deadline, long before the 600 s idle timeout (the limit is a hang detector).
+            let closed = try #require(await slow.waitForClose(limit: .seconds(120)))
             #expect(!closed.text.contains("200"))
 
             // A connection with no bytes at all waits for the idle timeout, not the header deadline.
@@ -67,7 +68,7 @@ import Testing
                 try await Task.sleep(for: .milliseconds(100))
             }
             // Closed by the 1 s deadline; without it the connection would wait for the rest for good.
-            let closed = try #require(await slow.waitForClose(limit: .seconds(25)))
+            let closed = try #require(await slow.waitForClose(limit: .seconds(120)))
             #expect(!closed.text.contains("HTTP/1.1 4"))
         }
     }
@@ -87,7 +88,7 @@ import Testing
             // while the first one's deadline still ran (a busy server reads them in one go).
             connection.send(
                 "{}   POST /api/mobile/auth/login HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{")
-            #expect(await connection.waitForClose(limit: .seconds(25)) != nil)
+            #expect(await connection.waitForClose(limit: .seconds(120)) != nil)
         }
     }
 
@@ -111,7 +112,7 @@ import Testing
             // make it longer; it fails only if the deadline fires early.)
             let started = ContinuousClock.now
             connection.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
-            let closed = try #require(await connection.waitForClose(limit: .seconds(25)))
+            let closed = try #require(await connection.waitForClose(limit: .seconds(120)))
             #expect(ContinuousClock.now - started >= .milliseconds(950))
             #expect(!closed.text.contains("200"))
         }
