@@ -18,6 +18,8 @@ binary=${1:?usage: scripts/fuzz.sh BINARY [MAX_EXAMPLES]}
 examples=${2:-150}
 cd "$(dirname "$0")/.."
 command -v schemathesis >/dev/null || python3 -m pip install --quiet schemathesis
+# shellcheck source=scripts/daemon-lib.sh
+. scripts/daemon-lib.sh
 
 work=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -53,13 +55,7 @@ setsid "$binary" serve --listen "127.0.0.1:$port" --metrics-listen off --databas
   --rate-limit refreshKeyFailuresPerDevice=1000000/60 --rate-limit approvalsPerUser=1000000/60 \
   --rate-limit approvalsPerIntegration=1000000/1 --rate-limit enrollFailuresPerIP=1000000/60 2>"$work/daemon.log" &
 pid=$!
-deadline=$((SECONDS + 30))
-until status=0; curl --max-time 10 -fsS "$base/healthz" >/dev/null 2>&1 || status=$?; [ "$status" -eq 0 ]; do
-  # Taken but not answered (28): a daemon that holds a connection it never serves; no retry hides it.
-  [ "$status" -ne 28 ] || { echo "fuzz: a connection to the starting daemon got no answer in 10 s" >&2; exit 1; }
-  [ "$SECONDS" -lt "$deadline" ] || { echo "fuzz: the daemon did not answer /healthz within 30 s" >&2; exit 1; }
-  sleep 0.1
-done
+wait_until_answers "$base/healthz" 30 0.1 "$pid" || { echo "fuzz: the daemon did not start" >&2; exit 1; }
 key=$(curl -fsS -H 'Content-Type: application/json' \
   -d '{"email":"ana@example.com","password":"correct horse battery","deviceName":"Fuzz","platform":"iOS","fcmToken":"unknown"}' \
   "$base/api/mobile/auth/login" | python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"])')
@@ -78,9 +74,7 @@ health=$(curl -sS -o /dev/null -w '%{http_code}' "$base/healthz")
 [ "$health" = 200 ] || { echo "fuzz: /healthz answered $health after the run" >&2; exit 1; }
 echo "fuzz: the daemon stayed up (/healthz 200)"
 [ "$status" -eq 0 ] || { echo "fuzz: schemathesis found failures" >&2; exit 1; }
-kill -TERM "$pid"
-for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$pid" 2>/dev/null && { echo "fuzz: the daemon did not stop within 60 s of SIGTERM" >&2; exit 1; }
+stop_within "$pid" 60 || exit 1
 wait "$pid" || { echo "fuzz: the daemon did not stop cleanly" >&2; exit 1; }
 pid=""
 echo "fuzz: passed"

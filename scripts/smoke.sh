@@ -9,6 +9,9 @@ bin=${1:-.build/debug/countersign}
 [ -x "$bin" ] || { echo "smoke: no binary at $bin (run swift build first)" >&2; exit 2; }
 for tool in curl python3; do command -v "$tool" >/dev/null || { echo "smoke: $tool is required" >&2; exit 2; }; done
 
+# shellcheck source=scripts/daemon-lib.sh
+. "$(dirname "$0")/daemon-lib.sh"
+
 work=$(mktemp -d)
 pid=""
 # On a failure (a refused answer, or one that did not come in time), what the
@@ -42,17 +45,7 @@ start() {
   # the daemon as it is for the report; the cleanup stops it.
   setsid "$bin" serve --database "$db" --listen "127.0.0.1:$port" --metrics-listen off 2>>"$work/daemon.log" &
   pid=$!
-  local deadline=$((SECONDS + 30)) status
-  while [ "$SECONDS" -lt "$deadline" ]; do
-    status=0
-    curl --max-time 10 -fsS "$base/healthz" >/dev/null 2>&1 || status=$?
-    [ "$status" -eq 0 ] && return 0
-    # Refused: not listening yet. Taken but not answered (28): a daemon that
-    # holds a connection it never serves; no retry hides it.
-    [ "$status" -eq 28 ] && { echo "smoke: a connection to the starting daemon got no answer in 10 s" >&2; exit 1; }
-    sleep 0.1
-  done
-  echo "smoke: daemon did not answer /healthz within 30 s" >&2; exit 1
+  wait_until_answers "$base/healthz" 30 0.1 "$pid" || { echo "smoke: the daemon did not start" >&2; exit 1; }
 }
 
 step "countersign user add"
@@ -113,9 +106,7 @@ done
 echo "none found"
 
 step "countersign audit shows the flow"
-kill -TERM "$pid"
-for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$pid" 2>/dev/null && { echo "smoke: the daemon did not stop within 60 s of SIGTERM" >&2; exit 1; }
+stop_within "$pid" 60 || exit 1
 wait "$pid"; rc=$?; pid=""
 "$bin" audit --database "$db" --email ana@example.com | tee "$work/audit.txt"
 for kind in login_ok request_created approved completed login_failed; do

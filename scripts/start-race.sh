@@ -10,6 +10,8 @@ set -euo pipefail
 bin=${1:?usage: scripts/start-race.sh BINARY [STARTS]}
 starts=${2:-5}
 export COUNTERSIGN_BCRYPT_COST=6
+# shellcheck source=scripts/daemon-lib.sh
+. "$(dirname "$0")/daemon-lib.sh"
 work=$(mktemp -d)
 pid=""
 cleanup() {
@@ -24,24 +26,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' TERM INT
 
-unanswered=0
 for round in $(seq 1 "$starts"); do
   db="$work/$round.sqlite"
   printf 'correct horse battery\n' | "$bin" user add ana@example.com --database "$db" >/dev/null
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
   clients=()
   for client in $(seq 1 20); do
-    (
-      # Until answered (refused: not listening yet), 60 s in all.
-      deadline=$((SECONDS + 60))
-      while [ "$SECONDS" -lt "$deadline" ]; do
-        status=0
-        curl -s -o /dev/null --max-time 10 "http://127.0.0.1:$port/healthz" || status=$?
-        [ "$status" -eq 0 ] && exit 0
-        [ "$status" -eq 28 ] && { echo unanswered; exit 0; }
-      done
-      echo "no answer in 60 s"
-    ) >"$work/client-$round-$client" &
+    # Without a pause between tries (refused: not listening yet), 60 s in all; the reason of a failure in the file.
+    (wait_until_answers "http://127.0.0.1:$port/healthz" 60 0 || true) 2>"$work/client-$round-$client" &
     clients+=($!)
   done
   setsid "$bin" serve --database "$db" --listen "127.0.0.1:$port" --metrics-listen off 2>>"$work/daemon.log" &
@@ -52,9 +44,7 @@ for round in $(seq 1 "$starts"); do
     echo "start-race: start $round: $(cat "$work"/client-"$round"-* | sort | uniq -c | tr -s ' ' | paste -sd, -)" >&2
     exit 1
   fi
-  kill -TERM "$pid"
-  for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$pid" 2>/dev/null && { echo "start-race: the daemon did not stop within 60 s of SIGTERM" >&2; exit 1; }
+  stop_within "$pid" 60 || exit 1
   wait "$pid" || { echo "start-race: the daemon did not stop cleanly" >&2; exit 1; }
   pid=""
 done

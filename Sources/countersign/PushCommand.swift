@@ -29,13 +29,10 @@ struct PushCommand: AsyncParsableCommand {
         var token: String?
         @Option(help: ArgumentHelp("The app's bundle id, for the APNs check (APNs checks the key against it).", valueName: "bundle-id"))
         var apnsTopic: String?
-        @Option(help: ArgumentHelp("Seconds to wait for each of the provider's answers.", valueName: "seconds"))
-        var timeout: Int = 15
-
-        func validate() throws { try PushCheck.validate(timeout: timeout) }
+        @OptionGroup var wait: CheckTimeout
 
         func run() async throws {
-            try await PushCheck(push: push, config: config, token: token, apnsTopic: apnsTopic, timeout: timeout).run(only: provider)
+            try await PushCheck(push: push, config: config, token: token, apnsTopic: apnsTopic, timeout: wait.timeout).run(only: provider)
         }
     }
 }
@@ -53,18 +50,25 @@ struct FCMCommand: AsyncParsableCommand {
         @OptionGroup var push: PushOptions
         @Option(help: ArgumentHelp("A device's FCM registration token: send it a validate_only message (nothing is delivered).", valueName: "token"))
         var token: String?
-        @Option(help: ArgumentHelp("Seconds to wait for each of the provider's answers.", valueName: "seconds"))
-        var timeout: Int = 15
-
-        func validate() throws { try PushCheck.validate(timeout: timeout) }
+        @OptionGroup var wait: CheckTimeout
 
         func run() async throws {
-            try await PushCheck(push: push, config: config, token: token, apnsTopic: nil, timeout: timeout).run(only: .fcm)
+            try await PushCheck(push: push, config: config, token: token, apnsTopic: nil, timeout: wait.timeout).run(only: .fcm)
         }
     }
 }
 
 extension PushProvider: ExpressibleByArgument {}
+
+/// `--timeout` of the push checks.
+struct CheckTimeout: ParsableArguments {
+    @Option(help: ArgumentHelp("Seconds to wait for each of the provider's answers.", valueName: "seconds"))
+    var timeout: Int = 15
+
+    func validate() throws {
+        guard (1...600).contains(timeout) else { throw ValidationError("--timeout must be 1 to 600 seconds") }
+    }
+}
 
 struct PushCheck {
     let push: PushOptions
@@ -73,14 +77,11 @@ struct PushCheck {
     let apnsTopic: String?
     /// Seconds each connection, token exchange and send may take.
     let timeout: Int
-
-    static func validate(timeout: Int) throws {
-        guard (1...600).contains(timeout) else { throw ValidationError("--timeout must be 1 to 600 seconds") }
-    }
+    private var limit: TimeAmount { .seconds(Int64(timeout)) }
 
     /// A client whose connections and answers wait `timeout`.
     func makeClient(caFile: String?) throws -> HTTPClient {
-        try PushSetup.makeClient(caFile: caFile, connectTimeout: .seconds(Int64(timeout)), readTimeout: .seconds(Int64(timeout)))
+        try PushSetup.makeClient(caFile: caFile, connectTimeout: limit, readTimeout: limit)
     }
 
     func run(only: PushProvider?) async throws {
@@ -128,7 +129,7 @@ struct PushCheck {
         print("✓ service account: \(account)")
         let client = try makeClient(caFile: pushConfiguration.caFile)
         do {
-            let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger, exchangeTimeout: .seconds(Int64(timeout)))
+            let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger, exchangeTimeout: limit)
             _ = try await tokens.token()
             print("✓ access token obtained from \(account.tokenURI)")
             if let token {

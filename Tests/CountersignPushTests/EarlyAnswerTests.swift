@@ -31,9 +31,9 @@ import Testing
         let server = try EarlyAnswerServer()
         let logger = Logger(label: "early-answer-test")
         try await Self.serve(server) { base, caFile, account in
-            let client = try PushSetup.makeClient(caFile: caFile, connectTimeout: .seconds(60), readTimeout: .seconds(60))
+            let client = try PushSetup.patientClient(caFile: caFile)
             do {
-                let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger, exchangeTimeout: .seconds(60))
+                let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger, exchangeTimeout: hangDetector)
                 var configuration = FCMSender.Configuration(endpoint: base)
                 // One try each: a stalled connection shows as a failed send. The
                 // wait is a hang detector, not a speed: on a busy machine a send
@@ -41,7 +41,7 @@ import Testing
                 configuration.maxAttempts = 1
                 configuration.requestTimeout = 60
                 // `client`: AsyncHTTPClient; `frames`: HTTP2PushClient, as the daemon sends to FCM.
-                let streams = transport == .frames ? try HTTP2PushClient(endpoint: base, caFile: caFile, connectTimeout: .seconds(60)) : nil
+                let streams = transport == .frames ? try HTTP2PushClient(endpoint: base, caFile: caFile, connectTimeout: hangDetector) : nil
                 configuration.streams = streams
                 let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: configuration, deadTokens: nil)
                 // Well past swift-nio-http2's 200 resets per connection and 30 s, many in flight at once.
@@ -84,15 +84,15 @@ import Testing
         let server = try EarlyAnswerServer(maxConcurrentStreams: limit, answerDelay: .milliseconds(200))
         let logger = Logger(label: "stream-limit-test")
         try await Self.serve(server) { base, caFile, account in
-            let client = try PushSetup.makeClient(caFile: caFile, connectTimeout: .seconds(60), readTimeout: .seconds(60))
-            let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger, exchangeTimeout: .seconds(60))
+            let client = try PushSetup.patientClient(caFile: caFile)
+            let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger, exchangeTimeout: hangDetector)
             var configuration = FCMSender.Configuration(endpoint: base)
             configuration.maxAttempts = 1
             // A hang detector: a send queued on a busy machine is late, not lost.
             configuration.requestTimeout = 60
             configuration.sendsPerConnection = limit
             configuration.maximumConnections = 3
-            configuration.openConnection = { try PushSetup.makeClient(caFile: caFile, connectTimeout: .seconds(60), readTimeout: .seconds(60)) }
+            configuration.openConnection = { try PushSetup.patientClient(caFile: caFile) }
             let sender = FCMSender(account: account, tokens: tokens, client: client, configuration: configuration, deadTokens: nil)
             let total = 24
             let outcomes = await withTaskGroup(of: PushOutcome.self) { group in

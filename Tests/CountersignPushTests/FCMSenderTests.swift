@@ -318,8 +318,8 @@ import Testing
             json["private_key"] = other.privateKeyPEM
             let account = try ServiceAccount.parse(try JSONSerialization.data(withJSONObject: json), source: "test")
             // Hang detectors, as the harness's own client: under a loaded suite a connection took more than 10 s.
-            let client = try PushSetup.makeClient(caFile: nil, connectTimeout: .seconds(120), readTimeout: .seconds(120))
-            let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger, exchangeTimeout: .seconds(120))
+            let client = try PushSetup.patientClient(caFile: nil)
+            let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger, exchangeTimeout: hangDetector)
             await #expect(throws: FCMFailure.self) { _ = try await tokens.token() }
             try await client.shutdown()
             #expect(harness.fake.rejections.contains { $0.contains("signature") })

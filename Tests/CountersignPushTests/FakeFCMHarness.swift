@@ -9,6 +9,18 @@ import Synchronization
 import TestSupport
 import Testing
 
+/// How long the push tests' clients wait to connect, for an answer and for a token exchange:
+/// a hang detector, not a speed (the servers they reach share the loaded test process, and
+/// the daemon's 10-15 s ran out there).
+let hangDetector = TimeAmount.seconds(120)
+
+extension PushSetup {
+    /// A client made as the daemon's, whose waits are ``hangDetector``.
+    static func patientClient(caFile: String?) throws -> HTTPClient {
+        try makeClient(caFile: caFile, connectTimeout: hangDetector, readTimeout: hangDetector)
+    }
+}
+
 /// Runs a ``FakeFCM`` on 127.0.0.1 and an ``FCMSender`` pointed at it.
 struct FakeFCMHarness {
     let fake: FakeFCM
@@ -63,15 +75,15 @@ struct FakeFCMHarness {
             // The client's own connect and read timeouts (10 and 15 s) would undercut the 120 s below: under a
             // loaded suite a token exchange's answer came after 15 s, the send was tried again, and a test counting
             // exchanges saw one more.
-            let client = try PushSetup.makeClient(caFile: caFile, connectTimeout: .seconds(120), readTimeout: .seconds(120))
-            let streams = transport == .frames ? try HTTP2PushClient(endpoint: base, caFile: caFile, connectTimeout: .seconds(60)) : nil
+            let client = try PushSetup.patientClient(caFile: caFile)
+            let streams = transport == .frames ? try HTTP2PushClient(endpoint: base, caFile: caFile, connectTimeout: hangDetector) : nil
             let dead = DeadTokens()
             let clock = Clock()
             let result: Result<T, any Error>
             do {
                 // A hang detector too: under a loaded suite an exchange has outlasted the 15 s default and been made again.
                 let tokens = try await AccessTokenProvider(
-                    account: account, client: client, logger: logger, now: { clock.now }, exchangeTimeout: .seconds(120))
+                    account: account, client: client, logger: logger, now: { clock.now }, exchangeTimeout: hangDetector)
                 var configuration = settings
                 configuration.endpoint = base
                 configuration.streams = streams

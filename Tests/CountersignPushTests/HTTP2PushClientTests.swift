@@ -16,7 +16,7 @@ import Testing
     static func withSlowServer(_ body: (HTTP2PushClient, EarlyAnswerServer) async throws -> Void) async throws {
         let server = try EarlyAnswerServer(answerDelay: .seconds(30))
         try await EarlyAnswerTests.serve(server) { base, caFile, _ in
-            let client = try HTTP2PushClient(endpoint: base, caFile: caFile, connections: 1, connectTimeout: .seconds(60))
+            let client = try HTTP2PushClient(endpoint: base, caFile: caFile, connections: 1, connectTimeout: hangDetector)
             do {
                 try await body(client, server)
             } catch {
@@ -102,7 +102,7 @@ import Testing
     @Test(.timeLimit(.minutes(5))) func aMalformedAnswerFailsItsRequestOnly() async throws {
         let server = try EarlyAnswerServer(answerDelay: .milliseconds(500))
         try await EarlyAnswerTests.serve(server) { base, caFile, _ in
-            let client = try HTTP2PushClient(endpoint: base, caFile: caFile, connections: 1, connectTimeout: .seconds(60))
+            let client = try HTTP2PushClient(endpoint: base, caFile: caFile, connections: 1, connectTimeout: hangDetector)
             let others = (0..<8).map { _ in
                 Task { try await client.post(path: "/ok", headers: Self.headers, body: ByteBuffer(string: "{}"), timeout: .seconds(30)).status }
             }
@@ -120,7 +120,7 @@ import Testing
     @Test(.timeLimit(.minutes(2))) func answersBeyondTheConnectionWindowKeepFlowing() async throws {
         let server = try EarlyAnswerServer(padding: 16 * 1024)
         try await EarlyAnswerTests.serve(server) { base, caFile, _ in
-            let client = try HTTP2PushClient(endpoint: base, caFile: caFile, connections: 1, connectTimeout: .seconds(60))
+            let client = try HTTP2PushClient(endpoint: base, caFile: caFile, connections: 1, connectTimeout: hangDetector)
             let total = 1200  // about 20 MB of answers on one connection
             let answered = try await withThrowingTaskGroup(of: Int.self) { group in
                 var answered = 0
@@ -168,7 +168,7 @@ import Testing
         var tls = try certificate.serverConfiguration()
         tls.applicationProtocols = ["http/1.1"]
         try await HTTP1OnlyServer.serve(tls: tls) { base in
-            let client = try HTTP2PushClient(endpoint: base, caFile: caFile, connectTimeout: .seconds(60))
+            let client = try HTTP2PushClient(endpoint: base, caFile: caFile, connectTimeout: hangDetector)
             let failure = await #expect(throws: HTTP2PushClient.Failure.self) {
                 try await client.post(path: "/", headers: Self.headers, body: ByteBuffer(string: "{}"), timeout: .seconds(30))
             }
