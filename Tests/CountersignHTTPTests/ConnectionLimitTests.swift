@@ -149,6 +149,48 @@ import Testing
     }
 }
 
+/// The approvals API's long polls are held as the phone reset's are, capped per
+/// client address (a trusted proxy's clients each by their forwarded address),
+/// whatever integration asks.
+@Suite struct ApprovalsLongPollCapTests {
+    @Test func approvalsLongPollsAreCappedPerClientAddressNotPerIntegration() async throws {
+        try await withTestDaemon(
+            .socket,
+            configure: {
+                $0.longPollsPerAddress = 1
+                $0.trustedProxies = [IPNetwork("127.0.0.1/32")!]
+            }
+        ) { daemon in
+            let acme = try await daemon.addIntegration("Acme")
+            let other = try await daemon.addIntegration("Other")
+            #expect(try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email]).status == 201)
+            try await daemon.enroll(Fixture.email, integrationKey: acme.key)
+            let first = try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: V1Fixture.approval)
+            let second = try await daemon.v1(.POST, "/v1/approvals", key: other.key, json: V1Fixture.approval)
+            let acmes = try #require(first["approvalId"])
+            let others = try #require(second["approvalId"])
+            func poll(_ id: String, key: String, from address: String) async throws -> TestDaemon.Answer {
+                // The client's 25 s is below the 30 s asked for: an answer before it is the wake-up or the cap.
+                try await daemon.v1(.GET, "/v1/approvals/\(id)?wait=30", key: key, headers: [("X-Forwarded-For", address)], timeout: .seconds(25))
+            }
+            async let held = poll(acmes, key: acme.key, from: "198.51.100.1")
+            try await daemon.waitForLongPolls(1)
+            // Another integration from the same address: over that address's cap, answered at once.
+            let capped = try await poll(others, key: other.key, from: "198.51.100.1")
+            #expect(capped.status == 200)
+            #expect(capped["status"] == "pending")
+            // The same integration from other addresses: each has a cap of its own.
+            async let fromSecond = poll(acmes, key: acme.key, from: "198.51.100.2")
+            async let fromThird = poll(others, key: other.key, from: "198.51.100.3")
+            try await daemon.waitForLongPolls(3)
+            #expect(try await daemon.v1(.POST, "/v1/approvals/\(acmes)/cancel", key: acme.key).status == 200)
+            #expect(try await daemon.v1(.POST, "/v1/approvals/\(others)/cancel", key: other.key).status == 200)
+            let (one, two, three) = try await (held, fromSecond, fromThird)
+            #expect([one["status"], two["status"], three["status"]] == ["cancelled", "cancelled", "cancelled"])
+        }
+    }
+}
+
 /// trust.md, "Held resources follow their client".
 @Suite struct HungUpLongPollTests {
     /// Many polls from 127.0.0.1: no poll limit, and no per-address connection cap (it has its own test).

@@ -195,7 +195,9 @@ struct IntegrationApprovalsController: Sendable {
         let id = try context.parameters.require("approvalId")
         let wait = try request.longPollSeconds()
         let poll = StatusLongPoll(broker: broker, slots: longPolls)
-        switch try await poll.poll(id, integrationID: integration.id, seconds: wait, slot: "integration:" + integration.id) {
+        // Capped per client address, as the phone reset's status is: an integration's
+        // servers behind one address share its cap, whatever keys they hold.
+        switch try await poll.poll(id, integrationID: integration.id, seconds: wait, slot: context.clientKey) {
         case .parked: return LongPollHandOff.parkedResponse()
         case .waited(let found?): return try await answer(found: found).response(from: request, context: context)
         // Gone while waiting: the plain status, as without a wait.

@@ -66,7 +66,14 @@ struct RateLimitGuard: Sendable {
         case .refused(let retryAfter):
             metrics.rateLimited(name)
             // Durable before the answer: a `kill -9` may lose a summary's count, never the first event.
-            if let first { try? await auditStore.append([first]) }
+            if let first {
+                do {
+                    try await auditStore.append([first])
+                } catch {
+                    // Refused all the same: the limit holds when the trail cannot be written.
+                    context.logger.error("cannot write the audit event of a rate-limit refusal", metadata: ["error": "\(error)"])
+                }
+            }
             throw APIError(.tooManyRequests, "rate_limited", message, retryAfter: retryAfter)
         }
     }
