@@ -98,6 +98,11 @@ import Testing
         #expect(limits[.approvalsPerUser].limit == RateLimit(count: 10, window: 60))
         #expect(limits[.approvalsPerIntegration].limit == RateLimit(count: 100, window: 1))
         #expect(limits[.enrollFailuresPerIP].limit == RateLimit(count: 10, window: 900))
+        // trust.md and offline-codes.md.
+        #expect(limits[.enrollmentsPerIntegration].limit == RateLimit(count: 30, window: 600))
+        #expect(limits[.approvalsPerUserAllIntegrations].limit == RateLimit(count: 30, window: 60))
+        #expect(limits[.deviceKeyChangesPerDevice].limit == RateLimit(count: 5, window: 3600))
+        #expect(limits[.verifyCodePerIP].limit == RateLimit(count: 10, window: 900))
         let custom = LimitCounters([.statusPollsPerIP: RateLimit(count: 2, window: 5)])
         #expect(custom[.statusPollsPerIP].limit == RateLimit(count: 2, window: 5))
     }

@@ -116,8 +116,19 @@ import Testing
         ) { daemon in
             // 50 polls in one window: the daemon's clock does not move while they run.
             var refused = 0
-            for _ in 0..<50 where try await daemon.status("AAAAAAAAAAAAAAAAAAAAAA").status == 429 { refused += 1 }
+            var inTheTrailAtTheFirstRefusal: Int?
+            for _ in 0..<50 where try await daemon.status("AAAAAAAAAAAAAAAAAAAAAA").status == 429 {
+                refused += 1
+                if refused == 1 {
+                    // Durable before its answer (trust.md: a `kill -9` may lose a summary, never the first
+                    // event): in the store as soon as the 429 arrives, read once, without waiting.
+                    inTheTrailAtTheFirstRefusal = try await daemon.server.store.auditEvents(
+                        since: nil, email: nil, kind: .rateLimited, limit: 100
+                    ).count
+                }
+            }
             #expect(refused == 45)
+            #expect(inTheTrailAtTheFirstRefusal == 1)
             // The first refusal is in the trail while the window is still open (the clock has not moved).
             let first = try await daemon.waitForAudit(.rateLimited)
             #expect(first.count == 1)

@@ -466,7 +466,9 @@ import Testing
         }
     }
 
-    @Test func anEmailResetCancelsAnApprovedAndAPendingPhoneReset() async throws {
+    /// By the mailed code, the link's API or the link's page: each sets the password the same way.
+    @Test(arguments: ["code", "link", "page"])
+    func anEmailResetCancelsAnApprovedAndAPendingPhoneReset(by way: String) async throws {
         try await withMailDaemon { daemon, smtp in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             let (phone, _) = try await daemon.login(Fixture.email, password: Fixture.password)
@@ -481,7 +483,14 @@ import Testing
             // act: the email reset sets the password.
             #expect(try await daemon.emailInitiate(Fixture.email).status == 200)
             let mail = try #require(try await smtp.waitForMails(1).first)
-            #expect(try await daemon.emailVerify(Fixture.email, code: try #require(mail.code), newPassword: Fixture.newPassword).status == 200)
+            let verified =
+                switch way {
+                case "code": try await daemon.emailVerify(Fixture.email, code: try #require(mail.code), newPassword: Fixture.newPassword)
+                case "link": try await daemon.verifyLink(token: try #require(mail.token), newPassword: Fixture.newPassword)
+                default:
+                    try await daemon.submitResetPage(token: try #require(mail.token), password: Fixture.newPassword, confirm: Fixture.newPassword)
+                }
+            #expect(verified.status == 200)
 
             // check: the waiting poll hears `cancelled` at once, completing the approved one is 409 `cancelled`,
             // and the password is the email reset's.

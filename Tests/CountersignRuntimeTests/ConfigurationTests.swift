@@ -29,6 +29,12 @@ import Testing
         #expect(configuration.requestTimeout == .seconds(30))
         #expect(configuration.longPollsPerAddress == 1000)
         #expect(configuration.longPollsTotal == 100_000)
+        // trust.md: devices per user, connections per address, /metrics on loopback only.
+        #expect(configuration.maxDevicesPerUser == 20)
+        #expect(configuration.connectionsPerAddress == 64)
+        #expect(configuration.metricsListen == ListenAddress(host: "127.0.0.1", port: 9464))
+        let off = try ConfigurationLoader(flags: ["--metrics-listen": "off"], environment: [:], configFile: nil).serveConfiguration()
+        #expect(off.metricsListen == nil)
         let systemd = try ConfigurationLoader(flags: [:], environment: ["STATE_DIRECTORY": "/var/lib/countersign"], configFile: nil)
         #expect(try systemd.databasePath() == "/var/lib/countersign/countersign.sqlite")
     }
