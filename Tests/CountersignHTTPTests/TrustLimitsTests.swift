@@ -12,6 +12,28 @@ import Testing
 /// trust.md's bounds, each through HTTP: devices per user, codes and
 /// approvals per integration, key changes per device, links without `Host`.
 @Suite struct TrustLimitsTests {
+    /// A device an integration enrolled cannot approve a password reset until the
+    /// user signs in on it with their password (the same push token): then that
+    /// device, keeping its id, may, with the key the sign-in gave; the enrolled key is gone.
+    @Test func anEnrolledDeviceApprovesResetsOnlyOnceTheUserSignsInOnIt() async throws {
+        try await withTestDaemon { daemon in
+            let user = try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let acme = try await daemon.addIntegration("Acme")
+            #expect(try await daemon.server.store.grantUser(integrationID: acme.id, userID: user.id, at: Date()))
+            let enrolled = try await daemon.enroll(Fixture.email, integrationKey: acme.key, deviceName: "Tablet", fcmToken: "tablet-token")
+            let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            let refused = try await daemon.respond(id, apiKey: enrolled.apiKey, code: code)
+            #expect(refused.status == 403)
+            #expect(refused["error"] == "forbidden")
+
+            let (signedIn, deviceID) = try await daemon.login(Fixture.email, password: Fixture.password, device: "Tablet", fcmToken: "tablet-token")
+            #expect(deviceID == enrolled.deviceID)
+            #expect(try await daemon.respond(id, apiKey: enrolled.apiKey, code: code).status == 401)
+            #expect(try await daemon.respond(id, apiKey: signedIn, code: code).status == 200)
+            #expect(try await daemon.status(id)["status"] == "approved")
+        }
+    }
+
     @Test func aUsersDevicesAreBoundedAndTheRefusalSaysHowToMakeRoom() async throws {
         try await withTestDaemon(configure: { $0.maxDevicesPerUser = 2 }) { daemon in
             let user = try await daemon.createUser(Fixture.email, password: Fixture.password)
