@@ -501,6 +501,8 @@ import Testing
             #expect(try await daemon.status(approvedID)["status"] == "cancelled")
             #expect(try await daemon.canLogIn(Fixture.email, password: Fixture.newPassword))
             #expect(try await daemon.canLogIn(Fixture.email, password: "phone password one") == false)
+            // The user's devices stay signed in.
+            #expect(try await daemon.call(.GET, "/api/mobile/approvals/pending", apiKey: phone).status == 200)
             let trail = try await daemon.waitForAudit(.cancelled) { $0.count >= 2 }
             #expect(trail.filter { $0.detail == "password changed by email reset" }.count == 2)
         }
@@ -537,6 +539,8 @@ import Testing
             #expect(try await daemon.emailVerify(Fixture.email, code: try #require(mail.code), newPassword: Fixture.newPassword).status == 400)
             #expect(try await daemon.verifyLink(token: try #require(mail.token), newPassword: Fixture.newPassword).status == 400)
             #expect(try await daemon.canLogIn(Fixture.email, password: "phone password one"))
+            // The device that approved stays signed in.
+            #expect(try await daemon.call(.GET, "/api/mobile/approvals/pending", apiKey: phone).status == 200)
         }
     }
 }
