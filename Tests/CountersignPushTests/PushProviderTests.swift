@@ -3,7 +3,9 @@ import CountersignCore
 import Crypto
 import Foundation
 import JWTKit
+import Logging
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import CountersignPush
@@ -12,6 +14,19 @@ import Testing
 /// answers sorted as the contract says, RFC 8291 encryption and the
 /// provider tokens (APNs) and VAPID headers (Web Push).
 @Suite struct PushProviderTests {
+    /// trust.md: every file the daemon creates is its owner's alone. The VAPID key made on
+    /// first start is 0600 (here under the process's umask, 022 unless set tighter), and read back as made.
+    @Test func theVAPIDKeyIsCreatedForItsOwnerOnly() async throws {
+        try await withTemporaryFolder { folder in
+            let path = folder.url.appendingPathComponent("vapid.pem").path
+            let made = try VAPIDKeyFile.load(path: path, create: true, logger: Logger(label: "test"))
+            let mode = try #require(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
+            #expect(mode == 0o600, "mode \(String(mode, radix: 8))")
+            let again = try VAPIDKeyFile.load(path: path, create: true, logger: Logger(label: "test"))
+            #expect(again.publicKey.rawRepresentation == made.publicKey.rawRepresentation)
+        }
+    }
+
     static let now = Date(timeIntervalSince1970: 1_800_000_000)
     static let requestID = "AbCdEfGhIjKlMnOpQrStUv"
 
