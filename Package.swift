@@ -426,6 +426,7 @@ let package = Package(
                 "CountersignPush",
                 "CountersignHTTP",
                 "CountersignRuntime",
+                "CountersignServices",
                 "ServiceRunner",
                 "FakeFCM",
                 "CountersignMail",

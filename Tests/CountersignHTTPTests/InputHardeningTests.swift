@@ -1,13 +1,14 @@
 import AsyncHTTPClient
 import CountersignCore
-import CountersignHTTP
 import CountersignRuntime
+import CountersignServices
 import Foundation
 import NIOCore
 import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import CountersignHTTP
 @testable import DaemonTestSupport
 
 /// Small holes an attacker would try: control characters in passwords, bodies
@@ -82,6 +83,21 @@ import Testing
         #expect(ClientAddress.resolve(peer: "127.0.0.1", forwardedFor: ["[2001:db8::7]"], trusted: proxies) == "2001:db8::7")
         // Not an address with a port: still garbage.
         #expect(ClientAddress.resolve(peer: "127.0.0.1", forwardedFor: ["evil:80"], trusted: proxies) == "127.0.0.1")
+    }
+
+    /// trust.md: the connection cap counts an IPv6 peer by its /64, and a trusted proxy is not capped.
+    @Test func connectionsAreCappedPerIPv6Slash64() throws {
+        let connections = ConnectionsPerAddress(cap: 1, trusted: [IPNetwork("2001:db8:ffff::/48")!], metrics: AppMetrics())
+        let first = connections.admit(try SocketAddress(ipAddress: "2001:db8:1:2::1", port: 40000))
+        #expect(first.admitted && first.key == "2001:db8:1:2::/64")
+        // Another host of the same /64 is over the cap; one of the next /64 is not.
+        #expect(connections.admit(try SocketAddress(ipAddress: "2001:db8:1:2:ffff::9", port: 40001)).admitted == false)
+        #expect(connections.admit(try SocketAddress(ipAddress: "2001:db8:1:3::1", port: 40002)).admitted)
+        // Inside the trusted proxy's network: not counted.
+        for port in 40003..<40006 { #expect(connections.admit(try SocketAddress(ipAddress: "2001:db8:ffff::1", port: port)) == (true, nil)) }
+        // The first connection closes: its /64 has room again.
+        connections.release(try #require(first.key))
+        #expect(connections.admit(try SocketAddress(ipAddress: "2001:db8:1:2::7", port: 40006)).admitted)
     }
 
     @Test func ipv6ClientsCountByTheir64() async throws {
