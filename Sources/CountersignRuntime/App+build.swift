@@ -132,15 +132,17 @@ public func buildApplication(
         + (deliverers.isEmpty
             ? [] : [OutboxService(store: store, deliverers: deliverers, bell: bell, audit: audit, metrics: metrics, logger: logger)])
     let router = buildRouter(dependencies)
+    let connections = OpenConnections()
     var application = Application(
         router: router,
-        server: guardedHTTP1(dependencies),
+        server: guardedHTTP1(dependencies, router: router, open: connections),
         // Thousands of long polls may connect at once; with the default queue of
         // 256 a burst overflows it, and the kernel drops connections that then
         // retry a second later. The kernel caps it at net.core.somaxconn.
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "countersign", backlog: 4096),
         // `/metrics` answers until every background service has stopped: a last scrape sees their final counts.
-        services: clients + (metricsServer.map { [$0] } ?? []) + services,
+        // Last: it stops first after the server, and waits for the connections still answering.
+        services: clients + (metricsServer.map { [$0] } ?? []) + services + [ConnectionDrainService(connections: connections, logger: logger)],
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? 0
             logger.info("listening", metadata: ["address": "\(channel.localAddress?.description ?? "?")"])

@@ -1,9 +1,11 @@
 /// Long polling: a requester waits for its pending request to change.
 ///
-/// Each waiter is a continuation parked in ``LongPollWaiters``; whoever
-/// resumes it first takes it out, so it is resumed exactly once whichever of
-/// the five wake-ups comes first: a committed transition (`wake(id)`), its
-/// timer, the caller's cancellation, its client hanging up, or the server draining.
+/// Each waiter is parked in ``LongPollWaiters``: a suspended task's
+/// continuation, or the action of a connection that holds its poll without a
+/// task (``park(_:until:unlessChangedFrom:hangUp:then:)``). Whoever wakes it
+/// first takes it out, so it is woken exactly once whichever of the five
+/// wake-ups comes first: a committed transition (`wake(id)`), its timer, the
+/// caller's cancellation, its client hanging up, or the server draining.
 extension ApprovalBroker {
     /// Returns at once unless the request is pending; otherwise when it
     /// changes, when `timeout` passes, when the caller is cancelled, or when
@@ -106,9 +108,38 @@ extension ApprovalBroker {
         } else if live.hasMoved(id, pastVersion: version) {
             continuation.resume(returning: .changed)
         } else {
-            polls.park(continuation, id: id, number: number)
+            polls.park(.task(continuation), id: id, number: number)
             if live.readsThrough { recheckAfterParking(id, version) }
         }
+    }
+
+    /// Parks a long poll that no task waits for: `action` runs once, on the
+    /// broker (it must only hand its work on), with why the poll woke: when
+    /// request `id` changes, `deadline` passes, `hangUp` fires or the server
+    /// drains; at once if the request is no longer at `version`, the client
+    /// is gone or the server drains already. After ``LongPollWake/recheck``
+    /// the caller reads the request and parks again if it has not changed.
+    ///
+    /// What such a poll holds while it waits is this record and `action`'s
+    /// captures: no task, no suspended frames.
+    public func park(
+        _ id: String, until deadline: ContinuousClock.Instant, unlessChangedFrom version: Int, hangUp: (any HangUpSignal)?,
+        then action: @escaping @Sendable (LongPollWake) -> Void
+    ) {
+        if draining || hangUp?.hasHungUp == true { return action(.stopped) }
+        if live.hasMoved(id, pastVersion: version) { return action(.changed) }
+        let number = polls.newNumber()
+        schedule(WaiterTimeout(at: deadline, id: id, number: number))
+        // The hang-up's wake hops onto the actor, after this registration.
+        let hangUpAction = hangUp?.whenHungUp { [weak self] in
+            Task { await self?.wake(id, waiter: number) }
+        }
+        polls.park(
+            .action { why in
+                if let hangUpAction { hangUp?.forget(hangUpAction) }
+                action(why)
+            }, id: id, number: number)
+        if live.readsThrough { recheckAfterParking(id, version) }
     }
 
     /// On a shared database another node's notification may have arrived
@@ -178,12 +209,25 @@ extension ApprovalBroker {
     /// pending, at the only version a pending request has: any transition
     /// committed for it leaves that version.)
     func wake(_ id: String, _ why: LongPollWake = .changed) {
-        for continuation in polls.takeAll(id) { continuation.resume(returning: why) }
+        for waiter in polls.takeAll(id) { waiter.wake(why) }
     }
 
     /// Wakes one waiter (its timer fired, its caller was cancelled or its client hung up), if still parked.
     func wake(_ id: String, waiter number: Int) {
-        polls.take(id, number: number)?.resume(returning: .stopped)
+        polls.take(id, number: number)?.wake(.stopped)
+    }
+}
+
+/// A parked long poll: a suspended task, or a connection's action.
+enum LongPollWaiter: Sendable {
+    case task(CheckedContinuation<LongPollWake, Never>)
+    case action(@Sendable (LongPollWake) -> Void)
+
+    func wake(_ why: LongPollWake) {
+        switch self {
+        case .task(let continuation): continuation.resume(returning: why)
+        case .action(let action): action(why)
+        }
     }
 }
 

@@ -30,7 +30,7 @@ public actor ApprovalBroker {
     /// The live requests: held in memory, or read through on a shared database.
     let live: LiveRequests
     /// The long polls parked here, with their timeouts (see `ApprovalBroker+LongPoll.swift`).
-    var polls = LongPollWaiters<CheckedContinuation<LongPollWake, Never>>()
+    var polls = LongPollWaiters<LongPollWaiter>()
     /// The one task that sleeps until the soonest timeout.
     var timeoutTimer: (task: Task<Void, Never>, at: ContinuousClock.Instant)?
     /// Set on shutdown: every long poll is answered at once.

@@ -1,9 +1,11 @@
-import HTTPTypes
+import Foundation
 import Hummingbird
 import HummingbirdCore
 import Logging
 import NIOCore
+import NIOHTTP1
 import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
 
 /// HTTP/1.1 with the contract's connection limits: a connection with no
 /// request in flight for `idleTimeout` is closed (Hummingbird's own idle
@@ -11,23 +13,34 @@ import NIOHTTPTypes
 /// `requestTimeout` after its first byte is closed too, so a client trickling
 /// headers or a body (slowloris) cannot hold a connection.
 ///
-/// A long poll that must wait is parked on its connection (see
-/// `LongPollHandOff.swift`).
-struct GuardedHTTP1Channel: HTTPChannelHandler {
+/// A connection holds no task of its own. Hummingbird's own HTTP/1 channel
+/// runs each connection as one task, and a task keeps the deepest stack of
+/// async frames it ever ran (about 1 KiB per frame) for as long as it lives:
+/// 6.5 KiB of every open connection, idle or waiting. Here the pipeline is
+/// NIO's, and each request, once it has fully arrived, runs through the router
+/// in a short task of its own (``ConnectionResponder``); a long poll that must
+/// wait is parked with the broker as a small record (`LongPollHandOff.swift`).
+struct GuardedHTTP1Channel: ServerChildChannel {
     struct Value: ServerChildChannelValue {
-        let http: HTTP1Channel.Value
-        let hangUp: HangUpWatcher
-        var channel: any Channel { http.channel }
+        let channel: any Channel
     }
-    var responder: HTTPChannelHandler.Responder
-    let idleTimeout: TimeAmount
+    let responder: RouterResponder<AppRequestContext>
+    let idleTimeout: Duration
     let requestTimeout: TimeAmount
     let connections: ConnectionsPerAddress
+    let open: OpenConnections
+    let dates: HTTPDates
 
-    static func builder(idleTimeout: Duration, requestTimeout: Duration, connections: ConnectionsPerAddress) -> HTTPServerBuilder {
-        HTTPServerBuilder { responder in
+    static func builder(
+        responder: RouterResponder<AppRequestContext>, idleTimeout: Duration, requestTimeout: Duration, connections: ConnectionsPerAddress,
+        open: OpenConnections
+    ) -> HTTPServerBuilder {
+        // The application's own responder is not used: it writes through the
+        // async channel a connection here does not have. This one routes the same router.
+        HTTPServerBuilder { _ in
             GuardedHTTP1Channel(
-                responder: responder, idleTimeout: TimeAmount(idleTimeout), requestTimeout: TimeAmount(requestTimeout), connections: connections)
+                responder: responder, idleTimeout: idleTimeout, requestTimeout: TimeAmount(requestTimeout), connections: connections,
+                open: open, dates: HTTPDates())
         }
     }
 
@@ -42,38 +55,100 @@ struct GuardedHTTP1Channel: HTTPChannelHandler {
             let connections = connections
             channel.closeFuture.whenComplete { _ in connections.release(key) }
         }
-        let deadline = RequestDeadline()
-        let http1 = HTTP1Channel(
-            responder: responder,
-            configuration: .init(additionalChannelHandlers: [RequestWatcher(deadline: deadline, timeout: requestTimeout)], idleTimeout: idleTimeout))
-        let requestTimeout = requestTimeout
-        return http1.setup(channel: channel, logger: logger).flatMapThrowing { value in
+        open.track(channel)
+        return channel.eventLoop.makeCompletedFuture {
             let pipeline = channel.pipeline.syncOperations
             // A connection keeps its read buffer while it waits (NIO pools it); the
             // default starts at 2 KiB, where a request head is a few hundred bytes.
             // The buffer still grows, read by read, for larger requests.
             try channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: Self.readBuffers)
-            // First in the pipeline: it sees the raw bytes, before the HTTP decoder.
-            try pipeline.addHandler(ByteWatcher(deadline: deadline, timeout: requestTimeout), position: .first)
+            let deadline = RequestDeadline()
             let hangUp = HangUpWatcher()
-            try pipeline.addHandler(hangUp, position: .first)
-            // Between the connection's writer and the state handler, which so
-            // never sees the dropped answer of a parked long poll.
-            try pipeline.addHandler(ParkedAnswerFilter(), position: .after(try pipeline.handler(type: HTTPConnectionStateHandler.self)))
-            return Value(http: value, hangUp: hangUp)
+            // First: they see the raw bytes, before the HTTP decoder.
+            try pipeline.addHandler(hangUp)
+            try pipeline.addHandler(ByteWatcher(deadline: deadline, timeout: requestTimeout))
+            // One request at a time: the next one pipelined behind it is read
+            // once this one's answer has ended. A malformed request is answered
+            // 400 and the connection closed.
+            try pipeline.configureHTTPServerPipeline(
+                withPipeliningAssistance: true, withErrorHandling: true, withOutboundHeaderValidation: false)
+            try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+            try pipeline.addHandler(RequestWatcher(deadline: deadline, timeout: requestTimeout))
+            try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
+            try pipeline.addHandler(
+                RequestCollector(
+                    responder: ConnectionResponder(responder: responder, channel: channel, hangUp: hangUp, logger: logger, dates: dates)))
+            return Value(channel: channel)
         }
     }
 
     static let readBuffers = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65536)
 
-    func handle(value: Value, logger: Logger) async {
-        // Hummingbird's own loop, with a responder that parks long polls: it
-        // writes their answers after the wait through the connection's writer,
-        // lent by this outer scope (Hummingbird's loop opens the same scope again).
-        try? await value.http.executeThenClose { _, outbound in
-            var connection = self
-            connection.responder = LongPollResponder(responder: responder, outbound: outbound, hangUp: value.hangUp).respond
-            await connection.handleHTTP(asyncChannel: value.http, logger: logger)
+    /// Nothing: the connection's requests run from its pipeline.
+    func handle(value: Value, logger: Logger) async {}
+}
+
+/// Gathers each request (head and body) and hands it, whole, to the
+/// connection's responder; closes the connection after an answer when the
+/// client asked (`Connection: close`) or closed its side.
+final class RequestCollector: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    private let responder: ConnectionResponder
+    private var head: HTTPRequest?
+    private var body: ByteBuffer?
+    /// A request's answer has not ended yet.
+    private var answering = false
+    private var closeAfterAnswer = false
+
+    init(responder: ConnectionResponder) {
+        self.responder = responder
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+            body = nil
+        case .body(var part):
+            // At most one byte past the limit is kept: the route refuses the
+            // body (413); the rest arrives within the request deadline and is dropped.
+            let room = APILimits.maxBodyBytes + 1 - (body?.readableBytes ?? 0)
+            if room > 0, let kept = part.readSlice(length: min(room, part.readableBytes)) {
+                body.setOrWriteImmutableBuffer(kept)
+            }
+        case .end:
+            guard let head = head.take() else { return }
+            answering = true
+            if head.headerFields[.connection].map(Self.asksToClose) == true { closeAfterAnswer = true }
+            responder.start(Request(head: head, body: RequestBody(buffer: body.take() ?? ByteBuffer())))
         }
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard case .end = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
+        answering = false
+        guard closeAfterAnswer else { return context.write(data, promise: promise) }
+        context.writeAndFlush(data, promise: promise)
+        context.close(promise: nil)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            // The client will send nothing more: close once the answer in flight is written.
+            if answering { closeAfterAnswer = true } else { context.close(promise: nil) }
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A malformed request (answered 400 before this handler) or a failed read: the connection ends.
+        context.close(promise: nil)
+    }
+
+    static func asksToClose(_ connection: String) -> Bool {
+        connection.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == "close" }
     }
 }

@@ -4,12 +4,14 @@ import Hummingbird
 import HummingbirdCore
 
 /// HTTP/1.1 with the contract's connection limits (idle and request
-/// deadlines, open connections per address) for the public listener.
-public func guardedHTTP1(_ dependencies: AppDependencies) -> HTTPServerBuilder {
+/// deadlines, open connections per address) for the public listener, routing
+/// with `router`. `open` counts its connections, for shutdown to wait on.
+public func guardedHTTP1(_ dependencies: AppDependencies, router: Router<AppRequestContext>, open: OpenConnections) -> HTTPServerBuilder {
     GuardedHTTP1Channel.builder(
-        idleTimeout: dependencies.idleTimeout, requestTimeout: dependencies.requestTimeout,
+        responder: router.buildResponder(), idleTimeout: dependencies.idleTimeout, requestTimeout: dependencies.requestTimeout,
         connections: ConnectionsPerAddress(
-            cap: dependencies.connectionsPerAddress, trusted: dependencies.trustedProxies, metrics: dependencies.metrics))
+            cap: dependencies.connectionsPerAddress, trusted: dependencies.trustedProxies, metrics: dependencies.metrics),
+        open: open)
 }
 
 /// Every route of the API, behind the middleware chain.

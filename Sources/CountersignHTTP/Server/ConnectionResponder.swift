@@ -1,0 +1,173 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTPTypes
+import Synchronization
+
+/// Answers the requests of one connection (``GuardedHTTP1Channel``), each in
+/// a short task of its own: through the router, as Hummingbird's application
+/// does (a request id in the logger, an error the routes did not turn into an
+/// answer becomes a bare 500, `Date` and `Server` on every answer).
+///
+/// A request that may be a long poll (a `wait` in its query) runs the route
+/// once to check the caller, the rate limit and the request. A poll that must
+/// wait hands its wait on (``LongPollHandOff``) and is parked with the broker
+/// (``ParkedLongPoll``); the route's first answer is not written. When the
+/// wait ends, the route runs once more, in another short task, for the answer.
+struct ConnectionResponder: Sendable {
+    let responder: RouterResponder<AppRequestContext>
+    let channel: any Channel
+    let hangUp: HangUpWatcher
+    let logger: Logger
+    let dates: HTTPDates
+
+    /// Answers `request` in a task of its own.
+    func start(_ request: Request) {
+        Task { await run(request) }
+    }
+
+    private func run(_ request: Request) async {
+        guard request.uri.query?.contains("wait=") == true else { return await write(respond(to: request)) }
+        let askedAt = ContinuousClock.now
+        let handOff = LongPollHandOff()
+        let response = await LongPollRun.$current.withValue(.asking(handOff)) { await respond(to: request) }
+        guard let parked = handOff.take() else { return await write(response) }
+        let connection = self
+        await parked.start(hangUp: hangUp) {
+            Task { await connection.answer(request, askedAt: askedAt) }
+        }
+    }
+
+    /// The answer of a long poll once its wait is over.
+    private func answer(_ request: Request, askedAt: ContinuousClock.Instant) async {
+        // Nobody to answer: no work for a poll whose client is gone (it has no access-log line).
+        guard channel.isActive else { return }
+        await write(LongPollRun.$current.withValue(.answering(askedAt: askedAt)) { await respond(to: request) })
+    }
+
+    private func respond(to request: Request) async -> Response {
+        var logger = logger
+        logger[metadataKey: "hb.request.id"] = .stringConvertible(RequestID())
+        let context = AppRequestContext(source: .init(channel: channel, logger: logger))
+        var response: Response
+        do {
+            response = try await responder.respond(to: request, context: context)
+        } catch {
+            logger.debug("Unrecognised Error", metadata: ["error.type": "\(error)"])
+            response = Response(status: .internalServerError)
+        }
+        response.headers[.date] = dates.now
+        response.headers[.server] = "countersign"
+        return response
+    }
+
+    private func write(_ response: consuming Response) async {
+        let head = response.head
+        let body = response.body
+        do {
+            try await body.write(ChannelResponseWriter(channel: channel, head: head))
+        } catch {
+            // The connection went away under the answer, or the body failed half-written: nothing more can go out.
+            logger.trace("Failed to write an answer", metadata: ["error": "\(error)"])
+            try? await channel.close()
+        }
+    }
+}
+
+/// Writes an answer to its connection: the head with the first part of the
+/// body, and the end with the last, so that an answer of one buffer takes one
+/// hop onto the connection's event loop and one flush.
+struct ChannelResponseWriter: ResponseBodyWriter {
+    let channel: any Channel
+    private var head: HTTPResponse?
+    private var pending: [HTTPResponsePart] = []
+    private var pendingBytes = 0
+
+    init(channel: any Channel, head: HTTPResponse) {
+        self.channel = channel
+        self.head = head
+    }
+
+    mutating func write(_ buffer: ByteBuffer) async throws {
+        pending.append(.body(buffer))
+        pendingBytes += buffer.readableBytes
+        // A long body streams out rather than gathering here.
+        if pendingBytes >= 65536 { try await flush() }
+    }
+
+    consuming func finish(_ trailingHeaders: HTTPFields?) async throws {
+        pending.append(.end(trailingHeaders))
+        try await flush()
+    }
+
+    private mutating func flush() async throws {
+        let parts = (head.take().map { [HTTPResponsePart.head($0)] } ?? []) + pending
+        pending = []
+        pendingBytes = 0
+        let channel = channel
+        try await channel.eventLoop.flatSubmit {
+            for part in parts.dropLast() { channel.write(NIOAny(part), promise: nil) }
+            return channel.writeAndFlush(NIOAny(parts[parts.count - 1]))
+        }.get()
+    }
+}
+
+/// The `Date` of answers (IMF-fixdate, RFC 9110 §5.6.7), formatted once a second.
+final class HTTPDates: Sendable {
+    private let cached = Mutex<(second: Int, text: String)>((-1, ""))
+    private static let style = Date.VerbatimFormatStyle(
+        format:
+            "\(weekday: .abbreviated), \(day: .twoDigits) \(month: .abbreviated) \(year: .padded(4)) \(hour: .twoDigits(clock: .twentyFourHour, hourCycle: .zeroBased)):\(minute: .twoDigits):\(second: .twoDigits) GMT",
+        locale: Locale(identifier: "en_US_POSIX"), timeZone: .gmt, calendar: Calendar(identifier: .gregorian))
+
+    var now: String {
+        let date = Date()
+        let second = Int(date.timeIntervalSince1970)
+        return cached.withLock { cached in
+            if cached.second != second { cached = (second, Self.style.format(date)) }
+            return cached.text
+        }
+    }
+}
+
+/// The public listener's open connections, so that shutdown waits for them:
+/// a connection holds no task the server would wait for (``GuardedHTTP1Channel``).
+public final class OpenConnections: Sendable {
+    private struct State {
+        var open = 0
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Mutex(State())
+
+    public init() {}
+
+    func track(_ channel: any Channel) {
+        state.withLock { $0.open += 1 }
+        channel.closeFuture.whenComplete { [self] _ in
+            let waiting = state.withLock { state in
+                state.open -= 1
+                guard state.open == 0 else { return [CheckedContinuation<Void, Never>]() }
+                defer { state.waiting = [] }
+                return state.waiting
+            }
+            for continuation in waiting { continuation.resume() }
+        }
+    }
+
+    public var count: Int { state.withLock { $0.open } }
+
+    /// Returns once no connection is open.
+    public func allClosed() async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state in
+                if state.open == 0 { return true }
+                state.waiting.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+}
