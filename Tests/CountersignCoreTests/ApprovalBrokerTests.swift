@@ -249,6 +249,105 @@ import Testing
         }
     }
 
+    /// A long poll held without a task (``ApprovalBroker/park(_:until:unlessChangedFrom:hangUp:then:)``,
+    /// as a connection holds one) hears each of its wake-ups once: the
+    /// transition, its timeout, its client hanging up (whose action is then
+    /// dropped), the server draining; and at once when the request moved on
+    /// before it parked or the server drains already.
+    @Test(.timeLimit(.minutes(5)), arguments: Backend.available) func aLongPollHeldWithoutATaskIsWokenOnceByEachWakeUp(
+        backend: Backend
+    ) async throws {
+        try await Self.withHarness(backend) { harness in
+            let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
+            let broker = try await harness.broker()
+            let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
+            let version = try #require(try await broker.status(of: request.id)).version
+            let (wakes, heard) = AsyncStream.makeStream(of: (String, LongPollWake).self)
+            func park(
+                _ name: String, until deadline: ContinuousClock.Instant = .now.advanced(by: .seconds(3600)), hangUp: TestHangUp? = nil
+            )
+                async
+            {
+                await broker.park(request.id, until: deadline, unlessChangedFrom: version, hangUp: hangUp) { heard.yield((name, $0)) }
+            }
+            var iterator = wakes.makeAsyncIterator()
+
+            // Its timeout: an instant already past is due when the timer runs.
+            await park("timed out", until: .now)
+            #expect(await iterator.next().map { "\($0.0) \($0.1)" } == "timed out stopped")
+
+            // Its client hanging up.
+            let hangUp = TestHangUp()
+            await park("hung up", hangUp: hangUp)
+            hangUp.fire()
+            #expect(await iterator.next().map { "\($0.0) \($0.1)" } == "hung up stopped")
+
+            // The transition wakes every poll of the request, each once; the
+            // action a poll left with its connection's hang-up is dropped.
+            let connection = TestHangUp()
+            await park("first", hangUp: connection)
+            await park("second")
+            #expect(await broker.polls.waiting(on: request.id) == 2)
+            #expect(connection.registered == 1)
+            _ = try await broker.respond(to: request.id, userID: user.id, deviceID: "d", decision: .approve, numberCode: code)
+            let changed = [await iterator.next(), await iterator.next()].compactMap { $0 }.map { "\($0.0) \($0.1)" }.sorted()
+            #expect(changed == ["first changed", "second changed"])
+            #expect(await broker.polls.count == 0)
+            #expect(connection.registered == 0)
+
+            // Parked after the request moved on: at once.
+            await park("late")
+            #expect(await iterator.next().map { "\($0.0) \($0.1)" } == "late changed")
+
+            // Draining: a poll parked on a pending request is answered, and a later one at once.
+            let (pending, _) = try await broker.initiate(email: Self.email, newPasswordHash: "newer", requester: Self.requester)
+            let pendingVersion = try #require(try await broker.status(of: pending.id)).version
+            await broker.park(pending.id, until: .now.advanced(by: .seconds(3600)), unlessChangedFrom: pendingVersion, hangUp: nil) {
+                heard.yield(("drained", $0))
+            }
+            await broker.drain()
+            #expect(await iterator.next().map { "\($0.0) \($0.1)" } == "drained stopped")
+            await broker.park(pending.id, until: .now.advanced(by: .seconds(3600)), unlessChangedFrom: pendingVersion, hangUp: nil) {
+                heard.yield(("after drain", $0))
+            }
+            #expect(await iterator.next().map { "\($0.0) \($0.1)" } == "after drain stopped")
+
+            // Nothing woke twice: the next thing heard is the end.
+            heard.finish()
+            #expect(await iterator.next() == nil)
+        }
+    }
+
+    /// A client connection's hang-up, fired by hand.
+    final class TestHangUp: HangUpSignal {
+        private let state = Mutex((hungUp: false, next: 0, actions: [Int: @Sendable () -> Void]()))
+        var hasHungUp: Bool { state.withLock { $0.hungUp } }
+        var registered: Int { state.withLock { $0.actions.count } }
+
+        func whenHungUp(_ action: @escaping @Sendable () -> Void) -> Int {
+            let (number, now) = state.withLock { state in
+                defer { state.next += 1 }
+                if !state.hungUp { state.actions[state.next] = action }
+                return (state.next, state.hungUp)
+            }
+            if now { action() }
+            return number
+        }
+
+        func forget(_ number: Int) {
+            _ = state.withLock { $0.actions.removeValue(forKey: number) }
+        }
+
+        func fire() {
+            let actions = state.withLock { state in
+                state.hungUp = true
+                defer { state.actions = [:] }
+                return Array(state.actions.values)
+            }
+            for action in actions { action() }
+        }
+    }
+
     @Test(.timeLimit(.minutes(5)), arguments: Backend.available) func aNewRequestSupersedesThePendingOneAndWakesItsLongPoll(
         backend: Backend
     ) async throws {

@@ -8,8 +8,8 @@ import Testing
 
 @testable import DaemonTestSupport
 
-/// A long poll that must wait is parked on its connection, with its route
-/// returned: what a client sees must be what it saw when the route waited.
+/// A long poll that must wait is parked with the broker, with its route
+/// returned and no task held: what a client sees must be what it saw when the route waited.
 @Suite struct ParkedLongPollTests {
     /// One answer per poll, the real one, in order: a request pipelined behind
     /// a parked poll is answered after it, on the same connection, and the

@@ -33,6 +33,11 @@ final class RawConnection {
         _ = bytes.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     }
 
+    /// Closes the sending side: the server reads the end of the stream, and may still answer.
+    func closeWriting() {
+        shutdown(descriptor, Int32(SHUT_WR))
+    }
+
     /// Reads until the server closes the connection; returns what it sent and
     /// how long the close took, or `nil` if the connection is still open after `limit`.
     /// The blocking reads run on a thread of their own: the daemon under test

@@ -98,20 +98,32 @@ struct ChannelResponseWriter: ResponseBodyWriter {
         if pendingBytes >= 65536 { try await flush() }
     }
 
+    /// Not awaited: the answer's task ends once its last parts are handed to
+    /// the event loop (a failed write closes the connection there).
     consuming func finish(_ trailingHeaders: HTTPFields?) async throws {
         pending.append(.end(trailingHeaders))
-        try await flush()
+        let (channel, parts) = (channel, takeParts())
+        channel.eventLoop.execute { Self.write(parts, to: channel, promise: nil) }
     }
 
     private mutating func flush() async throws {
-        let parts = (head.take().map { [HTTPResponsePart.head($0)] } ?? []) + pending
-        pending = []
-        pendingBytes = 0
-        let channel = channel
-        try await channel.eventLoop.flatSubmit {
-            for part in parts.dropLast() { channel.write(NIOAny(part), promise: nil) }
-            return channel.writeAndFlush(NIOAny(parts[parts.count - 1]))
-        }.get()
+        let (channel, parts) = (channel, takeParts())
+        let written = channel.eventLoop.makePromise(of: Void.self)
+        channel.eventLoop.execute { Self.write(parts, to: channel, promise: written) }
+        try await written.futureResult.get()
+    }
+
+    private mutating func takeParts() -> [HTTPResponsePart] {
+        defer {
+            pending = []
+            pendingBytes = 0
+        }
+        return (head.take().map { [HTTPResponsePart.head($0)] } ?? []) + pending
+    }
+
+    private static func write(_ parts: [HTTPResponsePart], to channel: any Channel, promise: EventLoopPromise<Void>?) {
+        for part in parts.dropLast() { channel.write(NIOAny(part), promise: nil) }
+        channel.writeAndFlush(NIOAny(parts[parts.count - 1]), promise: promise)
     }
 }
 
@@ -158,6 +170,9 @@ public final class OpenConnections: Sendable {
     }
 
     public var count: Int { state.withLock { $0.open } }
+
+    /// Callers of ``allClosed()`` waiting now.
+    var waiting: Int { state.withLock { $0.waiting.count } }
 
     /// Returns once no connection is open.
     public func allClosed() async {
