@@ -466,6 +466,8 @@ def held_polls(args, held, served_first):
                 s.settimeout(30)
                 answer = s.recv(4096)
                 assert b'"pending"' in answer, answer[:200]
+            time.sleep(1)
+            log(f"longpoll: RSS with {held:,} connections open, each after its plain poll: {daemon.rss_kib() / 1024:.0f} MiB")
             for index, s in enumerate(sockets):
                 s.sendall(poll(index).encode())
         else:

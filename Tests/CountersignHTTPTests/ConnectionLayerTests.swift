@@ -58,6 +58,64 @@ import Testing
         }
     }
 
+    /// A client that asks to be told before it sends its body (`Expect:
+    /// 100-continue`) is told; one that declares a body over the limit is
+    /// refused from its head, without waiting for the body.
+    @Test func aBodyIsAskedForOrRefusedFromItsHead() async throws {
+        try await withTestDaemon(.socket) { daemon in
+            let port = try ConnectionLimitTests.port(daemon)
+            let body = #"{"email":"nobody@example.com","password":"wrong-password"}"#
+            let asking = try RawConnection(port: port)
+            asking.send(
+                "POST /api/mobile/auth/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: \(body.utf8.count)\r\nExpect: 100-continue\r\n\r\n")
+            let goOn = await asking.read(until: { $0.contains("\r\n\r\n") }, limit: .seconds(25))
+            #expect(goOn.hasPrefix("HTTP/1.1 100"), "\(goOn)")
+            asking.send(body)
+            // The route read the body: it names the field the body lacks.
+            let answer = await asking.read(until: { $0.contains("}") }, limit: .seconds(25))
+            #expect(answer.contains("HTTP/1.1 400") && answer.contains("deviceName"), "\(answer)")
+
+            let large = try RawConnection(port: port)
+            large.send(
+                "POST /api/mobile/auth/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: \(APILimits.maxBodyBytes + 1)\r\n\r\n")
+            let refused = await large.read(until: { $0.contains("}") }, limit: .seconds(25))
+            #expect(refused.hasPrefix("HTTP/1.1 413"), "\(refused)")
+            #expect(refused.contains("payload_too_large"))
+        }
+    }
+
+    /// A request that asks the server to close is the last one run: one
+    /// pipelined behind it is not answered (HTTP's parser takes bytes after
+    /// `Connection: close` for an error, which may add a bare 400 before the close).
+    @Test func nothingIsAnsweredAfterConnectionClose() async throws {
+        try await withTestDaemon(.socket) { daemon in
+            let connection = try RawConnection(port: try ConnectionLimitTests.port(daemon))
+            connection.send(
+                "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+                    + "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            let text = try #require(await connection.waitForClose(limit: .seconds(25)), "still open").text
+            #expect(text.components(separatedBy: "HTTP/1.1 200").count == 2, "one answer: \(text)")
+        }
+    }
+
+    /// A caller cancelled while it waits for the connections to close returns:
+    /// shutdown's bound on that wait holds.
+    @Test(.timeLimit(.minutes(1))) func aCancelledWaitForTheConnectionsReturns() async throws {
+        let connections = OpenConnections()
+        let open = NIOAsyncTestingChannel()
+        try await open.connect(to: try SocketAddress(ipAddress: "127.0.0.1", port: 9))
+        connections.track(open)
+        let waiting = Task { await connections.allClosed() }
+        while connections.waiting == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        waiting.cancel()
+        await waiting.value
+        #expect(connections.count == 1)
+        #expect(connections.waiting == 0)
+        try await open.close()
+    }
+
     /// Shutdown waits for the listener's connections: ``OpenConnections/allClosed()``
     /// returns only once the last one has closed.
     @Test(.timeLimit(.minutes(1))) func shutdownWaitsForTheLastConnection() async throws {

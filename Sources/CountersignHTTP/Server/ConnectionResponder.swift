@@ -150,7 +150,8 @@ final class HTTPDates: Sendable {
 public final class OpenConnections: Sendable {
     private struct State {
         var open = 0
-        var waiting: [CheckedContinuation<Void, Never>] = []
+        var nextWaiter = 0
+        var waiting: [Int: CheckedContinuation<Void, Never>] = [:]
     }
     private let state = Mutex(State())
 
@@ -162,8 +163,8 @@ public final class OpenConnections: Sendable {
             let waiting = state.withLock { state in
                 state.open -= 1
                 guard state.open == 0 else { return [CheckedContinuation<Void, Never>]() }
-                defer { state.waiting = [] }
-                return state.waiting
+                defer { state.waiting = [:] }
+                return Array(state.waiting.values)
             }
             for continuation in waiting { continuation.resume() }
         }
@@ -174,15 +175,23 @@ public final class OpenConnections: Sendable {
     /// Callers of ``allClosed()`` waiting now.
     var waiting: Int { state.withLock { $0.waiting.count } }
 
-    /// Returns once no connection is open.
+    /// Returns once no connection is open, or the caller is cancelled.
     public func allClosed() async {
-        await withCheckedContinuation { continuation in
-            let now = state.withLock { state in
-                if state.open == 0 { return true }
-                state.waiting.append(continuation)
-                return false
+        let number = state.withLock { state in
+            defer { state.nextWaiter += 1 }
+            return state.nextWaiter
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let now = state.withLock { state in
+                    if state.open == 0 || Task.isCancelled { return true }
+                    state.waiting[number] = continuation
+                    return false
+                }
+                if now { continuation.resume() }
             }
-            if now { continuation.resume() }
+        } onCancel: {
+            state.withLock { $0.waiting.removeValue(forKey: number) }?.resume()
         }
     }
 }

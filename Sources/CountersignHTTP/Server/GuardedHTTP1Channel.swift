@@ -64,16 +64,23 @@ struct GuardedHTTP1Channel: ServerChildChannel {
             try channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: Self.readBuffers)
             let deadline = RequestDeadline()
             let hangUp = HangUpWatcher()
-            // First: they see the raw bytes, before the HTTP decoder.
+            // First: reading stops while the client does not read its answers
+            // (the connection is not writable), so a client pipelining requests
+            // it never reads the answers of cannot pile them up here.
+            try pipeline.addHandler(BackPressureHandler())
+            // They see the raw bytes, before the HTTP decoder.
             try pipeline.addHandler(hangUp)
             try pipeline.addHandler(ByteWatcher(deadline: deadline, timeout: requestTimeout))
             // One request at a time: the next one pipelined behind it is read
             // once this one's answer has ended. A malformed request is answered
-            // 400 and the connection closed.
+            // 400 and the connection closed. The decoder's limits are Hummingbird's.
             try pipeline.configureHTTPServerPipeline(
-                withPipeliningAssistance: true, withErrorHandling: true, withOutboundHeaderValidation: false)
+                withPipeliningAssistance: true, withErrorHandling: true, withOutboundHeaderValidation: false, withEncoderConfiguration: .init(),
+                withDecoderLimitConfiguration: Self.decoderLimits)
+            try pipeline.addHandler(
+                RequestWatcher(deadline: deadline, timeout: requestTimeout),
+                position: .after(try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)))
             try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
-            try pipeline.addHandler(RequestWatcher(deadline: deadline, timeout: requestTimeout))
             try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
             try pipeline.addHandler(
                 RequestCollector(
@@ -83,6 +90,14 @@ struct GuardedHTTP1Channel: ServerChildChannel {
     }
 
     static let readBuffers = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65536)
+
+    static let decoderLimits = {
+        var limits = NIOHTTPDecoderLimitConfiguration()
+        limits.maxHeaderFieldSize = 80 * 1024
+        limits.maxHeaderListSize = 80 * 1024
+        limits.maxHeaderFieldCount = 1000
+        return limits
+    }()
 
     /// Nothing: the connection's requests run from its pipeline.
     func handle(value: Value, logger: Logger) async {}
@@ -102,41 +117,70 @@ final class RequestCollector: ChannelDuplexHandler, RemovableChannelHandler {
     /// A request's answer has not ended yet.
     private var answering = false
     private var closeAfterAnswer = false
+    /// The client has closed its side.
+    private var inputClosed = false
+    /// The last answer is written: nothing more is read or answered.
+    private var closing = false
 
     init(responder: ConnectionResponder) {
         self.responder = responder
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !closing else { return }
         switch unwrapInboundIn(data) {
         case .head(let head):
-            self.head = head
             body = nil
+            if let declared = head.headerFields[.contentLength].flatMap(Int.init), declared > APILimits.maxBodyBytes {
+                // Refused by its declared length (413) without waiting for the
+                // body, which then arrives within the request deadline and is dropped.
+                self.head = nil
+                start(head, body: ByteBuffer(), context: context)
+                return
+            }
+            self.head = head
+            if head.headerFields[.expect]?.lowercased() == "100-continue" {
+                context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
+            }
         case .body(var part):
-            // At most one byte past the limit is kept: the route refuses the
-            // body (413); the rest arrives within the request deadline and is dropped.
+            guard head != nil else { return }
+            // At most one byte past the limit is kept (a body with no declared
+            // length): the route refuses it (413); the rest arrives within the
+            // request deadline and is dropped.
             let room = APILimits.maxBodyBytes + 1 - (body?.readableBytes ?? 0)
             if room > 0, let kept = part.readSlice(length: min(room, part.readableBytes)) {
                 body.setOrWriteImmutableBuffer(kept)
             }
         case .end:
             guard let head = head.take() else { return }
-            answering = true
-            if head.headerFields[.connection].map(Self.asksToClose) == true { closeAfterAnswer = true }
-            responder.start(Request(head: head, body: RequestBody(buffer: body.take() ?? ByteBuffer())))
+            start(head, body: body.take() ?? ByteBuffer(), context: context)
         }
+    }
+
+    private func start(_ head: HTTPRequest, body: ByteBuffer, context: ChannelHandlerContext) {
+        answering = true
+        if head.headerFields[.connection].map(Self.asksToClose) == true { closeAfterAnswer = true }
+        responder.start(Request(head: head, body: RequestBody(buffer: body)))
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         guard case .end = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
         answering = false
         guard closeAfterAnswer else { return context.write(data, promise: promise) }
-        context.writeAndFlush(data, promise: promise)
-        context.close(promise: nil)
+        // The last answer: a request pipelined behind it is not started, and the
+        // connection closes once the answer is out (its output only, while the
+        // client may still be sending: closing both would reset the connection).
+        closing = true
+        let written = context.eventLoop.makePromise(of: Void.self)
+        written.futureResult.cascade(to: promise)
+        let inputClosed = inputClosed
+        written.futureResult.whenComplete { _ in context.close(mode: inputClosed ? .all : .output, promise: nil) }
+        context.writeAndFlush(data, promise: written)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let event = event as? ChannelEvent, event == .inputClosed {
+            inputClosed = true
             // The client will send nothing more: close once the answer in flight is written.
             if answering { closeAfterAnswer = true } else { context.close(promise: nil) }
         }

@@ -1,6 +1,7 @@
 import CountersignCore
 import HTTPTypes
 import NIOCore
+import NIOHTTP1
 import NIOHTTPTypes
 import Synchronization
 
@@ -80,9 +81,13 @@ final class ByteWatcher: ChannelInboundHandler, RemovableChannelHandler {
 /// Stops the deadline once the decoder has the whole request (head and
 /// body). An answer written before the body ends (an early refusal) changes
 /// nothing: the body must still arrive in time, and the next request too.
+///
+/// It sits right after the HTTP decoder, before the pipelining handler that
+/// holds a request pipelined behind one still being answered: that request's
+/// deadline stops when it has arrived, not when its turn comes.
 final class RequestWatcher: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
     let deadline: RequestDeadline
     let timeout: TimeAmount
 
