@@ -264,7 +264,7 @@ import Testing
             let version = try #require(try await broker.status(of: request.id)).version
             let (wakes, heard) = AsyncStream.makeStream(of: (String, LongPollWake).self)
             func park(
-                _ name: String, until deadline: ContinuousClock.Instant = .now.advanced(by: .seconds(3600)), hangUp: TestHangUp? = nil
+                _ name: String, until deadline: ContinuousClock.Instant = .now.advanced(by: .seconds(3600)), hangUp: HangUpActions? = nil
             )
                 async
             {
@@ -277,14 +277,14 @@ import Testing
             #expect(await iterator.next().map { "\($0.0) \($0.1)" } == "timed out stopped")
 
             // Its client hanging up.
-            let hangUp = TestHangUp()
+            let hangUp = HangUpActions()
             await park("hung up", hangUp: hangUp)
-            hangUp.fire()
+            hangUp.hangUp()
             #expect(await iterator.next().map { "\($0.0) \($0.1)" } == "hung up stopped")
 
             // The transition wakes every poll of the request, each once; the
             // action a poll left with its connection's hang-up is dropped.
-            let connection = TestHangUp()
+            let connection = HangUpActions()
             await park("first", hangUp: connection)
             await park("second")
             #expect(await broker.polls.waiting(on: request.id) == 2)
@@ -315,36 +315,6 @@ import Testing
             // Nothing woke twice: the next thing heard is the end.
             heard.finish()
             #expect(await iterator.next() == nil)
-        }
-    }
-
-    /// A client connection's hang-up, fired by hand.
-    final class TestHangUp: HangUpSignal {
-        private let state = Mutex((hungUp: false, next: 0, actions: [Int: @Sendable () -> Void]()))
-        var hasHungUp: Bool { state.withLock { $0.hungUp } }
-        var registered: Int { state.withLock { $0.actions.count } }
-
-        func whenHungUp(_ action: @escaping @Sendable () -> Void) -> Int {
-            let (number, now) = state.withLock { state in
-                defer { state.next += 1 }
-                if !state.hungUp { state.actions[state.next] = action }
-                return (state.next, state.hungUp)
-            }
-            if now { action() }
-            return number
-        }
-
-        func forget(_ number: Int) {
-            _ = state.withLock { $0.actions.removeValue(forKey: number) }
-        }
-
-        func fire() {
-            let actions = state.withLock { state in
-                state.hungUp = true
-                defer { state.actions = [:] }
-                return Array(state.actions.values)
-            }
-            for action in actions { action() }
         }
     }
 

@@ -1,3 +1,4 @@
+import CountersignCore
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -20,7 +21,7 @@ import Synchronization
 struct ConnectionResponder: Sendable {
     let responder: RouterResponder<AppRequestContext>
     let channel: any Channel
-    let hangUp: HangUpWatcher
+    let hangUp: HangUpActions
     let logger: Logger
     let dates: HTTPDates
 

@@ -84,7 +84,7 @@ struct GuardedHTTP1Channel: ServerChildChannel {
             try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
             try pipeline.addHandler(
                 RequestCollector(
-                    responder: ConnectionResponder(responder: responder, channel: channel, hangUp: hangUp, logger: logger, dates: dates)))
+                    responder: ConnectionResponder(responder: responder, channel: channel, hangUp: hangUp.actions, logger: logger, dates: dates)))
             return Value(channel: channel)
         }
     }

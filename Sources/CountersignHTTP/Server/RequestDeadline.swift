@@ -118,49 +118,20 @@ final class RequestWatcher: ChannelInboundHandler, RemovableChannelHandler {
 /// channel's own close would come only when the answer is written. A poll's
 /// action leaves the list when it stops waiting, so a kept-alive connection
 /// carrying many polls holds nothing per past poll.
-final class HangUpWatcher: ChannelInboundHandler, RemovableChannelHandler, HangUpSignal {
+final class HangUpWatcher: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
 
-    private struct State {
-        var hungUp = false
-        var next = 0
-        var actions: [Int: @Sendable () -> Void] = [:]
-    }
-    private let state = Mutex(State())
+    /// What the connection's long polls wait on.
+    let actions = HangUpActions()
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let event = event as? ChannelEvent, event == .inputClosed { hangUp() }
+        if let event = event as? ChannelEvent, event == .inputClosed { actions.hangUp() }
         context.fireUserInboundEventTriggered(event)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        hangUp()
+        actions.hangUp()
         context.fireChannelInactive()
-    }
-
-    private func hangUp() {
-        let actions = state.withLock { state in
-            state.hungUp = true
-            defer { state.actions = [:] }
-            return Array(state.actions.values)
-        }
-        for action in actions { action() }
-    }
-
-    var hasHungUp: Bool { state.withLock { $0.hungUp } }
-
-    func whenHungUp(_ action: @escaping @Sendable () -> Void) -> Int {
-        let (number, now) = state.withLock { state in
-            defer { state.next += 1 }
-            if !state.hungUp { state.actions[state.next] = action }
-            return (state.next, state.hungUp)
-        }
-        if now { action() }
-        return number
-    }
-
-    func forget(_ number: Int) {
-        _ = state.withLock { $0.actions.removeValue(forKey: number) }
     }
 }
