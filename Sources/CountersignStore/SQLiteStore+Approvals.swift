@@ -39,11 +39,7 @@ extension SQLiteStore: ApprovalStore {
     public func liveRequests() async throws -> [ApprovalRequest] {
         try await pool.read { db in
             var requests: [ApprovalRequest] = []
-            let (statement, arguments) = try db.prepared(ApprovalSQL.live)
-            let rows = try Row.fetchCursor(statement, arguments: arguments)
-            while let row = try rows.next() {
-                requests.append(try ApprovalRequest(row: row))
-            }
+            try db.forEach(ApprovalSQL.live) { requests.append(try ApprovalRequest(row: $0)) }
             return requests
         }
     }

@@ -49,4 +49,23 @@ import Testing
             #expect(!"\(error)".contains("secret-hash"))
         }
     }
+
+    /// Columns are found by the positions their statement gives them, once per result: each read
+    /// gets its own column's value on copied and streamed rows, the first of two that share a name,
+    /// a name in another case as GRDB finds it, and a missing one named.
+    @Test func columnsAreReadByTheirStatementsPositions() async throws {
+        let store = try SQLiteStore(path: folder.appendingPathComponent("columns.sqlite").path, logger: Logger(label: "test"))
+        defer { try? store.close() }
+        let query: SQLStatement = "SELECT 'first' AS name, 2 AS n, 'second' AS name, 2.5 AS r UNION ALL SELECT 'third', 4, 'fourth', NULL"
+        let (copied, streamed, missing) = try await store.pool.read { db in
+            var streamed: [[String?]] = []
+            try db.forEach(query) { row in streamed.append([try row.string("name"), try row.string("NAME"), try row.real("r").map { "\($0)" }]) }
+            let rows = try db.fetch(query)
+            let copied = try rows.map { [try $0.get("name", as: String.self), "\(try $0.get("N", as: Int.self))", try $0.real("r").map { "\($0)" }] }
+            return (copied, streamed, #expect(throws: SQLMissingColumn.self) { try rows[0].string("email") })
+        }
+        #expect(copied == [["first", "2", "2.5"], ["third", "4", nil]])
+        #expect(streamed == [["first", "first", "2.5"], ["third", "third", nil]])
+        #expect(missing?.column == "email")
+    }
 }
