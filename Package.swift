@@ -176,6 +176,7 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Mustache", package: "swift-mustache"),
+                .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
         // The daemon as it runs: configuration, wiring (buildApplication), bcrypt, systemd.

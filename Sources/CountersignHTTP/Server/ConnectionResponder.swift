@@ -17,13 +17,17 @@ import Synchronization
 /// once to check the caller, the rate limit and the request. A poll that must
 /// wait hands its wait on (``LongPollHandOff``) and is parked with the broker
 /// (``ParkedLongPoll``); the route's first answer is not written. When the
-/// wait ends, the route runs once more, in another short task, for the answer.
+/// wait ends, the route runs once more for the answer. Parking and answering
+/// take their turn (``LongPollTurns``): a burst of thousands of polls, sent
+/// at once on open connections or woken by one approval, starts a few tasks,
+/// not one each.
 struct ConnectionResponder: Sendable {
     let responder: RouterResponder<AppRequestContext>
     let channel: any Channel
     let hangUp: HangUpActions
     let logger: Logger
     let dates: HTTPDates
+    let turns: LongPollTurns
 
     /// Answers `request` in a task of its own.
     func start(_ request: Request) {
@@ -36,9 +40,14 @@ struct ConnectionResponder: Sendable {
         let handOff = LongPollHandOff()
         let response = await LongPollRun.$current.withValue(.asking(handOff)) { await respond(to: request) }
         guard let parked = handOff.take() else { return await write(response) }
-        let connection = self
-        await parked.start(hangUp: hangUp) {
-            Task { await connection.answer(request, askedAt: askedAt) }
+        // This task ends here: it has run the whole route and keeps the stack
+        // that took until it ends, and parking may wait its turn on the broker
+        // behind a burst of thousands of polls.
+        let (connection, hangUp, turns) = (self, hangUp, turns)
+        turns.parking.run {
+            await parked.start(hangUp: hangUp) {
+                turns.answering.run { await connection.answer(request, askedAt: askedAt) }
+            }
         }
     }
 

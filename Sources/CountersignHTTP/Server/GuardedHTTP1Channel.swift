@@ -30,6 +30,7 @@ struct GuardedHTTP1Channel: ServerChildChannel {
     let connections: ConnectionsPerAddress
     let open: OpenConnections
     let dates: HTTPDates
+    let turns: LongPollTurns
 
     static func builder(
         responder: RouterResponder<AppRequestContext>, idleTimeout: Duration, requestTimeout: Duration, connections: ConnectionsPerAddress,
@@ -40,7 +41,7 @@ struct GuardedHTTP1Channel: ServerChildChannel {
         HTTPServerBuilder { _ in
             GuardedHTTP1Channel(
                 responder: responder, idleTimeout: idleTimeout, requestTimeout: TimeAmount(requestTimeout), connections: connections,
-                open: open, dates: HTTPDates())
+                open: open, dates: HTTPDates(), turns: LongPollTurns())
         }
     }
 
@@ -84,7 +85,9 @@ struct GuardedHTTP1Channel: ServerChildChannel {
             try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
             try pipeline.addHandler(
                 RequestCollector(
-                    responder: ConnectionResponder(responder: responder, channel: channel, hangUp: hangUp.actions, logger: logger, dates: dates)))
+                    responder: ConnectionResponder(
+                        responder: responder, channel: channel, hangUp: hangUp.actions, logger: logger, dates: dates,
+                        turns: turns)))
             return Value(channel: channel)
         }
     }

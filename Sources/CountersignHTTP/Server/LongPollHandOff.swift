@@ -1,4 +1,5 @@
 import CountersignCore
+import DequeModule
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
@@ -15,7 +16,10 @@ import Synchronization
 // ``ConnectionResponder``): it checks the caller, the rate limit and the
 // request, hands the wait on (``LongPollHandOff``) and returns. The wait is
 // then a record the broker keeps (``ParkedLongPoll``), with no task at all;
-// when it ends, the route runs once more, in another short task, for the answer.
+// when it ends, the route runs once more for the answer. Both the parking and
+// the answers wait their turn (``LongPollTurns``): 18,000 polls sent at once on
+// open connections, each route's task kept until the broker had taken its
+// poll, cost 25 KiB each where the same polls sent at a steady pace cost 9.4.
 
 /// Which run of a status route this is, when its connection can hold its wait.
 enum LongPollRun: Sendable {
@@ -102,6 +106,48 @@ struct ParkedLongPoll: Sendable {
     }
 }
 
+/// Work done in turn by at most `width` tasks, in the order it was handed
+/// on: a burst of thousands of long polls parking or being answered at once
+/// neither starts a task each nor keeps each route's task (and the stack it
+/// grew) while it waits its turn.
+final class InTurn: Sendable {
+    private struct Queue {
+        var work = Deque<@Sendable () async -> Void>()
+        var running = 0
+    }
+    private let queue = Mutex(Queue())
+    let width: Int
+
+    init(width: Int) {
+        precondition(width > 0)
+        self.width = width
+    }
+
+    func run(_ work: @escaping @Sendable () async -> Void) {
+        let starts = queue.withLock { queue in
+            guard queue.running < width else {
+                queue.work.append(work)
+                return false
+            }
+            queue.running += 1
+            return true
+        }
+        if starts { Task { await runInTurn(work) } }
+    }
+
+    private func runInTurn(_ first: @escaping @Sendable () async -> Void) async {
+        var next: (@Sendable () async -> Void)? = first
+        while let work = next {
+            await work()
+            next = queue.withLock { queue in
+                if let work = queue.work.popFirst() { return work }
+                queue.running -= 1
+                return nil
+            }
+        }
+    }
+}
+
 /// What a status route does with its `wait`: the part the phone reset's
 /// and the approvals API's status routes share.
 struct StatusLongPoll: Sendable {
@@ -134,4 +180,11 @@ struct StatusLongPoll: Sendable {
                 deadline: ContinuousClock.now.advanced(by: .seconds(seconds)), slots: slots, slot: slot))
         return .parked
     }
+}
+
+/// Where a listener's long polls wait their turn: to be parked with the
+/// broker, one at a time, and to be answered once their wait ends.
+struct LongPollTurns: Sendable {
+    let parking = InTurn(width: 1)
+    let answering = InTurn(width: 16)
 }
