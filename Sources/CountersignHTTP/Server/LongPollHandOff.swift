@@ -183,8 +183,11 @@ struct StatusLongPoll: Sendable {
 }
 
 /// Where a listener's long polls wait their turn: to be parked with the
-/// broker, one at a time, and to be answered once their wait ends.
+/// broker, one at a time, and to be answered once their wait ends, 256 at a
+/// time. On a cluster's database the answers read their request, and the
+/// reads of one request asked for together share a query: 16 at a time made
+/// 18,000 answers after another node's approval take 2.3 s, 256 at a time 1.0–1.2 s.
 struct LongPollTurns: Sendable {
     let parking = InTurn(width: 1)
-    let answering = InTurn(width: 16)
+    let answering = InTurn(width: 256)
 }
