@@ -34,7 +34,8 @@ extension Database {
     }
 
     /// Each row of a statement's result in turn, read as it is stepped (not copied): for results
-    /// too large to hold twice, such as every live request at start-up.
+    /// too large to hold twice, such as every live request at start-up. A row is valid only
+    /// inside `body`: read what it holds there, never keep the row.
     func forEach(_ statement: SQLStatement, _ body: (SQLiteRow) throws -> Void) throws {
         let (prepared, arguments) = try prepared(statement)
         let columns = SQLiteColumns(prepared)

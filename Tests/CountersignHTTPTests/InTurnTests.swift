@@ -73,6 +73,22 @@ import Testing
         #expect(log.most == 4)
     }
 
+    @TaskLocal static var marker: String?
+
+    /// Work runs in the turns' own tasks: it sees nothing of the task that
+    /// happened to hand it on (a woken poll's answer must not run as the
+    /// waker's route asking to park).
+    @Test(.timeLimit(.minutes(1))) func workTakesNothingFromTheTaskThatHandedItOn() async throws {
+        let turns = InTurn(width: 1)
+        let (seen, seeing) = AsyncStream.makeStream(of: String?.self)
+        Self.$marker.withValue("the waker's") {
+            turns.run { seeing.yield(Self.marker) }
+        }
+        var iterator = seen.makeAsyncIterator()
+        let marker = try #require(await iterator.next())
+        #expect(marker == nil)
+    }
+
     /// Holds its callers until it is opened; then lets every caller through.
     final class Gate: Sendable {
         private let state = Mutex<(held: [CheckedContinuation<Void, Never>], open: Bool)>(([], false))

@@ -125,25 +125,27 @@ final class InTurn: Sendable {
 
     func run(_ work: @escaping @Sendable () async -> Void) {
         let starts = queue.withLock { queue in
-            guard queue.running < width else {
-                queue.work.append(work)
-                return false
-            }
+            queue.work.append(work)
+            guard queue.running < width else { return false }
             queue.running += 1
             return true
         }
-        if starts { Task { await runInTurn(work) } }
+        // Detached: a runner takes nothing from the task that happened to
+        // start it (its task-local values, its priority), and holds no work of
+        // its own beyond the piece it is doing.
+        if starts { Task.detached { await self.runInTurn() } }
     }
 
-    private func runInTurn(_ first: @escaping @Sendable () async -> Void) async {
-        var next: (@Sendable () async -> Void)? = first
-        while let work = next {
-            await work()
-            next = queue.withLock { queue in
-                if let work = queue.work.popFirst() { return work }
-                queue.running -= 1
-                return nil
-            }
+    private func runInTurn() async {
+        while let work = next() { await work() }
+    }
+
+    /// The next piece of work, or `nil` (and one runner fewer) when there is none.
+    private func next() -> (@Sendable () async -> Void)? {
+        queue.withLock { queue in
+            if let work = queue.work.popFirst() { return work }
+            queue.running -= 1
+            return nil
         }
     }
 }
