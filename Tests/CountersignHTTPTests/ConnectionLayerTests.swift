@@ -102,7 +102,7 @@ import Testing
 
     /// A caller cancelled while it waits for the connections to close returns:
     /// shutdown's bound on that wait holds.
-    @Test(.timeLimit(.minutes(1))) func aCancelledWaitForTheConnectionsReturns() async throws {
+    @Test(.timeLimit(.minutes(5))) func aCancelledWaitForTheConnectionsReturns() async throws {
         let connections = OpenConnections()
         let open = NIOAsyncTestingChannel()
         try await open.connect(to: try SocketAddress(ipAddress: "127.0.0.1", port: 9))
@@ -118,7 +118,7 @@ import Testing
 
     /// Shutdown waits for the listener's connections: ``OpenConnections/allClosed()``
     /// returns only once the last one has closed.
-    @Test(.timeLimit(.minutes(1))) func shutdownWaitsForTheLastConnection() async throws {
+    @Test(.timeLimit(.minutes(5))) func shutdownWaitsForTheLastConnection() async throws {
         let connections = OpenConnections()
         await connections.allClosed()  // none open: at once
         let (first, second) = (NIOAsyncTestingChannel(), NIOAsyncTestingChannel())

@@ -28,27 +28,27 @@ import Testing
     }
 
     /// One at a time, work is done in the order it was handed on, each once.
-    @Test(.timeLimit(.minutes(1))) func oneAtATimeKeepsTheOrder() async throws {
+    @Test(.timeLimit(.minutes(5))) func oneAtATimeKeepsTheOrder() async throws {
         let turns = InTurn(width: 1)
         let log = Log()
         let finished = AsyncStream.makeStream(of: Void.self)
-        for number in 0..<500 {
+        for number in 0..<100 {
             turns.run {
                 log.began()
                 await Task.yield()  // a suspension in the middle, as a route's
                 log.ended(number)
-                if number == 499 { finished.continuation.yield() }
+                if number == 99 { finished.continuation.yield() }
             }
         }
         for await _ in finished.stream { break }
-        #expect(log.done == Array(0..<500))
+        #expect(log.done == Array(0..<100))
         #expect(log.most == 1)
     }
 
     /// No more than `width` pieces run at once, however many are handed on at
     /// once from many tasks; each is done exactly once, and a later one starts
     /// as soon as one ends.
-    @Test(.timeLimit(.minutes(1))) func noMoreThanItsWidthRunAtOnce() async throws {
+    @Test(.timeLimit(.minutes(5))) func noMoreThanItsWidthRunAtOnce() async throws {
         let turns = InTurn(width: 4)
         let log = Log()
         let gate = Gate()
@@ -78,7 +78,7 @@ import Testing
     /// Work runs in the turns' own tasks: it sees nothing of the task that
     /// happened to hand it on (a woken poll's answer must not run as the
     /// waker's route asking to park).
-    @Test(.timeLimit(.minutes(1))) func workTakesNothingFromTheTaskThatHandedItOn() async throws {
+    @Test(.timeLimit(.minutes(5))) func workTakesNothingFromTheTaskThatHandedItOn() async throws {
         let turns = InTurn(width: 1)
         let (seen, seeing) = AsyncStream.makeStream(of: String?.self)
         Self.$marker.withValue("the waker's") {
@@ -87,6 +87,17 @@ import Testing
         var iterator = seen.makeAsyncIterator()
         let marker = try #require(await iterator.next())
         #expect(marker == nil)
+    }
+
+    /// Work keeps the priority of the task that handed it on, as a task of its
+    /// own would have: at a lower one it would wait behind everything else.
+    @Test(.timeLimit(.minutes(5))) func workKeepsThePriorityOfTheTaskThatHandedItOn() async throws {
+        let turns = InTurn(width: 1)
+        let (seen, seeing) = AsyncStream.makeStream(of: TaskPriority.self)
+        await Task(priority: .high) { turns.run { seeing.yield(Task.currentPriority) } }.value
+        var iterator = seen.makeAsyncIterator()
+        let priority = try #require(await iterator.next())
+        #expect(priority >= .high)
     }
 
     /// Holds its callers until it is opened; then lets every caller through.
