@@ -419,22 +419,30 @@ def open_held(port, held, request_line):
     return sockets
 
 
-def bare_held_kib(args, held):
-    """The framework's own cost of a waiting request: the bare Hummingbird route holding `held` requests (KiB each)."""
+def bare_held(args, held):
+    """The framework's own cost of a waiting request: the bare Hummingbird route
+    holding `held` requests until they are released. Returns (KiB each, seconds
+    from the release to the last answer's arrival)."""
     port = free_port()
     bare = subprocess.Popen([args.bare, str(port)], stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     try:
         wait_for_port(port, bare)
         time.sleep(1)
         before = rss_kib(bare.pid)
-        sockets = open_held(port, held, lambda _: "GET /held?wait=60 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        sockets = open_held(port, held, lambda _: "GET /held?until=released HTTP/1.1\r\nHost: localhost\r\n\r\n")
         time.sleep(2)
         after = rss_kib(bare.pid)
-        for s in sockets:
-            s.close()
-        return (after - before) / held
+
+        def release():
+            status, answer = Client(port).call("POST", "/release")
+            assert answer == held, answer  # how many it released
+            return status, answer
+
+        _, answered, _, _, arrived = answered_after(sockets, release, idle=args.idle_reader)
+        assert answered == held, answered
+        return (after - before) / held, arrived
     finally:
-        bare.kill()  # a graceful stop would wait out the held requests
+        bare.kill()
         bare.wait()
 
 
@@ -532,8 +540,9 @@ def row_longpoll(args, rows):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     held = min(args.held, hard - 500)
-    reference = bare_held_kib(args, held)
-    log(f"longpoll: the bare route holding {held:,} requests: {reference:.1f} KiB each")
+    reference, bare_arrived = bare_held(args, held)
+    log(f"longpoll: the bare route holding {held:,} requests: {reference:.1f} KiB each; all released at once, the last "
+        f"answer arrived {bare_arrived:.2f} s after the release")
     for served_first in (False, True):
         before, after, early, answered, approved, took, arrived = held_polls(args, held, served_first)
         per = (after - before) * 1024 / held
@@ -542,7 +551,8 @@ def row_longpoll(args, rows):
         what = (f"{held:,} long polls held at once, each on a connection that carried a plain poll first" if served_first
                 else f"{held:,} long polls held at once, each on a new connection")
         rows.append((what, f"{per / 1024:.1f} KiB each (RSS {before / 1024:.0f} → {after / 1024:.0f} MiB; "
-                     f"the bare route holding as many: {reference:.1f} KiB each); "
+                     f"the bare route holding as many: {reference:.1f} KiB each, its last answer {bare_arrived:.2f} s "
+                     f"after their release); "
                      f"{approved:,}/{held:,} answered approved ({early} early), the last arrived after {arrived:.2f} s"
                      + (f" (the reader idle {args.idle_reader:g} s)" if args.idle_reader else f" and was read after {took:.2f} s"),
                      "≤ 12 KiB each (below the bare route's); all within 0.5 s"))
