@@ -224,6 +224,53 @@ import Testing
         }
     }
 
+    /// On a shared database a parked poll has its request read once more
+    /// (another node's notification may have come between the poll's first
+    /// read and its parking). Polls that park while that read is under way
+    /// share the one read after it: a change another node commits meanwhile
+    /// still wakes them all, and 21 polls parking cost two reads, not 21.
+    /// (Without the read queued for the later polls, they wait out their hour:
+    /// the time limit fails first.)
+    @Test(.timeLimit(.minutes(5)), arguments: Backend.available) func pollsParkedWhileTheirRequestIsReadShareTheNextRead(
+        backend: Backend
+    ) async throws {
+        try await Self.withHarness(backend) { harness in
+            // setup: this node reads through, as a cluster's node does, and hears of no other node's commits.
+            let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
+            let gated = GatedStore(harness.store, shared: true)
+            let broker = try await harness.broker(approvals: gated)
+            let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
+            let version = try #require(try await broker.pendingVersion(of: request.id, integrationID: nil))
+            let woken = Mutex<[LongPollWake]>([])
+            let park = {
+                await broker.park(request.id, until: .now.advanced(by: .seconds(3600)), unlessChangedFrom: version, hangUp: nil) { why in
+                    woken.withLock { $0.append(why) }
+                }
+            }
+
+            // act: the first poll's read after parking is held once it has read the request pending…
+            await gated.readReturn.arm()
+            let readsBefore = gated.reads
+            await park()
+            await gated.readReturn.waitForArrival()
+            // …another node approves it…
+            let otherNode = try await harness.broker(approvals: GatedStore(harness.store, shared: true))
+            _ = try await otherNode.respond(to: request.id, userID: user.id, deviceID: "d", decision: .approve, numberCode: code)
+            // …and 20 more polls park while that read is held: one read is queued for them all.
+            for _ in 0..<20 { await park() }
+            #expect(await broker.rechecksAfterParking[request.id] == true)
+            #expect(gated.reads == readsBefore + 1)
+            await gated.readReturn.open()
+
+            // check: the queued read sees the approval and wakes every poll, once each.
+            while woken.withLock({ $0.count }) < 21 { try await Task.sleep(for: .milliseconds(5)) }
+            while await broker.rechecksAfterParking[request.id] != nil { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(woken.withLock { $0 } == Array(repeating: .changed, count: 21))
+            #expect(gated.reads == readsBefore + 2)
+            #expect(await broker.polls.count == 0)
+        }
+    }
+
     /// Long polls nothing answers end at their own timeouts: one timer serves
     /// every waiter, so a shorter wait parked after a longer one must bring it forward.
     @Test(.timeLimit(.minutes(5)), arguments: Backend.available) func unansweredLongPollsEndAtTheirOwnTimeouts(backend: Backend) async throws {
@@ -493,8 +540,17 @@ final class GatedStore: ApprovalStore {
     let applyStart = Gate()
     /// Holds `request(id:)` after its read, before it returns.
     let readReturn = Gate()
+    /// Reads as if other nodes shared the database (the broker then keeps nothing in memory).
+    private let shared: Bool?
+    private let readCount = Mutex(0)
 
-    init(_ base: any CountersignStorage) { self.base = base }
+    init(_ base: any CountersignStorage, shared: Bool? = nil) {
+        self.base = base
+        self.shared = shared
+    }
+
+    /// Calls of `request(id:)` so far.
+    var reads: Int { readCount.withLock { $0 } }
 
     func insert(
         _ request: ApprovalRequest, idempotency: IdempotencyRecord?, supersededEvent: @escaping @Sendable (ApprovalRequest) -> OutboxItem?
@@ -505,6 +561,7 @@ final class GatedStore: ApprovalStore {
     }
 
     func request(id: String) async throws -> ApprovalRequest? {
+        readCount.withLock { $0 += 1 }
         let request = try await base.request(id: id)
         await readReturn.pass()
         return request
@@ -514,7 +571,7 @@ final class GatedStore: ApprovalStore {
     func pendingRequests(userID: String, now: Date) async throws -> [ApprovalRequest] { try await base.pendingRequests(userID: userID, now: now) }
     func dueRequests(now: Date, limit: Int) async throws -> [ApprovalRequest] { try await base.dueRequests(now: now, limit: limit) }
     func liveCounts() async throws -> [ApprovalState: Int] { try await base.liveCounts() }
-    var isShared: Bool { base.isShared }
+    var isShared: Bool { shared ?? base.isShared }
 
     func apply(
         _ transition: Transition, to request: ApprovalRequest, event: OutboxItem?, audit: AuditEvent?,

@@ -145,15 +145,39 @@ extension ApprovalBroker {
     /// On a shared database another node's notification may have arrived
     /// between the read before parking and the parking itself, and found no
     /// waiter to wake: read the request once more now that the waiter is
-    /// registered (a notification after this read finds it). One read more
-    /// per parked long poll in a cluster (polls parking together share its
-    /// query); without it such a poll waited out its whole timeout (a cluster
-    /// test's poll did, once in about twenty runs).
+    /// registered (a notification after this read finds it). Without it such a
+    /// poll waited out its whole timeout (a cluster test's poll did, once in
+    /// about twenty runs).
+    ///
+    /// One read at a time per request, in one task: a poll that parks while
+    /// that read is under way only asks for one more after it (the read under
+    /// way may have looked before the poll parked). So thousands of polls
+    /// parking on one request cost two reads and one task, not a task each.
     private func recheckAfterParking(_ id: String, _ version: Int) {
-        Task { [weak self, live] in
-            guard let stored = try? await live.request(id), stored.version != version || stored.state != .pending else { return }
-            await self?.wake(id)
+        if let queued = rechecksAfterParking[id] {
+            if !queued { rechecksAfterParking[id] = true }
+            return
         }
+        rechecksAfterParking[id] = false
+        Task { [weak self, live] in
+            repeat {
+                let stored = try? await live.request(id)
+                let changed = stored.map { $0.version != version || $0.state != .pending } ?? false
+                guard let self, await self.recheckedAfterParking(id, changed: changed) else { return }
+            } while true
+        }
+    }
+
+    /// A read after parking ended: wakes the request's waiters if it changed;
+    /// whether another read is due (a poll parked while it ran).
+    private func recheckedAfterParking(_ id: String, changed: Bool) -> Bool {
+        if changed { wake(id) }
+        guard rechecksAfterParking[id] == true else {
+            rechecksAfterParking[id] = nil
+            return false
+        }
+        rechecksAfterParking[id] = false
+        return true
     }
 
     /// Keeps `timeout` until it is due. One task sleeps until the soonest

@@ -35,6 +35,10 @@ public actor ApprovalBroker {
     var timeoutTimer: (task: Task<Void, Never>, at: ContinuousClock.Instant)?
     /// Set on shutdown: every long poll is answered at once.
     var draining = false
+    /// On a shared database, the requests whose read after a parking is under
+    /// way, with whether another poll parked since it began (and needs a read
+    /// of its own after it). See `recheckAfterParking`.
+    var rechecksAfterParking: [String: Bool] = [:]
     /// When the expiry sweep last completed: the watchdog's sign of life.
     public private(set) var lastSweep: Date?
 
