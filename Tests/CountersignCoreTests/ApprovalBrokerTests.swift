@@ -28,12 +28,13 @@ import Testing
         let clock = TestClock()
 
         func broker(
-            configuration: BrokerConfiguration = BrokerConfiguration(), approvals: (any ApprovalStore)? = nil
+            configuration: BrokerConfiguration = BrokerConfiguration(), approvals: (any ApprovalStore)? = nil,
+            readPatience: Duration = .milliseconds(250)
         ) async throws -> ApprovalBroker {
             let clock = clock
             let broker = ApprovalBroker(
                 store: approvals ?? store, approvers: store, configuration: configuration, pushQueue: PushQueue(), audit: audit,
-                logger: Logger(label: "broker-test"), now: { clock.now })
+                logger: Logger(label: "broker-test"), now: { clock.now }, readPatience: readPatience)
             try await broker.start()
             return broker
         }
@@ -235,10 +236,11 @@ import Testing
         backend: Backend
     ) async throws {
         try await Self.withHarness(backend) { harness in
-            // setup: this node reads through, as a cluster's node does, and hears of no other node's commits.
+            // setup: this node reads through, as a cluster's node does, and hears of no other node's commits;
+            // its reads are waited for however long they take (the one held below is not stuck).
             let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
             let gated = GatedStore(harness.store, shared: true)
-            let broker = try await harness.broker(approvals: gated)
+            let broker = try await harness.broker(approvals: gated, readPatience: .seconds(3600))
             let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
             let version = try #require(try await broker.pendingVersion(of: request.id, integrationID: nil))
             let woken = Mutex<[LongPollWake]>([])
@@ -258,7 +260,8 @@ import Testing
             _ = try await otherNode.respond(to: request.id, userID: user.id, deviceID: "d", decision: .approve, numberCode: code)
             // …and 20 more polls park while that read is held: one read is queued for them all.
             for _ in 0..<20 { await park() }
-            #expect(await broker.rechecksAfterParking[request.id] == true)
+            #expect(await broker.rechecksAfterParking[request.id]?.again == true)
+            #expect(await broker.rechecksStarted == 1)
             #expect(gated.reads == readsBefore + 1)
             await gated.readReturn.open()
 
@@ -267,7 +270,48 @@ import Testing
             while await broker.rechecksAfterParking[request.id] != nil { try await Task.sleep(for: .milliseconds(5)) }
             #expect(woken.withLock { $0 } == Array(repeating: .changed, count: 21))
             #expect(gated.reads == readsBefore + 2)
+            #expect(await broker.rechecksStarted == 1)
             #expect(await broker.polls.count == 0)
+        }
+    }
+
+    /// A read after parking that does not end (its query stuck, as on a
+    /// connection left half-open by a failover) is not waited for past its
+    /// patience: a poll parking then has a read of its own, which sees the
+    /// change another node committed and wakes both polls while the stuck read
+    /// is still held. (Were the second poll only queued behind the stuck read,
+    /// nothing would wake it: the time limit fails first.)
+    @Test(.timeLimit(.minutes(5)), arguments: Backend.available) func aStuckReadAfterParkingIsNotWaitedFor(backend: Backend) async throws {
+        try await Self.withHarness(backend) { harness in
+            // setup
+            let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
+            let gated = GatedStore(harness.store, shared: true)
+            let broker = try await harness.broker(approvals: gated)
+            let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
+            let version = try #require(try await broker.pendingVersion(of: request.id, integrationID: nil))
+            let woken = Mutex<[LongPollWake]>([])
+            let park = {
+                await broker.park(request.id, until: .now.advanced(by: .seconds(3600)), unlessChangedFrom: version, hangUp: nil) { why in
+                    woken.withLock { $0.append(why) }
+                }
+            }
+
+            // act: the first poll's read is held, past its patience…
+            await gated.readReturn.arm()
+            await park()
+            await gated.readReturn.waitForArrival()
+            try await Task.sleep(for: .milliseconds(500))
+            // …another node approves, and a second poll parks.
+            let otherNode = try await harness.broker(approvals: GatedStore(harness.store, shared: true))
+            _ = try await otherNode.respond(to: request.id, userID: user.id, deviceID: "d", decision: .approve, numberCode: code)
+            await park()
+
+            // check: both are woken by the second poll's own read, the first still held.
+            while woken.withLock({ $0.count }) < 2 { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(woken.withLock { $0 } == [.changed, .changed])
+            #expect(await broker.rechecksStarted == 2)
+            await gated.readReturn.open()
+            while await broker.rechecksAfterParking[request.id] != nil { try await Task.sleep(for: .milliseconds(5)) }
         }
     }
 

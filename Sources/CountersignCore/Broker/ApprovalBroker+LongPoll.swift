@@ -151,32 +151,50 @@ extension ApprovalBroker {
     ///
     /// One read at a time per request, in one task: a poll that parks while
     /// that read is under way only asks for one more after it (the read under
-    /// way may have looked before the poll parked). So thousands of polls
-    /// parking on one request cost two reads and one task, not a task each.
+    /// way may have looked before the poll parked). Polls parking together
+    /// thus share reads, one per read's duration, with one task, where each
+    /// started a task of its own.
+    ///
+    /// A read under way for longer than the reads' patience (250 ms) is
+    /// not waited for: its query may be stuck (a connection half-open after a
+    /// failover, just when notifications are likely lost). A poll parking then
+    /// starts a read of its own, as ``SharedReads`` does for its callers; the
+    /// stuck one, when it ends, wakes whom it must and reads no more.
+    ///
+    /// A pending request has one version (every transition leaves `pending`),
+    /// so the read compares with the version of the poll that started it.
     private func recheckAfterParking(_ id: String, _ version: Int) {
-        if let queued = rechecksAfterParking[id] {
-            if !queued { rechecksAfterParking[id] = true }
+        let now = ContinuousClock.now
+        if var under = rechecksAfterParking[id], now - under.since <= live.patience {
+            under.again = true
+            rechecksAfterParking[id] = under
             return
         }
-        rechecksAfterParking[id] = false
+        rechecksStarted += 1
+        let recheck = RecheckAfterParking(since: now, number: rechecksStarted)
+        rechecksAfterParking[id] = recheck
         Task { [weak self, live] in
             repeat {
                 let stored = try? await live.request(id)
                 let changed = stored.map { $0.version != version || $0.state != .pending } ?? false
-                guard let self, await self.recheckedAfterParking(id, changed: changed) else { return }
+                guard let self, await self.recheckedAfterParking(id, recheck.number, changed: changed) else { return }
             } while true
         }
     }
 
-    /// A read after parking ended: wakes the request's waiters if it changed;
-    /// whether another read is due (a poll parked while it ran).
-    private func recheckedAfterParking(_ id: String, changed: Bool) -> Bool {
+    /// Read `number` after parking ended: wakes the request's waiters if it
+    /// changed; whether another read is due (a poll parked while it ran, and
+    /// no newer read took over from it).
+    private func recheckedAfterParking(_ id: String, _ number: Int, changed: Bool) -> Bool {
         if changed { wake(id) }
-        guard rechecksAfterParking[id] == true else {
+        guard var under = rechecksAfterParking[id], under.number == number else { return false }
+        guard under.again else {
             rechecksAfterParking[id] = nil
             return false
         }
-        rechecksAfterParking[id] = false
+        under.again = false
+        under.since = .now
+        rechecksAfterParking[id] = under
         return true
     }
 
@@ -263,4 +281,12 @@ public enum LongPollWake: Sendable {
     case recheck
     /// Its deadline passed, the server drains, its caller was cancelled or its client hung up: answer now.
     case stopped
+}
+
+/// A request's read after parking under way (on a shared database): since when,
+/// which it is, and whether a poll parked while it ran.
+struct RecheckAfterParking: Sendable {
+    var since: ContinuousClock.Instant
+    let number: Int
+    var again = false
 }

@@ -36,9 +36,10 @@ public actor ApprovalBroker {
     /// Set on shutdown: every long poll is answered at once.
     var draining = false
     /// On a shared database, the requests whose read after a parking is under
-    /// way, with whether another poll parked since it began (and needs a read
-    /// of its own after it). See `recheckAfterParking`.
-    var rechecksAfterParking: [String: Bool] = [:]
+    /// way (see `recheckAfterParking`).
+    var rechecksAfterParking: [String: RecheckAfterParking] = [:]
+    /// Reads after parking started so far (each loop's number).
+    var rechecksStarted = 0
     /// When the expiry sweep last completed: the watchdog's sign of life.
     public private(set) var lastSweep: Date?
 
@@ -51,10 +52,11 @@ public actor ApprovalBroker {
         logger: Logger,
         outboxBell: OutboxBell? = nil,
         now: @escaping @Sendable () -> Date = { Date() },
-        observer: @escaping @Sendable (Transition) -> Void = { _ in }
+        observer: @escaping @Sendable (Transition) -> Void = { _ in },
+        readPatience: Duration = .milliseconds(250)
     ) {
         self.store = store
-        self.live = LiveRequests(store: store)
+        self.live = LiveRequests(store: store, patience: readPatience)
         self.approvers = approvers
         self.configuration = configuration
         self.pushQueue = pushQueue

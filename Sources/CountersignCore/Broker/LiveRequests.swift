@@ -14,10 +14,14 @@ final class LiveRequests: Sendable {
     /// read or two, not one each.
     private let reads: SharedReads<ApprovalRequest?>
 
-    init(store: any ApprovalStore) {
+    /// How long a read under way is waited for before a caller reads on its own (``SharedReads``).
+    let patience: Duration
+
+    init(store: any ApprovalStore, patience: Duration) {
         self.store = store
+        self.patience = patience
         index = store.isShared ? nil : LiveIndex()
-        reads = SharedReads { [store] id in try await store.request(id: id) }
+        reads = SharedReads(patience: patience) { [store] id in try await store.request(id: id) }
     }
 
     /// Whether other processes change requests too (nothing is held here).
