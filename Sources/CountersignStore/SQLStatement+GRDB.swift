@@ -18,8 +18,13 @@ extension SQLValue {
 }
 
 extension Database {
+    /// The arguments go in as optional existentials: GRDB's initializer for a
+    /// sequence of one convertible type maps it with a key path, and a key path
+    /// in that unspecialized generic code is built anew on every call (2% of
+    /// the daemon's samples while it pushed, on the one thread that writes).
     func prepared(_ statement: SQLStatement) throws -> (Statement, StatementArguments) {
-        (try cachedStatement(sql: statement.questionMarked), StatementArguments(statement.arguments.map(\.databaseValue)))
+        let values = statement.arguments.map { value -> (any DatabaseValueConvertible)? in value.databaseValue }
+        return (try cachedStatement(sql: statement.questionMarked), StatementArguments(values))
     }
 
     func fetch(_ statement: SQLStatement) throws -> [SQLiteRow] {
