@@ -45,7 +45,7 @@ struct ConnectionResponder: Sendable {
         // behind a burst of thousands of polls.
         let (connection, hangUp, turns) = (self, hangUp, turns)
         turns.parking.run {
-            await parked.start(hangUp: hangUp) {
+            await parked.start(hangUp: hangUp, rechecks: turns.answering) {
                 turns.answering.run { await connection.answer(request, askedAt: askedAt) }
             }
         }

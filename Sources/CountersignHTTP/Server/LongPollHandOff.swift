@@ -77,15 +77,18 @@ struct ParkedLongPoll: Sendable {
     /// deadline passes, the client hangs up or the server drains; then gives
     /// the slot back and runs `answer` (which must only hand its work on).
     /// Over the per-address or node cap it does not wait: `answer` runs at once.
-    func start(hangUp: any HangUpSignal, answer: @escaping @Sendable () -> Void) async {
+    /// After a recheck (``LongPollWake/recheck``) the poll reads its request in
+    /// `rechecks`' turn, so that every poll of a node woken at once by a
+    /// notification gap does not start a task each.
+    func start(hangUp: any HangUpSignal, rechecks: InTurn, answer: @escaping @Sendable () -> Void) async {
         guard slots.acquire(slot) else { return answer() }
-        await park(hangUp: hangUp, answer: answer)
+        await park(hangUp: hangUp, rechecks: rechecks, answer: answer)
     }
 
-    private func park(hangUp: any HangUpSignal, answer: @escaping @Sendable () -> Void) async {
+    private func park(hangUp: any HangUpSignal, rechecks: InTurn, answer: @escaping @Sendable () -> Void) async {
         await broker.park(id, until: deadline, unlessChangedFrom: version, hangUp: hangUp) { [self] woken in
             if woken == .recheck {
-                Task { await recheck(hangUp: hangUp, answer: answer) }
+                rechecks.run { await recheck(hangUp: hangUp, rechecks: rechecks, answer: answer) }
             } else {
                 slots.release(slot)
                 answer()
@@ -94,11 +97,11 @@ struct ParkedLongPoll: Sendable {
     }
 
     /// Notifications may have been missed: waits on if the request has not changed.
-    private func recheck(hangUp: any HangUpSignal, answer: @escaping @Sendable () -> Void) async {
+    private func recheck(hangUp: any HangUpSignal, rechecks: InTurn, answer: @escaping @Sendable () -> Void) async {
         if ContinuousClock.now < deadline, !hangUp.hasHungUp,
             (try? await broker.pendingVersion(of: id, integrationID: integrationID)) == version
         {
-            await park(hangUp: hangUp, answer: answer)
+            await park(hangUp: hangUp, rechecks: rechecks, answer: answer)
         } else {
             slots.release(slot)
             answer()
@@ -193,6 +196,7 @@ struct StatusLongPoll: Sendable {
 /// its request, and more of those tasks waited at once.) On a cluster's database the answers read their request, and the
 /// reads of one request asked for together share a query: 16 at a time made
 /// 18,000 answers after another node's approval take 2.3 s, 256 at a time 1.0–1.2 s.
+/// The polls a notification gap wakes read their request in the answers' turn too.
 struct LongPollTurns: Sendable {
     let parking = InTurn(width: 1)
     let answering = InTurn(width: 256)
