@@ -32,7 +32,28 @@ fi
 password=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 printf '%s' "$password" > "$dir/password"
 [ "$(id -u)" = 0 ] && chown nobody:nogroup "$dir/password"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# A free port below the kernel's ephemeral range: a port picked from that range
+# could be taken by any outgoing connection (the suite makes thousands) before
+# the server binds it, and was, about once in a few hundred starts.
+free_port() {
+  python3 - <<'PORT'
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(200):
+    port = random.randrange(10000, max(low, 10001))
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    break
+else:
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])
+PORT
+}
 cd "$dir"
 "${as_owner[@]}" "$bindir/initdb" -D "$dir/data" -U countersign --auth=scram-sha-256 --pwfile="$dir/password" -E UTF8 --no-sync \
   >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
@@ -49,9 +70,20 @@ rm -f "$dir/ca.key" "$dir/server.csr" "$dir/server.ext" "$dir/ca.srl"
 chmod 600 "$dir/server.key"
 chmod 644 "$dir/ca.crt"
 if [ "$(id -u)" = 0 ]; then chown nobody:nogroup "$dir/server.key" "$dir/server.crt"; fi
-"${as_owner[@]}" "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-  -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off -c ssl=on -c ssl_cert_file=$dir/server.crt -c ssl_key_file=$dir/server.key" start >/dev/null \
-  || { cat "$dir/server.log" >&2; exit 1; }
+# Another process may still take the port first (another test's server, say):
+# then the server says so in its log, and starts again on another port.
+for attempt in 1 2 3 4 5; do
+  port=$(free_port)
+  rm -f "$dir/server.log"
+  if "${as_owner[@]}" "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off -c ssl=on -c ssl_cert_file=$dir/server.crt -c ssl_key_file=$dir/server.key" start >/dev/null 2>"$dir/pg_ctl.err"; then
+    break
+  fi
+  if [ "$attempt" -eq 5 ] || ! grep -q "Address already in use" "$dir/server.log"; then
+    cat "$dir/pg_ctl.err" "$dir/server.log" >&2
+    exit 1
+  fi
+done
 # The watchdog: in its own session, so that it outlives a killed parent group.
 setsid bash -c "while kill -0 $watch_pid 2>/dev/null; do sleep 0.5; done
   ${as_owner[*]} $bindir/pg_ctl -D $dir/data -m immediate stop >/dev/null 2>&1; rm -rf $dir" </dev/null >/dev/null 2>&1 &
