@@ -236,39 +236,28 @@ import Testing
         backend: Backend
     ) async throws {
         try await Self.withHarness(backend) { harness in
-            // setup: this node reads through, as a cluster's node does, and hears of no other node's commits;
-            // its reads are waited for however long they take (the one held below is not stuck).
-            let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
-            let gated = GatedStore(harness.store, shared: true)
-            let broker = try await harness.broker(approvals: gated, readPatience: .seconds(3600))
-            let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
-            let version = try #require(try await broker.pendingVersion(of: request.id, integrationID: nil))
-            let woken = Mutex<[LongPollWake]>([])
-            let park = {
-                await broker.park(request.id, until: .now.advanced(by: .seconds(3600)), unlessChangedFrom: version, hangUp: nil) { why in
-                    woken.withLock { $0.append(why) }
-                }
-            }
+            // setup: its reads are waited for however long they take (the one held below is not stuck).
+            let node = try await ReadThroughNode(harness, readPatience: .seconds(3600))
+            let (broker, gated, request, woken) = (node.broker, node.gated, node.request, node.woken)
 
             // act: the first poll's read after parking is held once it has read the request pending…
             await gated.readReturn.arm()
             let readsBefore = gated.reads
-            await park()
+            await node.park()
             await gated.readReturn.waitForArrival()
             // …another node approves it…
-            let otherNode = try await harness.broker(approvals: GatedStore(harness.store, shared: true))
-            _ = try await otherNode.respond(to: request.id, userID: user.id, deviceID: "d", decision: .approve, numberCode: code)
+            try await node.approveOnAnotherNode()
             // …and 20 more polls park while that read is held: one read is queued for them all.
-            for _ in 0..<20 { await park() }
+            for _ in 0..<20 { await node.park() }
             #expect(await broker.rechecksAfterParking[request.id]?.again == true)
             #expect(await broker.rechecksStarted == 1)
             #expect(gated.reads == readsBefore + 1)
             await gated.readReturn.open()
 
             // check: the queued read sees the approval and wakes every poll, once each.
-            while woken.withLock({ $0.count }) < 21 { try await Task.sleep(for: .milliseconds(5)) }
+            while woken.all.count < 21 { try await Task.sleep(for: .milliseconds(5)) }
             while await broker.rechecksAfterParking[request.id] != nil { try await Task.sleep(for: .milliseconds(5)) }
-            #expect(woken.withLock { $0 } == Array(repeating: .changed, count: 21))
+            #expect(woken.all == Array(repeating: .changed, count: 21))
             #expect(gated.reads == readsBefore + 2)
             #expect(await broker.rechecksStarted == 1)
             #expect(await broker.polls.count == 0)
@@ -284,31 +273,21 @@ import Testing
     @Test(.timeLimit(.minutes(5)), arguments: Backend.available) func aStuckReadAfterParkingIsNotWaitedFor(backend: Backend) async throws {
         try await Self.withHarness(backend) { harness in
             // setup
-            let user = try await harness.store.createUser(email: Self.email, passwordHash: "hash")
-            let gated = GatedStore(harness.store, shared: true)
-            let broker = try await harness.broker(approvals: gated)
-            let (request, code) = try await broker.initiate(email: Self.email, newPasswordHash: "new", requester: Self.requester)
-            let version = try #require(try await broker.pendingVersion(of: request.id, integrationID: nil))
-            let woken = Mutex<[LongPollWake]>([])
-            let park = {
-                await broker.park(request.id, until: .now.advanced(by: .seconds(3600)), unlessChangedFrom: version, hangUp: nil) { why in
-                    woken.withLock { $0.append(why) }
-                }
-            }
+            let node = try await ReadThroughNode(harness, readPatience: .milliseconds(250))
+            let (broker, gated, request, woken) = (node.broker, node.gated, node.request, node.woken)
 
             // act: the first poll's read is held, past its patience…
             await gated.readReturn.arm()
-            await park()
+            await node.park()
             await gated.readReturn.waitForArrival()
             try await Task.sleep(for: .milliseconds(500))
             // …another node approves, and a second poll parks.
-            let otherNode = try await harness.broker(approvals: GatedStore(harness.store, shared: true))
-            _ = try await otherNode.respond(to: request.id, userID: user.id, deviceID: "d", decision: .approve, numberCode: code)
-            await park()
+            try await node.approveOnAnotherNode()
+            await node.park()
 
             // check: both are woken by the second poll's own read, the first still held.
-            while woken.withLock({ $0.count }) < 2 { try await Task.sleep(for: .milliseconds(5)) }
-            #expect(woken.withLock { $0 } == [.changed, .changed])
+            while woken.all.count < 2 { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(woken.all == [.changed, .changed])
             #expect(await broker.rechecksStarted == 2)
             await gated.readReturn.open()
             while await broker.rechecksAfterParking[request.id] != nil { try await Task.sleep(for: .milliseconds(5)) }
@@ -571,6 +550,51 @@ import Testing
             #expect(try await broker.status(of: request.id)?.state == .completed)
             #expect(await broker.liveCounts().isEmpty)
         }
+    }
+}
+
+/// A node of a cluster in a broker test: it reads through (as on a shared
+/// database), hears of no other node's commits, and holds long polls on one
+/// pending request, recording how each woke.
+struct ReadThroughNode {
+    let harness: ApprovalBrokerTests.Harness
+    let gated: GatedStore
+    let broker: ApprovalBroker
+    let user: User
+    let request: ApprovalRequest
+    let code: String?
+    let version: Int
+    /// How each poll woke, in order.
+    let woken = Wakes()
+
+    final class Wakes: Sendable {
+        private let list = Mutex<[LongPollWake]>([])
+        func append(_ why: LongPollWake) { list.withLock { $0.append(why) } }
+        var all: [LongPollWake] { list.withLock { $0 } }
+    }
+
+    init(_ harness: ApprovalBrokerTests.Harness, readPatience: Duration) async throws {
+        self.harness = harness
+        user = try await harness.store.createUser(email: ApprovalBrokerTests.email, passwordHash: "hash")
+        gated = GatedStore(harness.store, shared: true)
+        broker = try await harness.broker(approvals: gated, readPatience: readPatience)
+        (request, code) = try await broker.initiate(
+            email: ApprovalBrokerTests.email, newPasswordHash: "new", requester: ApprovalBrokerTests.requester)
+        version = try #require(try await broker.pendingVersion(of: request.id, integrationID: nil))
+    }
+
+    /// Parks one more poll for an hour.
+    func park() async {
+        let woken = woken
+        await broker.park(request.id, until: .now.advanced(by: .seconds(3600)), unlessChangedFrom: version, hangUp: nil) { why in
+            woken.append(why)
+        }
+    }
+
+    /// Another node approves the request: this one hears nothing of it.
+    func approveOnAnotherNode() async throws {
+        let otherNode = try await harness.broker(approvals: GatedStore(harness.store, shared: true))
+        _ = try await otherNode.respond(to: request.id, userID: user.id, deviceID: "d", decision: .approve, numberCode: code)
     }
 }
 
