@@ -176,7 +176,7 @@ extension ApprovalBroker {
         Task { [weak self, live] in
             repeat {
                 let stored = try? await live.request(id)
-                let changed = stored.map { $0.version != version || $0.state != .pending } ?? false
+                let changed = stored.map { Self.pendingVersion($0) != version } ?? false
                 guard let self, await self.recheckedAfterParking(id, recheck.number, changed: changed) else { return }
             } while true
         }

@@ -190,13 +190,15 @@ struct StatusLongPoll: Sendable {
 }
 
 /// Where a listener's long polls wait their turn: to be parked with the
-/// broker, one at a time, and to be answered once their wait ends, 256 at a
-/// time. (Parking 16 at a time made 18,000 polls on a cluster's node cost
-/// 18.6 KiB each, not 10.1, when each parking there started a task to read
-/// its request, and more of those tasks waited at once.) On a cluster's database the answers read their request, and the
-/// reads of one request asked for together share a query: 16 at a time made
-/// 18,000 answers after another node's approval take 2.3 s, 256 at a time 1.0–1.2 s.
-/// The polls a notification gap wakes read their request in the answers' turn too.
+/// broker, one at a time, and to be answered once their wait ends (or to
+/// read their request again after a notification gap), 256 at a time.
+///
+/// Parking 16 at a time made 18,000 polls on a cluster's node cost 18.6 KiB
+/// each, not 10.1, when each parking there started a task to read its
+/// request and more of those tasks waited at once. On a cluster's database
+/// the answers read their request, and the reads of one request asked for
+/// together share a query: answering 16 at a time made 18,000 answers after
+/// another node's approval take 2.3 s, 256 at a time 1.0–1.2 s.
 struct LongPollTurns: Sendable {
     let parking = InTurn(width: 1)
     let answering = InTurn(width: 256)
