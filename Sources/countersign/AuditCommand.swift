@@ -16,7 +16,9 @@ struct AuditCommand: AsyncParsableCommand {
     var kind: String?
     @Option(help: ArgumentHelp("At most this many events (the newest).", valueName: "count")) var limit: Int = 1000
     @Flag(help: "One JSON object per line.") var json = false
+    // Unconditional: one request id in 64 begins with `-`, and is still the value.
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "Only the events of this request: its id (the approvalId or requestId a requester holds) or its 12-character reference, as the trail and webhook list show it.",
             valueName: "id-or-reference")

@@ -1,3 +1,4 @@
+import CountersignCore
 import Foundation
 import NIOHTTP1
 import TestSupport
@@ -77,6 +78,21 @@ import Glibc
             #expect(proofStatus == 0, "\(proof)")
             #expect(proof.contains("jws: eyJ"))
             #expect(proof.contains("✓ ES256 signature valid; approve by device"))
+        }
+    }
+
+    /// One request id in 64 begins with `-`: `audit --request` still takes it as
+    /// the value, not as an option of its own.
+    @Test func auditTakesARequestIDThatBeginsWithADash() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            let database = folder.appendingPathComponent("countersign.sqlite").path
+            #expect(
+                try await Self.run(["user", "add", "ana@example.com", "--database", database, "--bcrypt-cost", "4"], input: "correct horse\n").status
+                    == 0)
+            let id = "-" + String(repeating: "A", count: 21)
+            let (status, output) = try await Self.run(["audit", "--request", id, "--database", database], input: "")
+            #expect(status == 0, "\(output)")
+            #expect(output.contains("no audit events for request \(ApprovalRequest.logReference(of: id))"), "\(output)")
         }
     }
 }
