@@ -14,7 +14,6 @@ Needs: chromium and chromium-driver (Debian), selenium, aiosmtpd (PyPI).
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,16 +29,12 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
+from unused_port import unused_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EMAIL = "ana@example.com"
 OLD_PASSWORD = "correct horse"
 NEW_PASSWORD = "staple orbit lantern"
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def post_json(url, body):
@@ -83,7 +78,7 @@ def main():
         database = os.path.join(folder, "countersign.sqlite")
         subprocess.run([binary, "user", "add", EMAIL, "--database", database, "--bcrypt-cost", "4"],
                        input=OLD_PASSWORD + "\n", text=True, check=True, stdout=subprocess.DEVNULL)
-        port = free_port()
+        port = unused_port()
         base = f"http://127.0.0.1:{port}"
         log = open(os.path.join(folder, "daemon.log"), "w")
         processes.append(subprocess.Popen(

@@ -18,6 +18,7 @@ for fd in /proc/$$/fd/*; do
   if [ "$n" -gt 2 ] 2>/dev/null; then eval "exec $n>&-" 2>/dev/null || true; fi
 done
 watch_pid=${1:?usage: pg-test-server.sh WATCH_PID}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
 if [ -z "$bindir" ] || [ ! -x "$bindir/initdb" ]; then
   echo "pg-test-server: no PostgreSQL server installed (Debian: apt-get install postgresql)" >&2
@@ -32,27 +33,12 @@ fi
 password=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 printf '%s' "$password" > "$dir/password"
 [ "$(id -u)" = 0 ] && chown nobody:nogroup "$dir/password"
-# A free port below the kernel's ephemeral range: a port picked from that range
-# could be taken by any outgoing connection (the suite makes thousands) before
-# the server binds it, and was, about once in a few hundred starts.
+# A free port below the kernel's ephemeral range (see unused_port.py): a
+# port picked from that range could be taken by any outgoing connection (the
+# suite makes thousands) before the server binds it, and was, about once in a
+# few hundred starts.
 free_port() {
-  python3 - <<'PORT'
-import random, socket
-low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-for _ in range(200):
-    port = random.randrange(10000, max(low, 10001))
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", port))
-    except OSError:
-        continue
-    finally:
-        s.close()
-    print(port)
-    break
-else:
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])
-PORT
+  python3 "$here/unused_port.py"
 }
 cd "$dir"
 "${as_owner[@]}" "$bindir/initdb" -D "$dir/data" -U countersign --auth=scram-sha-256 --pwfile="$dir/password" -E UTF8 --no-sync \

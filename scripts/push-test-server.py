@@ -36,6 +36,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from unused_port import unused_port
+
 try:
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives import hashes, serialization
@@ -84,12 +86,6 @@ def ready(folder, info):
     os.rename(path + ".part", path)
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def watch_parent():
     parent = os.getppid()
 
@@ -116,7 +112,7 @@ def run_webpush(folder):
     public = private_key.public_key().public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
     auth = os.urandom(16)
     recorder = Recorder(folder)
-    server_port = free_port()
+    server_port = unused_port()
     origin = f"http://127.0.0.1:{server_port}"
 
     def check_vapid(header):
@@ -302,7 +298,7 @@ def run_apns(folder, key_file, key_id, team_id):
         await send({"type": "http.response.body", "body": answer})
 
     cert_path, cert_key_path = make_certificate(folder, "apns")
-    port = free_port()
+    port = unused_port()
     config = Config()
     config.bind = [f"127.0.0.1:{port}"]
     config.certfile = cert_path

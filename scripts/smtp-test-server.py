@@ -21,12 +21,13 @@ import argparse
 import json
 import os
 import signal
-import socket
 import ssl
 import sys
 import threading
 import time
 from email import message_from_bytes, policy
+
+from unused_port import unused_port
 
 try:
     from aiosmtpd.controller import Controller
@@ -84,12 +85,6 @@ class Handler:
         return "250 2.0.0 Message accepted for delivery"
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--dir", required=True)
@@ -111,7 +106,7 @@ def main():
                 return AuthResult(success=True)
         return AuthResult(success=False, handled=False)
 
-    port = arguments.port or free_port()
+    port = arguments.port or unused_port()
     if arguments.implicit_tls:
         # TLS from the first byte: aiosmtpd's STARTTLS flags do not apply, the whole session is encrypted.
         tls = {"ssl_context": context, "auth_require_tls": False}

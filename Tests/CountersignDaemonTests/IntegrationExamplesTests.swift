@@ -76,7 +76,7 @@ import Glibc
         try await MailDeliveryProcessTests.withFolder { folder in
             // setup: an integration made by the CLI, its webhook on a port where nothing listens yet.
             let database = folder.appendingPathComponent("countersign.sqlite").path
-            let hookPort = try DaemonProcessTests.freePort()
+            let hookPort = unusedPort()
             let added = try await Self.countersign([
                 "integration", "add", "Example Admin", "--webhook-url", "http://127.0.0.1:\(hookPort)/hook", "--database", database,
             ])

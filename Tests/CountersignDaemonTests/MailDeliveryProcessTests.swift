@@ -38,7 +38,7 @@ import Glibc
             let added = try await DeviceSimulateTests.run(
                 ["user", "add", Self.email, "--database", database, "--bcrypt-cost", "4"], input: "correct horse\n")
             #expect(added.status == 0, "\(added.output)")
-            let silentPort = try DaemonProcessTests.freePort()
+            let silentPort = unusedPort()
             let log = folder.appendingPathComponent("daemon.log")
             let common = ["--database", database, "--public-url", "https://auth.example.test"]
             let first = try await Self.startDaemon(

@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import Synchronization
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -57,30 +58,13 @@ import Glibc
     static let onLinux = false
     #endif
 
-    /// A port of 127.0.0.1 nothing uses: one the system gives a socket that is closed at once
-    /// (bound, never listening: the port is free again as soon as it is closed).
-    static func freePort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(descriptor >= 0)
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let named = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
-        }
-        try #require(named)
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
-
     /// The check binds and never listens: a client connecting over and over while
     /// the check runs again and again is refused every time. (A check that listened,
     /// even for a moment, completed connections that nothing then read or closed: a
     /// health check sent as the daemon started waited for good.)
     /// (Linux: the client's address, 127.0.0.2, is there without configuration.)
     @Test(.enabled(if: Self.onLinux), .timeLimit(.minutes(5))) func theCheckNeverTakesAConnection() async throws {
-        let port = try Self.freePort()
+        let port = unusedPort()
         let connector = Connector(port: port)
         let thread = Thread { connector.run() }
         thread.start()
