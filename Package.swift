@@ -451,6 +451,7 @@ let package = Package(
             name: "CountersignDaemonTests",
             dependencies: [
                 "countersign",
+                "CountersignCore",
                 "TestSupport",
                 "CountersignRuntime",
                 "FakeFCM",

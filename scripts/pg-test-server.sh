@@ -18,7 +18,7 @@ for fd in /proc/$$/fd/*; do
   if [ "$n" -gt 2 ] 2>/dev/null; then eval "exec $n>&-" 2>/dev/null || true; fi
 done
 watch_pid=${1:?usage: pg-test-server.sh WATCH_PID}
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+here=$(CDPATH= cd -- "$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")" && pwd)
 bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
 if [ -z "$bindir" ] || [ ! -x "$bindir/initdb" ]; then
   echo "pg-test-server: no PostgreSQL server installed (Debian: apt-get install postgresql)" >&2

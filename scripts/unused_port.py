@@ -1,10 +1,11 @@
 """A port of 127.0.0.1 that nothing uses now, for a server started next.
 
-Below the kernel's ephemeral range (ip_local_port_range): a port taken from
-that range is free again once the probe closes, and any outgoing connection
-(the test suite makes thousands) or any server bound to port 0 may take it
-before the server binds it. Drawn at random from 10000 up to that range, so
-that servers picking at once rarely draw the same one.
+Outside the kernel's ephemeral range (ip_local_port_range): a port taken
+from that range is free again once the probe closes, and any outgoing
+connection (the test suite makes thousands) or any server bound to port 0 may
+take it before the server binds it. Drawn at random from 10000 up to that
+range (above it, where it starts lower), so that servers picking at once
+rarely draw the same one.
 
     python3 scripts/unused_port.py     # prints one
 """
@@ -25,16 +26,21 @@ def _binds(port):
 def unused_port():
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as ranges:
-            low = int(ranges.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    if low > 10001:
+            low, high = (int(word) for word in ranges.read().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    # Below the range; where the range starts too low for that, above it.
+    outside = range(10000, low) if low > 10001 else range(high + 1, 65536) if high < 65000 else None
+    if outside:
         for _ in range(200):
-            port = random.randrange(10000, low)
+            port = random.choice(outside)
             if _binds(port):
                 return port
-    # No room below the range: a port the system gives.
-    return _binds(0)
+    # No room outside the range: a port the system gives.
+    port = _binds(0)
+    if port is None:
+        raise SystemExit("unused_port: no port of 127.0.0.1 can be bound")
+    return port
 
 
 if __name__ == "__main__":

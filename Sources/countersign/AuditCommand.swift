@@ -16,7 +16,8 @@ struct AuditCommand: AsyncParsableCommand {
     var kind: String?
     @Option(help: ArgumentHelp("At most this many events (the newest).", valueName: "count")) var limit: Int = 1000
     @Flag(help: "One JSON object per line.") var json = false
-    // Unconditional: one request id in 64 begins with `-`, and is still the value.
+    // Unconditional: one request id in 64 begins with `-`, and is still the
+    // value (``validate()`` refuses an option taken for one).
     @Option(
         parsing: .unconditional,
         help: ArgumentHelp(
@@ -27,6 +28,15 @@ struct AuditCommand: AsyncParsableCommand {
     @Flag(help: "With --request: print each signed answer (JWS) and whether it still verifies with the key that made it.")
     var proof = false
     @OptionGroup var database: DatabaseOptions
+
+    /// `--request` takes the next word whatever it is: a word beginning with
+    /// `-` that is not a request id (22 characters) is an option given where
+    /// the id was missing (`--request --proof`), not a request to look up.
+    func validate() throws {
+        if let request, request.hasPrefix("-"), !(request.utf8.count == 22 && SecureToken.isWellFormed(request)) {
+            throw ValidationError("--request needs a request id or reference, not \(request)")
+        }
+    }
 
     func run() async throws {
         var kindFilter: AuditKind?

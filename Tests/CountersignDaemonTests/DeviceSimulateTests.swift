@@ -93,6 +93,10 @@ import Glibc
             let (status, output) = try await Self.run(["audit", "--request", id, "--database", database], input: "")
             #expect(status == 0, "\(output)")
             #expect(output.contains("no audit events for request \(ApprovalRequest.logReference(of: id))"), "\(output)")
+            // An option where the id was left out is still refused, not looked up.
+            let (missing, refusal) = try await Self.run(["audit", "--request", "--proof", "--database", database], input: "")
+            #expect(missing == 64, "\(refusal)")
+            #expect(refusal.contains("--request needs a request id or reference"), "\(refusal)")
         }
     }
 }

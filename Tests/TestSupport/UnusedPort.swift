@@ -7,27 +7,31 @@ import Glibc
 /// A port of 127.0.0.1 that nothing uses now, for a server a test starts later
 /// (or for an address where nothing must answer).
 ///
-/// Below the kernel's ephemeral range (`ip_local_port_range`): a port taken
+/// Outside the kernel's ephemeral range (`ip_local_port_range`): a port taken
 /// from that range is free again once the probe closes, and any outgoing
 /// connection (the suite makes thousands) or any server bound to port 0 may
 /// take it before the test's server binds it. Drawn at random from 10000 up to
-/// that range, so that tests picking at once rarely draw the same one.
+/// that range (above it, where it starts lower), so that tests picking at
+/// once rarely draw the same one.
 public func unusedPort() -> Int {
-    let low = ephemeralPortsStart()
-    if low > 10_001 {
+    let (low, high) = ephemeralPorts()
+    // Below the range; where the range starts too low for that, above it.
+    let outside: Range<Int>? = low > 10_001 ? 10_000..<low : high < 65_000 ? (high + 1)..<65_536 : nil
+    if let outside {
         for _ in 0..<200 {
-            let port = Int.random(in: 10_000..<low)
+            let port = Int.random(in: outside)
             if probe(port) != nil { return port }
         }
     }
-    // No room below the range: a port the system gives, as before.
+    // No room outside the range: a port the system gives, as before.
     return probe(0) ?? 0
 }
 
-/// The first port of the kernel's ephemeral range (32768 when it cannot be read).
-private func ephemeralPortsStart() -> Int {
+/// The kernel's ephemeral range (32768–60999 when it cannot be read).
+private func ephemeralPorts() -> (low: Int, high: Int) {
     let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
-    return text.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } ?? 32768
+    let bounds = text.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+    return bounds.count == 2 ? (bounds[0], bounds[1]) : (32768, 60999)
 }
 
 /// Binds a TCP socket to 127.0.0.1:`port` and closes it: the port it got, or `nil`.
