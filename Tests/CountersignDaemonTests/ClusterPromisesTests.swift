@@ -144,12 +144,13 @@ extension ClusterProcessTests {
                 committed[0] += 1
                 try await Self.eventually("the barrier's resolution push") { resolutions().contains(barrier) }
 
-                // One push per transition, none twice…
+                // A push for each transition…
                 let pushed = resolutions()
-                #expect(pushed.count == ids.count + 1, "\(pushed)")
-                #expect(Set(pushed).count == pushed.count)
+                #expect(Set(pushed) == Set(ids + [barrier]), "\(pushed)")
                 // …each counted by the node that committed the transition, and by no other (a node counts
-                // a push once FCM's answer is back, a moment after the fake has recorded it).
+                // a push once FCM's answer is back, a moment after the fake has recorded it): one push per
+                // transition. (The fake may have recorded one twice: a send whose answer outlasted the
+                // daemon's 10 s request timeout on a busy machine is made again, as in production.)
                 func counted(_ node: Int) async throws -> Int {
                     Int(
                         try await Self.metric(

@@ -103,7 +103,10 @@ struct FakeFCMHarness {
         Device(id: "device-\(token)", userID: "user-1", name: "Phone", platform: "iOS", push: .fcm(token), pushEnabled: true, createdAt: Date())
     }
 
-    static func prompt(id: String = "req-AAAAAAAAAAAAAAAAAAAA", expiresIn: TimeInterval = 60) -> PushJob {
+    /// A prompt whose request lives an hour unless a test says otherwise: a
+    /// suite on a busy machine can stall a test for a minute, and a prompt
+    /// expiring under it would be dropped instead of sent or retried.
+    static func prompt(id: String = "req-AAAAAAAAAAAAAAAAAAAA", expiresIn: TimeInterval = 3600) -> PushJob {
         .prompt(
             requestID: id, userID: "user-1", action: .passwordReset, expiresAt: Date().addingTimeInterval(expiresIn),
             requester: RequesterInfo(ip: "203.0.113.7", userAgent: "PhotoSync/2.3 iOS/18.1"))

@@ -274,6 +274,22 @@ struct TestDaemon: Sendable {
     }
 }
 
+/// The answer of a long poll asking to wait 30 s, if it came within 30 s of
+/// being sent: then it can only be the wake-up (or an answer at once), and its
+/// status is the test's to judge. Later, it may be the poll's own wait running
+/// out (a suite on a busy machine can stall a test that long), which proves
+/// nothing: `nil`, and a line saying so. Its client waits 40 s.
+func answerWithinTheWait(_ poll: @Sendable () async throws -> TestDaemon.Answer) async throws -> TestDaemon.Answer? {
+    let sent = ContinuousClock.now
+    let answer = try await poll()
+    let waited = ContinuousClock.now - sent
+    guard waited < .seconds(30) else {
+        print("a held poll answered after \(waited), status \(answer["status"] ?? "none"): not judged")
+        return nil
+    }
+    return answer
+}
+
 struct TestFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
