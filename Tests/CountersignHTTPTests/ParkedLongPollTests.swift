@@ -169,7 +169,10 @@ import Testing
             try await Self.waitForParked(1, in: daemon)
             #expect(try await daemon.server.store.rotateIntegrationKey(id: acme.id, apiKeyHash: SecureToken.sha256Hex(Integration.newAPIKey())))
             #expect(try await daemon.respond(id, apiKey: deviceKey, code: created["numberCode"]).status == 200)
-            #expect(try await poll.value.status == 401)
+            let refused = try await poll.value
+            #expect(refused.status == 401)
+            // The contract's error body, as any refused call gets.
+            #expect(refused["error"] == "unauthorized")
             #expect(try await daemon.longPollsWaiting() == 0)
         }
     }

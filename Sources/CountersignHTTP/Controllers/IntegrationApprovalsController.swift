@@ -197,11 +197,21 @@ struct IntegrationApprovalsController: Sendable {
         let poll = StatusLongPoll(broker: broker, slots: longPolls)
         // Capped per client address, as the phone reset's status is: an integration's
         // servers behind one address share its cap, whatever keys they hold.
-        switch try await poll.poll(id, integrationID: integration.id, seconds: wait, slot: context.clientKey) {
+        switch try await poll.poll(id, integrationID: integration.id, seconds: wait, context: context, answer: statusNow(of: id)) {
         case .parked: return LongPollHandOff.parkedResponse()
         case .waited(let found?): return try await answer(found: found).response(from: request, context: context)
         // Gone while waiting: the plain status, as without a wait.
         case .waited(nil), .answerNow:
+            return try await answer(found: await broker.status(of: id, integrationID: integration.id)).response(from: request, context: context)
+        }
+    }
+
+    /// The status of approval `id` as it is when a long poll's wait is over.
+    /// The caller is checked again, as on every call: a key rotated or an
+    /// integration disabled while the poll waited is refused (401).
+    func statusNow(of id: String) -> @Sendable (Request, AppRequestContext) async throws -> Response {
+        { [self] request, context in
+            let integration = try await authenticator.integration(for: request)
             return try await answer(found: await broker.status(of: id, integrationID: integration.id)).response(from: request, context: context)
         }
     }

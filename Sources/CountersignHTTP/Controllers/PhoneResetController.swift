@@ -116,18 +116,22 @@ struct PhoneResetController: Sendable {
     }
 
     @Sendable func status(_ request: Request, context: AppRequestContext) async throws -> Response {
-        // The answer after a parked wait is the same poll: it is not counted twice.
-        if !LongPollRun.isAnswering {
-            try await abuse.hit(.statusPollsPerIP, context.clientKey, RateLimitGuard.Message.polls, context: context, request: request)
-        }
+        try await abuse.hit(.statusPollsPerIP, context.clientKey, RateLimitGuard.Message.polls, context: context, request: request)
         let id = try context.parameters.require("requestId")
         let wait = try request.longPollSeconds()
-        switch try await StatusLongPoll(broker: broker, slots: longPolls).poll(id, integrationID: nil, seconds: wait, slot: context.clientKey) {
+        let poll = StatusLongPoll(broker: broker, slots: longPolls)
+        switch try await poll.poll(id, integrationID: nil, seconds: wait, context: context, answer: statusNow(of: id)) {
         case .parked: return LongPollHandOff.parkedResponse()
         case .waited(let found?): return try StatusAnswer(found: found).response(from: request, context: context)
         // Gone while waiting: the plain status, as without a wait.
-        case .waited(nil), .answerNow: return try StatusAnswer(found: await broker.status(of: id)).response(from: request, context: context)
+        case .waited(nil), .answerNow: return try await statusNow(of: id)(request, context)
         }
+    }
+
+    /// The status of request `id` as it is when called: the answer of a plain
+    /// poll, and of a long poll once its wait is over (not counted again).
+    func statusNow(of id: String) -> @Sendable (Request, AppRequestContext) async throws -> Response {
+        { [broker] request, context in try StatusAnswer(found: await broker.status(of: id)).response(from: request, context: context) }
     }
 
     struct Success: ResponseEncodable {

@@ -16,24 +16,26 @@ struct AccessLogMiddleware: RouterMiddleware {
     let metrics: AppMetrics
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let start = LongPollRun.askedAt ?? ContinuousClock.now
+        let start = ContinuousClock.now
         let response = try await next(request, context)
-        // A long poll handed to its connection is logged once, when answered, from its arrival.
+        // A long poll handed to its connection is logged once, when answered,
+        // from its arrival (``ConnectionResponder``).
         if response.headers[LongPollHandOff.marker] == nil {
-            record(request, context: context, status: response.status, since: start)
+            record(request.method, route: context.endpointPath ?? "unmatched", logger: context.logger, status: response.status, since: start)
         }
         return response
     }
 
     @inline(never)
-    func record(_ request: Request, context: Context, status: HTTPResponse.Status, since start: ContinuousClock.Instant) {
+    func record(
+        _ method: HTTPRequest.Method, route: String, logger: Logger, status: HTTPResponse.Status, since start: ContinuousClock.Instant
+    ) {
         let elapsed = ContinuousClock.now - start
-        let route = context.endpointPath ?? "unmatched"
-        metrics.httpRequest(method: request.method.rawValue, route: route, status: Int(status.code), duration: elapsed)
-        context.logger.debug(
+        metrics.httpRequest(method: method.rawValue, route: route, status: Int(status.code), duration: elapsed)
+        logger.debug(
             "request",
             metadata: [
-                "method": "\(request.method.rawValue)",
+                "method": "\(method.rawValue)",
                 "route": "\(route)",
                 "status": "\(status.code)",
                 "ms": "\(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)",

@@ -17,7 +17,8 @@ import Synchronization
 /// once to check the caller, the rate limit and the request. A poll that must
 /// wait hands its wait on (``LongPollHandOff``) and is parked with the broker
 /// (``ParkedLongPoll``); the route's first answer is not written. When the
-/// wait ends, the route runs once more for the answer. Parking and answering
+/// wait ends, the route's answer (``LongPollAnswer``) reads the status as it is
+/// then, logged as the router's middleware logs an answer. Parking and answering
 /// take their turn (``LongPollTurns``): a burst of thousands of polls, sent
 /// at once on open connections or woken by one approval, starts a few tasks,
 /// not one each.
@@ -28,6 +29,8 @@ struct ConnectionResponder: Sendable {
     let logger: Logger
     let dates: HTTPDates
     let turns: LongPollTurns
+    /// The access log and metrics of a long poll's answer after its wait.
+    let accessLog: AccessLogMiddleware
 
     /// Answers `request` in a task of its own.
     func start(_ request: Request) {
@@ -38,7 +41,7 @@ struct ConnectionResponder: Sendable {
         guard request.uri.query?.contains("wait=") == true else { return await write(respond(to: request)) }
         let askedAt = ContinuousClock.now
         let handOff = LongPollHandOff()
-        let response = await LongPollRun.$current.withValue(.asking(handOff)) { await respond(to: request) }
+        let response = await LongPollHandOff.$current.withValue(handOff) { await respond(to: request) }
         guard let parked = handOff.take() else { return await write(response) }
         // This task ends here: it has run the whole route and keeps the stack
         // that took until it ends, and parking may wait its turn on the broker
@@ -46,29 +49,49 @@ struct ConnectionResponder: Sendable {
         let (connection, hangUp, turns) = (self, hangUp, turns)
         turns.parking.run {
             await parked.start(hangUp: hangUp, rechecks: turns.answering) {
-                turns.answering.run { await connection.answer(request, askedAt: askedAt) }
+                turns.answering.run { await connection.answer(request, askedAt: askedAt, with: parked.answer) }
             }
         }
     }
 
     /// The answer of a long poll once its wait is over.
-    private func answer(_ request: Request, askedAt: ContinuousClock.Instant) async {
+    private func answer(_ request: Request, askedAt: ContinuousClock.Instant, with answer: LongPollAnswer) async {
         // Nobody to answer: no work for a poll whose client is gone (it has no access-log line).
         guard channel.isActive else { return }
-        await write(LongPollRun.$current.withValue(.answering(askedAt: askedAt)) { await respond(to: request) })
+        let context = newContext()
+        var response: Response
+        do {
+            response = try await answer.respond(request, context)
+        } catch {
+            // As the router's middleware answers a failure (``RequestIntakeMiddleware``).
+            do {
+                response = try RequestIntakeMiddleware.response(to: error, request: request, context: context)
+            } catch {
+                context.logger.debug("Unrecognised Error", metadata: ["error.type": "\(error)"])
+                response = Response(status: .internalServerError)
+            }
+        }
+        accessLog.record(request.method, route: answer.route, logger: context.logger, status: response.status, since: askedAt)
+        await write(stamped(response))
+    }
+
+    private func newContext() -> AppRequestContext {
+        var logger = logger
+        logger[metadataKey: "hb.request.id"] = .stringConvertible(RequestID())
+        return AppRequestContext(source: .init(channel: channel, logger: logger))
     }
 
     private func respond(to request: Request) async -> Response {
-        var logger = logger
-        logger[metadataKey: "hb.request.id"] = .stringConvertible(RequestID())
-        let context = AppRequestContext(source: .init(channel: channel, logger: logger))
-        var response: Response
+        let context = newContext()
         do {
-            response = try await responder.respond(to: request, context: context)
+            return stamped(try await responder.respond(to: request, context: context))
         } catch {
-            logger.debug("Unrecognised Error", metadata: ["error.type": "\(error)"])
-            response = Response(status: .internalServerError)
+            context.logger.debug("Unrecognised Error", metadata: ["error.type": "\(error)"])
+            return stamped(Response(status: .internalServerError))
         }
+    }
+
+    private func stamped(_ response: consuming Response) -> Response {
         response.headers[.date] = dates.now
         response.headers[.server] = "countersign"
         return response

@@ -31,17 +31,18 @@ struct GuardedHTTP1Channel: ServerChildChannel {
     let open: OpenConnections
     let dates: HTTPDates
     let turns: LongPollTurns
+    let accessLog: AccessLogMiddleware
 
     static func builder(
         responder: RouterResponder<AppRequestContext>, idleTimeout: Duration, requestTimeout: Duration, connections: ConnectionsPerAddress,
-        open: OpenConnections
+        open: OpenConnections, accessLog: AccessLogMiddleware
     ) -> HTTPServerBuilder {
         // The application's own responder is not used: it writes through the
         // async channel a connection here does not have. This one routes the same router.
         HTTPServerBuilder { _ in
             GuardedHTTP1Channel(
                 responder: responder, idleTimeout: idleTimeout, requestTimeout: TimeAmount(requestTimeout), connections: connections,
-                open: open, dates: HTTPDates(), turns: LongPollTurns())
+                open: open, dates: HTTPDates(), turns: LongPollTurns(), accessLog: accessLog)
         }
     }
 
@@ -87,7 +88,7 @@ struct GuardedHTTP1Channel: ServerChildChannel {
                 RequestCollector(
                     responder: ConnectionResponder(
                         responder: responder, channel: channel, hangUp: hangUp.actions, logger: logger, dates: dates,
-                        turns: turns)))
+                        turns: turns, accessLog: accessLog)))
             return Value(channel: channel)
         }
     }

@@ -16,32 +16,17 @@ import Synchronization
 // ``ConnectionResponder``): it checks the caller, the rate limit and the
 // request, hands the wait on (``LongPollHandOff``) and returns. The wait is
 // then a record the broker keeps (``ParkedLongPoll``), with no task at all;
-// when it ends, the route runs once more for the answer. Both the parking and
-// the answers wait their turn (``LongPollTurns``): 18,000 polls sent at once on
-// open connections, each route's task kept until the broker had taken its
-// poll, cost 25 KiB each where the same polls sent at a steady pace cost 9.4.
-
-/// Which run of a status route this is, when its connection can hold its wait.
-enum LongPollRun: Sendable {
-    /// The first run: a poll that must wait hands its wait on.
-    case asking(LongPollHandOff)
-    /// The run after the wait: the route answers with the status as it is now,
-    /// without counting the poll again. `askedAt` is when the request arrived.
-    case answering(askedAt: ContinuousClock.Instant)
-
-    @TaskLocal static var current: LongPollRun?
-
-    /// When the request being answered after its wait arrived.
-    static var askedAt: ContinuousClock.Instant? {
-        guard case .answering(let askedAt) = current else { return nil }
-        return askedAt
-    }
-
-    static var isAnswering: Bool { askedAt != nil }
-}
+// when it ends, the route's own answer (``LongPollAnswer``) reads the status
+// as it is then, without the router and middleware again. Both the parking
+// and the answers wait their turn (``LongPollTurns``): 18,000 polls sent at
+// once on open connections, each route's task kept until the broker had taken
+// its poll, cost 25 KiB each where the same polls sent at a steady pace cost 9.4.
 
 /// Where a route leaves the wait of its long poll for its connection's responder.
 final class LongPollHandOff: Sendable {
+    /// The hand-off of the route being run, when its connection can hold its wait.
+    @TaskLocal static var current: LongPollHandOff?
+
     private let parked = Mutex<ParkedLongPoll?>(nil)
 
     func park(_ poll: ParkedLongPoll) {
@@ -62,8 +47,19 @@ final class LongPollHandOff: Sendable {
     }
 }
 
+/// How a parked long poll is answered once its wait is over: the status as it
+/// is then, from the route's own code, without running the router and the
+/// middleware again (re-running them for each of 18,000 polls woken by one
+/// approval took as long again as writing the answers). The caller is checked
+/// again where the route checks it on every call (an integration's key).
+struct LongPollAnswer: Sendable {
+    /// The route's template, for the access log and the metrics.
+    let route: String
+    let respond: @Sendable (Request, AppRequestContext) async throws -> Response
+}
+
 /// A long poll handed on by its route: the request it waits on, at which
-/// version, until when, and the slot it waits in.
+/// version, until when, the slot it waits in and how it is answered.
 struct ParkedLongPoll: Sendable {
     let broker: ApprovalBroker
     let id: String
@@ -72,6 +68,7 @@ struct ParkedLongPoll: Sendable {
     let deadline: ContinuousClock.Instant
     let slots: LongPollSlots
     let slot: String
+    let answer: LongPollAnswer
 
     /// Takes a slot and parks with the broker until the request changes, the
     /// deadline passes, the client hangs up or the server drains; then gives
@@ -134,7 +131,7 @@ final class InTurn: Sendable {
             return true
         }
         // Detached: a runner takes none of the task-local values of the task
-        // that happened to start it, and holds no work beyond the piece it is
+        // that happened to start it (a route's hand-off), and holds no work beyond the piece it is
         // doing. It keeps that task's priority, as a task of its own would
         // have: at the default priority, work handed on by the daemon's
         // services (which run at the main task's) waited behind all of theirs.
@@ -162,7 +159,7 @@ struct StatusLongPoll: Sendable {
     let slots: LongPollSlots
 
     enum Outcome {
-        /// Answer with the status now: no wait asked, over a cap, or the answering run.
+        /// Answer with the status now: no wait asked, or over a cap.
         case answerNow
         /// The wait is handed on: answer with ``LongPollHandOff/parkedResponse()``.
         case parked
@@ -170,21 +167,27 @@ struct StatusLongPoll: Sendable {
         case waited(ApprovalRequest?)
     }
 
-    /// Waits `seconds` for request `id` to change, in a slot of `slot`.
-    /// Over the per-address or node cap, a long poll is answered at once (a plain poll).
-    func poll(_ id: String, integrationID: String?, seconds: Int, slot: String) async throws -> Outcome {
-        guard seconds > 0, !LongPollRun.isAnswering else { return .answerNow }
-        guard case .asking(let handOff) = LongPollRun.current else {
+    /// Waits `seconds` for request `id` to change, in a slot of the client's
+    /// address. Over the per-address or node cap, a long poll is answered at
+    /// once (a plain poll). A parked poll is answered by `answer`.
+    func poll(
+        _ id: String, integrationID: String?, seconds: Int, context: AppRequestContext,
+        answer: @escaping @Sendable (Request, AppRequestContext) async throws -> Response
+    ) async throws -> Outcome {
+        guard seconds > 0 else { return .answerNow }
+        let slot = context.clientKey
+        guard let handOff = LongPollHandOff.current else {
             guard slots.acquire(slot) else { return .answerNow }
             defer { slots.release(slot) }
             return .waited(try await broker.waitForChange(of: id, integrationID: integrationID, timeout: .seconds(seconds)))
         }
-        // The slot is taken when the wait starts (``ParkedLongPoll/start(hangUp:answer:)``).
+        // The slot is taken when the wait starts (``ParkedLongPoll/start(hangUp:rechecks:answer:)``).
         guard let version = try await broker.pendingVersion(of: id, integrationID: integrationID) else { return .answerNow }
         handOff.park(
             ParkedLongPoll(
                 broker: broker, id: id, integrationID: integrationID, version: version,
-                deadline: ContinuousClock.now.advanced(by: .seconds(seconds)), slots: slots, slot: slot))
+                deadline: ContinuousClock.now.advanced(by: .seconds(seconds)), slots: slots, slot: slot,
+                answer: LongPollAnswer(route: context.endpointPath ?? "unmatched", respond: answer)))
         return .parked
     }
 }

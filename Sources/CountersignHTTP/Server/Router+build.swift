@@ -11,7 +11,7 @@ public func guardedHTTP1(_ dependencies: AppDependencies, router: Router<AppRequ
         responder: router.buildResponder(), idleTimeout: dependencies.idleTimeout, requestTimeout: dependencies.requestTimeout,
         connections: ConnectionsPerAddress(
             cap: dependencies.connectionsPerAddress, trusted: dependencies.trustedProxies, metrics: dependencies.metrics),
-        open: open)
+        open: open, accessLog: AccessLogMiddleware(metrics: dependencies.metrics))
 }
 
 /// Every route of the API, behind the middleware chain.
