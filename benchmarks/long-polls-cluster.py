@@ -6,7 +6,11 @@ is sent to node B. Prints node A's RSS per held poll and when the last poll
 was answered after the approval. Only 127.0.0.1; both nodes are killed and the
 server stops when this script ends. Needs a release build.
 
-usage: python3 benchmarks/long-polls-cluster.py [--held 18000] [--binary .build/release/countersign]
+usage: python3 benchmarks/long-polls-cluster.py [--held 18000] [--idle-reader SECONDS] [--binary .build/release/countersign]
+
+With --idle-reader, the reader sleeps that long after the approval before it
+reads, as the suite's longpoll row does: the answers' arrival is the kernel's
+receive time of each socket, and the reader takes no CPU from the nodes.
 """
 import argparse, os, resource, subprocess, sys, tempfile, time
 
@@ -17,6 +21,7 @@ import suite  # noqa: E402
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--held", type=int, default=18000)
+    parser.add_argument("--idle-reader", type=float, default=0)
     parser.add_argument("--binary", default=".build/release/countersign")
     arguments = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -58,9 +63,10 @@ def main():
         early, answered, approved, took, arrived = suite.answered_after(
             sockets, lambda: suite.Client(b.port).call("POST", f"/api/mobile/approvals/{request}/respond",
                                                        {"decision": "approve", "numberCode": started.get("numberCode")},
-                                                       headers={"X-API-Key": device}))
+                                                       headers={"X-API-Key": device}), idle=arguments.idle_reader)
         print(f"node A: RSS {before / 1024:.0f} → {after / 1024:.0f} MiB, {(after - before) / held:.1f} KiB per held poll; {early} answered early; "
-              f"{answered:,} answered ({approved:,} approved), the last read {took:.2f} s and arrived {arrived:.2f} s after the approval sent to node B")
+              f"{answered:,} answered ({approved:,} approved), the last read {took:.2f} s and arrived {arrived:.2f} s after the approval sent to node B"
+              + (f" (the reader idle {arguments.idle_reader:g} s)" if arguments.idle_reader else ""))
     finally:
         a.stop(kill=True)
         b.stop(kill=True)
