@@ -1,5 +1,6 @@
 import CountersignCore
 import Foundation
+import Hummingbird
 import TestSupport
 import Testing
 
@@ -27,5 +28,38 @@ import Testing
         #expect(answer.plainJSON == nil)
         #expect(JSONText.needsNoEscaping("AZaz09-_:.+ /"))
         for text in ["\"", "\\", "\n", "\u{7F}", "é"] { #expect(!JSONText.needsNoEscaping(text), "\(text)") }
+    }
+
+    /// Polls of a request that stays as it is share one encoding; any change
+    /// of what the answer says (state, how it was answered, expiry, request) encodes anew.
+    @Test func anUnchangedRequestSharesItsEncodingAndAChangedOneIsEncodedAgain() throws {
+        let last = LastStatusAnswer()
+        var encoded: [String] = []
+        func answer(_ request: ApprovalRequest) throws -> String {
+            let response = last.response(for: request) {
+                encoded.append(request.id)
+                return Response(status: .ok, headers: [.contentType: "\(encoded.count)"])
+            }
+            return try #require(response.headers[.contentType])
+        }
+        let pending = Self.request(.pending)
+        #expect(try answer(pending) == "1")
+        #expect(try answer(pending) == "1")
+        var approved = pending
+        approved.state = .approved
+        approved.via = .push
+        #expect(try answer(approved) == "2")
+        var offline = approved
+        offline.via = .offlineCode
+        #expect(try answer(offline) == "3")
+        var later = offline
+        later.expiresAt = later.expiresAt.addingTimeInterval(1)
+        #expect(try answer(later) == "4")
+        #expect(try answer(later) == "4")
+        let other = Self.request(.pending)
+        #expect(try answer(other) == "5")
+        // One entry: the first request's answer was replaced.
+        #expect(try answer(pending) == "6")
+        #expect(encoded == [pending.id, pending.id, pending.id, pending.id, other.id, pending.id])
     }
 }

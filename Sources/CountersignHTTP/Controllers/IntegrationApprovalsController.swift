@@ -199,10 +199,11 @@ struct IntegrationApprovalsController: Sendable {
         // servers behind one address share its cap, whatever keys they hold.
         switch try await poll.poll(id, integrationID: integration.id, seconds: wait, context: context, answer: statusNow(of: id)) {
         case .parked: return LongPollHandOff.parkedResponse()
-        case .waited(let found?): return try await answer(found: found).response(from: request, context: context)
+        case .waited(let found?): return try await Self.answer(found: found, store: store).response(from: request, context: context)
         // Gone while waiting: the plain status, as without a wait.
         case .waited(nil), .answerNow:
-            return try await answer(found: await broker.status(of: id, integrationID: integration.id)).response(from: request, context: context)
+            let found = try await broker.status(of: id, integrationID: integration.id)
+            return try await Self.answer(found: found, store: store).response(from: request, context: context)
         }
     }
 
@@ -210,17 +211,19 @@ struct IntegrationApprovalsController: Sendable {
     /// The caller is checked again, as on every call: a key rotated or an
     /// integration disabled while the poll waited is refused (401).
     func statusNow(of id: String) -> @Sendable (Request, AppRequestContext) async throws -> Response {
-        { [self] request, context in
+        // What it holds, each parked poll keeps: three references, not the controller.
+        { [authenticator, broker, store] request, context in
             let integration = try await authenticator.integration(for: request)
-            return try await answer(found: await broker.status(of: id, integrationID: integration.id)).response(from: request, context: context)
+            let found = try await broker.status(of: id, integrationID: integration.id)
+            return try await Self.answer(found: found, store: store).response(from: request, context: context)
         }
     }
 
     /// The status answer for `approval`, or not found. A function of its own,
     /// so that the route's async frame, which a waiting long poll keeps, has no
-    /// room for this work (as ``PhoneResetController/StatusAnswer/init(found:)``).
+    /// room for this work (as ``PhoneResetController/statusAnswer(_:last:request:context:)``).
     @inline(never)
-    private func answer(found approval: ApprovalRequest?) async throws -> StatusAnswer {
+    private static func answer(found approval: ApprovalRequest?, store: any IntegrationStore & UserAdministration) async throws -> StatusAnswer {
         guard let approval else { throw APIError.approvalNotFound }
         var device: StatusAnswer.DeviceOut?
         if let deviceID = approval.respondingDeviceID {

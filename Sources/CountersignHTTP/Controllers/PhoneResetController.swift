@@ -12,6 +12,8 @@ struct PhoneResetController: Sendable {
     let abuse: RateLimitGuard
     let longPolls: LongPollSlots
     let codes: CodeAnswers
+    /// The status answer last encoded, shared by the polls of a request while it stays as it is.
+    let lastStatus = LastStatusAnswer()
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.post("auth/reset/phone/initiate", use: initiate)
@@ -73,14 +75,6 @@ struct PhoneResetController: Sendable {
                 }
         }
 
-        /// The answer for `request`, or not found. Out of line, so that the
-        /// status route's async frame (kept by each waiting long poll) holds no copy of the request.
-        @inline(never)
-        init(found request: ApprovalRequest?) throws {
-            guard let request else { throw APIError.notFound }
-            self.init(request)
-        }
-
         func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(requestId, forKey: .requestId)
@@ -122,7 +116,7 @@ struct PhoneResetController: Sendable {
         let poll = StatusLongPoll(broker: broker, slots: longPolls)
         switch try await poll.poll(id, integrationID: nil, seconds: wait, context: context, answer: statusNow(of: id)) {
         case .parked: return LongPollHandOff.parkedResponse()
-        case .waited(let found?): return try StatusAnswer(found: found).response(from: request, context: context)
+        case .waited(let found?): return try Self.statusAnswer(found, last: lastStatus, request: request, context: context)
         // Gone while waiting: the plain status, as without a wait.
         case .waited(nil), .answerNow: return try await statusNow(of: id)(request, context)
         }
@@ -131,7 +125,20 @@ struct PhoneResetController: Sendable {
     /// The status of request `id` as it is when called: the answer of a plain
     /// poll, and of a long poll once its wait is over (not counted again).
     func statusNow(of id: String) -> @Sendable (Request, AppRequestContext) async throws -> Response {
-        { [broker] request, context in try StatusAnswer(found: await broker.status(of: id)).response(from: request, context: context) }
+        // What it holds, each parked poll keeps: two references, not the controller.
+        { [broker, lastStatus] request, context in
+            try Self.statusAnswer(await broker.status(of: id), last: lastStatus, request: request, context: context)
+        }
+    }
+
+    /// The answer for `found`, or not found. Out of line, so that the status
+    /// route's async frame (kept by a long poll waiting in it) holds no copy of the request.
+    @inline(never)
+    static func statusAnswer(
+        _ found: ApprovalRequest?, last: LastStatusAnswer, request: Request, context: AppRequestContext
+    ) throws -> Response {
+        guard let found else { throw APIError.notFound }
+        return try last.response(for: found) { try StatusAnswer(found).response(from: request, context: context) }
     }
 
     struct Success: ResponseEncodable {
