@@ -46,10 +46,11 @@ struct ConnectionResponder: Sendable {
         // This task ends here: it has run the whole route and keeps the stack
         // that took until it ends, and parking may wait its turn on the broker
         // behind a burst of thousands of polls.
-        let (connection, hangUp, turns) = (self, hangUp, turns)
+        // The closure the broker keeps holds the answer alone, not the whole parked record again.
+        let (connection, hangUp, turns, answer) = (self, hangUp, turns, parked.answer)
         turns.parking.run {
             await parked.start(hangUp: hangUp, rechecks: turns.answering) {
-                turns.answering.run { await connection.answer(request, askedAt: askedAt, with: parked.answer) }
+                turns.answering.run { await connection.answer(request, askedAt: askedAt, with: answer) }
             }
         }
     }

@@ -52,6 +52,11 @@ final class LongPollHandOff: Sendable {
 /// middleware again (re-running them for each of 18,000 polls woken by one
 /// approval took as long again as writing the answers). The caller is checked
 /// again where the route checks it on every call (an integration's key).
+///
+/// `respond` gets a context of its own, not the route's: its client address
+/// is the connection's peer, not the one ``RequestIntakeMiddleware`` settled
+/// from `X-Forwarded-For`. An answer that audits, limits or logs by address
+/// must carry the route's address with it.
 struct LongPollAnswer: Sendable {
     /// The route's template, for the access log and the metrics.
     let route: String
