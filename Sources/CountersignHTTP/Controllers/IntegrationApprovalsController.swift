@@ -202,8 +202,8 @@ struct IntegrationApprovalsController: Sendable {
         case .waited(let found?): return try await Self.answer(found: found, store: store).response(from: request, context: context)
         // Gone while waiting: the plain status, as without a wait.
         case .waited(nil), .answerNow:
-            let found = try await broker.status(of: id, integrationID: integration.id)
-            return try await Self.answer(found: found, store: store).response(from: request, context: context)
+            return try await Self.statusAnswer(
+                of: id, integrationID: integration.id, broker: broker, store: store, request: request, context: context)
         }
     }
 
@@ -214,9 +214,18 @@ struct IntegrationApprovalsController: Sendable {
         // What it holds, each parked poll keeps: three references, not the controller.
         { [authenticator, broker, store] request, context in
             let integration = try await authenticator.integration(for: request)
-            let found = try await broker.status(of: id, integrationID: integration.id)
-            return try await Self.answer(found: found, store: store).response(from: request, context: context)
+            return try await Self.statusAnswer(
+                of: id, integrationID: integration.id, broker: broker, store: store, request: request, context: context)
         }
+    }
+
+    /// The status answer of approval `id` as it is now: a plain poll's, and a
+    /// parked poll's once its caller is checked again.
+    static func statusAnswer(
+        of id: String, integrationID: String, broker: ApprovalBroker, store: any IntegrationStore & UserAdministration, request: Request,
+        context: AppRequestContext
+    ) async throws -> Response {
+        try await answer(found: await broker.status(of: id, integrationID: integrationID), store: store).response(from: request, context: context)
     }
 
     /// The status answer for `approval`, or not found. A function of its own,
