@@ -294,6 +294,70 @@ import Testing
         }
     }
 
+    /// Another node's change wakes a request's waiters with the request read
+    /// once for them all, after the notification: 20 waiters cost one read, and
+    /// each answers from it without reading again. (Were each woken without
+    /// it, the wakes would be `.changed` and each answer a read of its own.)
+    @Test(.timeLimit(.minutes(5)), arguments: Backend.available) func anotherNodesChangeWakesItsWaitersWithOneRead(backend: Backend) async throws {
+        try await Self.withHarness(backend) { harness in
+            // setup: 20 polls parked, their reads after parking done.
+            let node = try await ReadThroughNode(harness, readPatience: .seconds(3600))
+            let (broker, gated, request, woken) = (node.broker, node.gated, node.request, node.woken)
+            for _ in 0..<20 { await node.park() }
+            while await broker.rechecksAfterParking[request.id] != nil { try await Task.sleep(for: .milliseconds(5)) }
+            try await node.approveOnAnotherNode()
+            #expect(woken.all.isEmpty)
+            let readsBefore = gated.reads
+
+            // act: the notification of the approval arrives.
+            await broker.changed(request.id)
+
+            // check: every waiter is woken once, with the one read that saw the approval.
+            while woken.all.count < 20 { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(gated.reads == readsBefore + 1)
+            guard case .read(let read) = woken.all[0] else {
+                Issue.record("woken without the read: \(woken.all[0])")
+                return
+            }
+            #expect(read.request?.state == .approved)
+            #expect(woken.all == Array(repeating: .read(read), count: 20))
+            // An answer after that wake reads nothing more: the requester's own request, as seen now.
+            #expect(try await broker.status(of: request.id, wokenBy: woken.all[0])?.state == .approved)
+            #expect(try await broker.status(of: request.id, integrationID: "someone-else", wokenBy: woken.all[0]) == nil)
+            #expect(gated.reads == readsBefore + 1)
+            #expect(await broker.readsForWaiters.isEmpty)
+            #expect(await broker.polls.count == 0)
+        }
+    }
+
+    /// The read for a change's waiters is not waited for past its patience
+    /// (its query may be stuck): the waiters are woken without it, and read
+    /// on their own. (Were the stuck read waited for, nothing would wake them
+    /// while it is held: the time limit fails first.)
+    @Test(.timeLimit(.minutes(5)), arguments: Backend.available) func aStuckReadForWaitersIsNotWaitedFor(backend: Backend) async throws {
+        try await Self.withHarness(backend) { harness in
+            // setup
+            let node = try await ReadThroughNode(harness, readPatience: .milliseconds(250))
+            let (broker, gated, request, woken) = (node.broker, node.gated, node.request, node.woken)
+            for _ in 0..<2 { await node.park() }
+            while await broker.rechecksAfterParking[request.id] != nil { try await Task.sleep(for: .milliseconds(5)) }
+            try await node.approveOnAnotherNode()
+
+            // act: the read for the waiters is held.
+            await gated.readReturn.arm()
+            await broker.changed(request.id)
+            await gated.readReturn.waitForArrival()
+
+            // check: both are woken without it while it is still held, and its end wakes nothing more.
+            while woken.all.count < 2 { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(woken.all == [.changed, .changed])
+            #expect(await broker.readsForWaiters.isEmpty)
+            await gated.readReturn.open()
+            #expect(try await broker.status(of: request.id, wokenBy: .changed)?.state == .approved)
+            #expect(woken.all.count == 2)
+        }
+    }
+
     /// Long polls nothing answers end at their own timeouts: one timer serves
     /// every waiter, so a shorter wait parked after a longer one must bring it forward.
     @Test(.timeLimit(.minutes(5)), arguments: Backend.available) func unansweredLongPollsEndAtTheirOwnTimeouts(backend: Backend) async throws {

@@ -40,6 +40,11 @@ public actor ApprovalBroker {
     var rechecksAfterParking: [String: RecheckAfterParking] = [:]
     /// Reads after parking started so far (each loop's number).
     var rechecksStarted = 0
+    /// On a shared database, the requests another node changed whose waiters
+    /// wait for the one read they share (see `changed(_:)`): the number of that read.
+    var readsForWaiters: [String: Int] = [:]
+    /// Reads for waiters started so far.
+    var readsForWaitersStarted = 0
     /// When the expiry sweep last completed: the watchdog's sign of life.
     public private(set) var lastSweep: Date?
 
@@ -243,6 +248,15 @@ public actor ApprovalBroker {
     /// request held across an `await` is a few hundred bytes of them.
     nonisolated public func status(of id: String, integrationID: String? = nil) async throws -> ApprovalRequest? {
         asSeenNow(try await load(id), ifMadeBy: integrationID)
+    }
+
+    /// The status a long poll answers with once `woken` ended its wait: the
+    /// request as read for all the waiters another node's change woke
+    /// (``LongPollWake/read(_:)``), else as read now (``status(of:integrationID:)``).
+    /// Either way as a reader sees it now, and only the requester's own.
+    nonisolated public func status(of id: String, integrationID: String? = nil, wokenBy woken: LongPollWake?) async throws -> ApprovalRequest? {
+        if case .read(let read) = woken { return asSeenNow(read.request, ifMadeBy: integrationID) }
+        return try await status(of: id, integrationID: integrationID)
     }
 
     /// The version of live request `id` while the reader sees it pending;

@@ -203,29 +203,30 @@ struct IntegrationApprovalsController: Sendable {
         // Gone while waiting: the plain status, as without a wait.
         case .waited(nil), .answerNow:
             return try await Self.statusAnswer(
-                of: id, integrationID: integration.id, broker: broker, store: store, request: request, context: context)
+                of: id, integrationID: integration.id, broker: broker, store: store, request: request, context: context, after: nil)
         }
     }
 
     /// The status of approval `id` as it is when a long poll's wait is over.
     /// The caller is checked again, as on every call: a key rotated or an
     /// integration disabled while the poll waited is refused (401).
-    func statusNow(of id: String) -> @Sendable (Request, AppRequestContext) async throws -> Response {
+    func statusNow(of id: String) -> StatusResponder {
         // What it holds, each parked poll keeps: three references, not the controller.
-        { [authenticator, broker, store] request, context in
+        { [authenticator, broker, store] request, context, woken in
             let integration = try await authenticator.integration(for: request)
             return try await Self.statusAnswer(
-                of: id, integrationID: integration.id, broker: broker, store: store, request: request, context: context)
+                of: id, integrationID: integration.id, broker: broker, store: store, request: request, context: context, after: woken)
         }
     }
 
     /// The status answer of approval `id` as it is now: a plain poll's, and a
-    /// parked poll's once its caller is checked again.
+    /// parked poll's once its caller is checked again (`woken`: what ended its wait).
     static func statusAnswer(
         of id: String, integrationID: String, broker: ApprovalBroker, store: any IntegrationStore & UserAdministration, request: Request,
-        context: AppRequestContext
+        context: AppRequestContext, after woken: LongPollWake?
     ) async throws -> Response {
-        try await answer(found: await broker.status(of: id, integrationID: integrationID), store: store).response(from: request, context: context)
+        try await answer(found: await broker.status(of: id, integrationID: integrationID, wokenBy: woken), store: store)
+            .response(from: request, context: context)
     }
 
     /// The status answer for `approval`, or not found. A function of its own,

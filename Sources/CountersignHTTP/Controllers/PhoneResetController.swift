@@ -118,16 +118,16 @@ struct PhoneResetController: Sendable {
         case .parked: return LongPollHandOff.parkedResponse()
         case .waited(let found?): return try Self.statusAnswer(found, last: lastStatus, request: request, context: context)
         // Gone while waiting: the plain status, as without a wait.
-        case .waited(nil), .answerNow: return try await statusNow(of: id)(request, context)
+        case .waited(nil), .answerNow: return try await statusNow(of: id)(request, context, nil)
         }
     }
 
     /// The status of request `id` as it is when called: the answer of a plain
     /// poll, and of a long poll once its wait is over (not counted again).
-    func statusNow(of id: String) -> @Sendable (Request, AppRequestContext) async throws -> Response {
+    func statusNow(of id: String) -> StatusResponder {
         // What it holds, each parked poll keeps: two references, not the controller.
-        { [broker, lastStatus] request, context in
-            try Self.statusAnswer(await broker.status(of: id), last: lastStatus, request: request, context: context)
+        { [broker, lastStatus] request, context, woken in
+            try Self.statusAnswer(await broker.status(of: id, wokenBy: woken), last: lastStatus, request: request, context: context)
         }
     }
 

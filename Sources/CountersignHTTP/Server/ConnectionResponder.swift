@@ -49,20 +49,20 @@ struct ConnectionResponder: Sendable {
         // The closure the broker keeps holds the answer alone, not the whole parked record again.
         let (connection, hangUp, turns, answer) = (self, hangUp, turns, parked.answer)
         turns.parking.run {
-            await parked.start(hangUp: hangUp, rechecks: turns.answering) {
-                turns.answering.run { await connection.answer(request, askedAt: askedAt, with: answer) }
+            await parked.start(hangUp: hangUp, rechecks: turns.answering) { woken in
+                turns.answering.run { await connection.answer(request, askedAt: askedAt, with: answer, after: woken) }
             }
         }
     }
 
-    /// The answer of a long poll once its wait is over.
-    private func answer(_ request: Request, askedAt: ContinuousClock.Instant, with answer: LongPollAnswer) async {
+    /// The answer of a long poll once its wait is over (`woken`: what ended it, if it waited).
+    private func answer(_ request: Request, askedAt: ContinuousClock.Instant, with answer: LongPollAnswer, after woken: LongPollWake?) async {
         // Nobody to answer: no work for a poll whose client is gone (it has no access-log line).
         guard channel.isActive else { return }
         let context = newContext()
         var response: Response
         do {
-            response = try await answer.respond(request, context)
+            response = try await answer.respond(request, context, woken)
         } catch {
             // As the router's middleware answers a failure (``RequestIntakeMiddleware``).
             do {

@@ -56,12 +56,18 @@ final class LongPollHandOff: Sendable {
 /// `respond` gets a context of its own, not the route's: its client address
 /// is the connection's peer, not the one ``RequestIntakeMiddleware`` settled
 /// from `X-Forwarded-For`. An answer that audits, limits or logs by address
-/// must carry the route's address with it.
+/// must carry the route's address with it. It also gets what woke the poll
+/// (`nil`: a plain poll, or one answered without waiting): after another
+/// node's change, the request as read once for all its waiters
+/// (``ApprovalBroker/status(of:integrationID:wokenBy:)``).
 struct LongPollAnswer: Sendable {
     /// The route's template, for the access log and the metrics.
     let route: String
-    let respond: @Sendable (Request, AppRequestContext) async throws -> Response
+    let respond: StatusResponder
 }
+
+/// A status route's answer as it is when called, after what woke its long poll (`nil`: not woken).
+typealias StatusResponder = @Sendable (Request, AppRequestContext, LongPollWake?) async throws -> Response
 
 /// A long poll handed on by its route: the request it waits on, at which
 /// version, until when, the slot it waits in and how it is answered.
@@ -82,31 +88,31 @@ struct ParkedLongPoll: Sendable {
     /// After a recheck (``LongPollWake/recheck``) the poll reads its request in
     /// `rechecks`' turn, so that every poll of a node woken at once by a
     /// notification gap does not start a task each.
-    func start(hangUp: any HangUpSignal, rechecks: InTurn, answer: @escaping @Sendable () -> Void) async {
-        guard slots.acquire(slot) else { return answer() }
+    func start(hangUp: any HangUpSignal, rechecks: InTurn, answer: @escaping @Sendable (LongPollWake?) -> Void) async {
+        guard slots.acquire(slot) else { return answer(nil) }
         await park(hangUp: hangUp, rechecks: rechecks, answer: answer)
     }
 
-    private func park(hangUp: any HangUpSignal, rechecks: InTurn, answer: @escaping @Sendable () -> Void) async {
+    private func park(hangUp: any HangUpSignal, rechecks: InTurn, answer: @escaping @Sendable (LongPollWake?) -> Void) async {
         await broker.park(id, until: deadline, unlessChangedFrom: version, hangUp: hangUp) { [self] woken in
             if woken == .recheck {
                 rechecks.run { await recheck(hangUp: hangUp, rechecks: rechecks, answer: answer) }
             } else {
                 slots.release(slot)
-                answer()
+                answer(woken)
             }
         }
     }
 
     /// Notifications may have been missed: waits on if the request has not changed.
-    private func recheck(hangUp: any HangUpSignal, rechecks: InTurn, answer: @escaping @Sendable () -> Void) async {
+    private func recheck(hangUp: any HangUpSignal, rechecks: InTurn, answer: @escaping @Sendable (LongPollWake?) -> Void) async {
         if ContinuousClock.now < deadline, !hangUp.hasHungUp,
             (try? await broker.pendingVersion(of: id, integrationID: integrationID)) == version
         {
             await park(hangUp: hangUp, rechecks: rechecks, answer: answer)
         } else {
             slots.release(slot)
-            answer()
+            answer(nil)
         }
     }
 }
@@ -177,7 +183,7 @@ struct StatusLongPoll: Sendable {
     /// once (a plain poll). A parked poll is answered by `answer`.
     func poll(
         _ id: String, integrationID: String?, seconds: Int, context: AppRequestContext,
-        answer: @escaping @Sendable (Request, AppRequestContext) async throws -> Response
+        answer: @escaping StatusResponder
     ) async throws -> Outcome {
         guard seconds > 0 else { return .answerNow }
         let slot = context.clientKey
@@ -204,9 +210,10 @@ struct StatusLongPoll: Sendable {
 /// Parking 16 at a time made 18,000 polls on a cluster's node cost 18.6 KiB
 /// each, not 10.1, when each parking there started a task to read its
 /// request and more of those tasks waited at once. On a cluster's database
-/// the answers read their request, and the reads of one request asked for
-/// together share a query: answering 16 at a time made 18,000 answers after
-/// another node's approval take 2.3 s, 256 at a time 1.0–1.2 s.
+/// the answers read their request (now only those a notification did not
+/// wake with it read once for them all), and the reads of one request asked
+/// for together share a query: answering 16 at a time made 18,000 answers
+/// after another node's approval take 2.3 s, 256 at a time 1.0–1.2 s.
 struct LongPollTurns: Sendable {
     let parking = InTurn(width: 1)
     let answering = InTurn(width: 256)
