@@ -239,17 +239,23 @@ extension ApprovalBroker {
     /// Another node committed a transition of request `id` (a cluster's notification).
     ///
     /// Its waiters are woken with the request read once for them all, after
-    /// the notification (``LongPollWake/read(_:)``), so that none reads it
-    /// again: 18,000 polls woken by one approval, each reading in turn (shared
-    /// reads, one per query's time), took 0.6–0.7 s to answer where a node
-    /// that holds its requests in memory took 0.4–0.5 s.
+    /// the notification (``LongPollWake/read(_:)``), so that a poll its
+    /// connection holds answers from that read instead of reading again:
+    /// 18,000 polls woken by one approval, each reading in turn (shared reads,
+    /// one per query's time), took 0.6–0.7 s to answer where a node that holds
+    /// its requests in memory took 0.4–0.5 s. (A poll waiting in its route's
+    /// task still reads for its answer.) The read is a query of its own,
+    /// not one of ``SharedReads``: it neither waits for a read begun before
+    /// the notification, nor holds up the reads of others.
     ///
-    /// The read is not waited for past the reads' patience (its query may be
-    /// stuck, as on a connection left half-open by a failover): the waiters
-    /// are then woken without it, and each reads as before. A later
-    /// notification's read takes over from one under way (it is newer).
+    /// Every transition leaves `pending`, so any read after the first
+    /// notification serves its waiters: a notification while that read is
+    /// under way starts no other. The read is not waited for past the reads'
+    /// patience (its query may be stuck, as on a connection left half-open by
+    /// a failover): the waiters are then woken without it, and read as before.
     public func changed(_ id: String) {
         guard live.readsThrough, polls.waiting(on: id) > 0 else { return wake(id) }
+        guard readsForWaiters[id] == nil else { return }
         readsForWaitersStarted += 1
         let number = readsForWaitersStarted
         readsForWaiters[id] = number
@@ -259,15 +265,15 @@ extension ApprovalBroker {
         }
         Task { [weak self, live] in
             let read: Result<ApprovalRequest?, any Error>
-            do { read = .success(try await live.request(id)) } catch { read = .failure(error) }
+            do { read = .success(try await live.requestAlone(id)) } catch { read = .failure(error) }
             patience.cancel()
             await self?.readForWaiters(id, number, ended: read)
         }
     }
 
     /// The read for the waiters of `id` numbered `number` ended (`nil`: its
-    /// patience did first): wakes the waiters, with the request if it was read,
-    /// unless a later read took over.
+    /// patience did first): wakes the waiters, with the request if it was
+    /// read, unless its patience ended first and woke them already.
     func readForWaiters(_ id: String, _ number: Int, ended read: Result<ApprovalRequest?, any Error>?) {
         guard readsForWaiters[id] == number else { return }
         readsForWaiters[id] = nil

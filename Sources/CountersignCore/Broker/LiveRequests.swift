@@ -10,8 +10,8 @@ final class LiveRequests: Sendable {
     private let index: LiveIndex?
     private let store: any ApprovalStore
     /// Read through, the reads of one request asked for together share a
-    /// query: the long polls one notification wakes are answered from one
-    /// read or two, not one each.
+    /// query: polls parking together, or woken without their request, cost
+    /// about one query per round trip, not one each.
     private let reads: SharedReads<ApprovalRequest?>
 
     /// How long a read under way is waited for before a caller reads on its own (``SharedReads``).
@@ -65,6 +65,14 @@ final class LiveRequests: Sendable {
         if let held = index?[id] { return held }
         guard SecureToken.isWellFormed(id) else { return nil }
         return try await reads.value(of: id)
+    }
+
+    /// Request `id` as stored, read in a query of its own: not shared with
+    /// other reads of it, nor joining one under way (``SharedReads``).
+    func requestAlone(_ id: String) async throws -> ApprovalRequest? {
+        if let held = index?[id] { return held }
+        guard SecureToken.isWellFormed(id) else { return nil }
+        return try await store.request(id: id)
     }
 
     /// Mirrors a committed request (a finished one leaves memory).

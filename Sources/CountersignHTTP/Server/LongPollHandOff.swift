@@ -209,11 +209,12 @@ struct StatusLongPoll: Sendable {
 ///
 /// Parking 16 at a time made 18,000 polls on a cluster's node cost 18.6 KiB
 /// each, not 10.1, when each parking there started a task to read its
-/// request and more of those tasks waited at once. On a cluster's database
-/// the answers read their request (now only those a notification did not
-/// wake with it read once for them all), and the reads of one request asked
-/// for together share a query: answering 16 at a time made 18,000 answers
-/// after another node's approval take 2.3 s, 256 at a time 1.0–1.2 s.
+/// request and more of those tasks waited at once. When each answer on a
+/// cluster's node read its request (reads asked for together sharing a
+/// query), answering 16 at a time made 18,000 answers after another node's
+/// approval take 2.3 s, 256 at a time 1.0–1.2 s. Such answers now come from
+/// one read for them all (``ApprovalBroker/changed(_:)``); answers after a
+/// recheck or a timeout still read, and 256 stays.
 struct LongPollTurns: Sendable {
     let parking = InTurn(width: 1)
     let answering = InTurn(width: 256)
