@@ -18,17 +18,20 @@ sys.path.insert(0, os.path.dirname(__file__))
 import suite  # noqa: E402
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--held", type=int, default=18000)
-    parser.add_argument("--idle-reader", type=float, default=0)
-    parser.add_argument("--binary", default=".build/release/countersign")
-    arguments = parser.parse_args()
+def measure(binary, held, idle_reader=0):
+    """Holds `held` polls on node A, approves on node B; returns (polls held,
+    RSS before and after in KiB, answered early, answered, approved, seconds
+    to the last read, seconds to the last arrival after the approval). Raises
+    FileNotFoundError when no PostgreSQL server is installed."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    held = min(arguments.held, hard - 500)
+    held = min(held, hard - 500)
     script = os.path.join(os.path.dirname(__file__), "..", "scripts", "pg-test-server.sh")
-    port, password, _ = subprocess.run(["bash", script, str(os.getpid())], capture_output=True, text=True, check=True).stdout.split()
+    server = subprocess.run(["bash", script, str(os.getpid())], capture_output=True, text=True)
+    if server.returncode == 2:
+        raise FileNotFoundError(server.stderr.strip())
+    server.check_returncode()
+    port, password, _ = server.stdout.split()
     subprocess.run(["psql", "-X", "-q", "-h", "127.0.0.1", "-p", port, "-U", "countersign", "-d", "postgres", "-c", "CREATE DATABASE polls"],
                    env=dict(os.environ, PGPASSWORD=password), check=True)
     url = f"postgres://countersign:{password}@127.0.0.1:{port}/polls?sslmode=disable"
@@ -38,8 +41,8 @@ def main():
     extra = suite.RAISED + ["--request-ttl", "3600", "--trusted-proxy", "127.0.0.1", "--long-polls-per-address", "1000000",
                             "--long-polls-max", "1000000", "--idle-timeout", "120", "--secret-key-file", key]
     # Each node its own metrics listener: two on the default port would not both start.
-    a = suite.Daemon(arguments.binary, extra + ["--node-id", "a", "--metrics-listen", f"127.0.0.1:{suite.free_port()}"], database=url)
-    b = suite.Daemon(arguments.binary, extra + ["--node-id", "b", "--metrics-listen", f"127.0.0.1:{suite.free_port()}"], database=url)
+    a = suite.Daemon(binary, extra + ["--node-id", "a", "--metrics-listen", f"127.0.0.1:{suite.free_port()}"], database=url)
+    b = suite.Daemon(binary, extra + ["--node-id", "b", "--metrics-listen", f"127.0.0.1:{suite.free_port()}"], database=url)
     try:
         suite.add_user(a, "ana@bench.test")
         a.start()
@@ -60,16 +63,25 @@ def main():
         suite.log(f"{held:,} sent to node A in {time.perf_counter() - opened:.1f} s")
         time.sleep(4)
         after = a.rss_kib()
-        early, answered, approved, took, arrived = suite.answered_after(
+        return (held, before, after) + suite.answered_after(
             sockets, lambda: suite.Client(b.port).call("POST", f"/api/mobile/approvals/{request}/respond",
                                                        {"decision": "approve", "numberCode": started.get("numberCode")},
-                                                       headers={"X-API-Key": device}), idle=arguments.idle_reader)
-        print(f"node A: RSS {before / 1024:.0f} → {after / 1024:.0f} MiB, {(after - before) / held:.1f} KiB per held poll; {early} answered early; "
-              f"{answered:,} answered ({approved:,} approved), the last read {took:.2f} s and arrived {arrived:.2f} s after the approval sent to node B"
-              + (f" (the reader idle {arguments.idle_reader:g} s)" if arguments.idle_reader else ""))
+                                                       headers={"X-API-Key": device}), idle=idle_reader)
     finally:
         a.stop(kill=True)
         b.stop(kill=True)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--held", type=int, default=18000)
+    parser.add_argument("--idle-reader", type=float, default=0)
+    parser.add_argument("--binary", default=".build/release/countersign")
+    arguments = parser.parse_args()
+    held, before, after, early, answered, approved, took, arrived = measure(arguments.binary, arguments.held, arguments.idle_reader)
+    print(f"node A: RSS {before / 1024:.0f} → {after / 1024:.0f} MiB, {(after - before) / held:.1f} KiB per held poll; {early} answered early; "
+          f"{answered:,} answered ({approved:,} approved), the last read {took:.2f} s and arrived {arrived:.2f} s after the approval sent to node B"
+          + (f" (the reader idle {arguments.idle_reader:g} s)" if arguments.idle_reader else ""))
 
 
 if __name__ == "__main__":

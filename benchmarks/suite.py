@@ -32,6 +32,11 @@ Rows:
              requests open (its /held route), the framework's own cost. Twice:
              each poll on a new connection, then (a new daemon) each on a
              connection that carried a plain status poll first
+  cluster    the longpoll row's polls (new connections) on node A of two
+             nodes sharing a throw-away PostgreSQL database
+             (scripts/pg-test-server.sh; needs Debian's `postgresql`), the
+             approval sent to node B: RSS per waiting poll on node A, and when
+             the last answer arrived (benchmarks/long-polls-cluster.py)
   push       prompts/s through the whole daemon (initiate → fan-out → FCM send)
              to the nginx stub ÷ firebase-admin's send_each/send_each_async to
              the same stub, and ÷ h2load's rate to it with the same body,
@@ -811,8 +816,31 @@ def row_providers(args, rows):
                          "nothing dropped"))
 
 
+def row_longpoll_cluster(args, rows):
+    """The longpoll row's polls on node A of two nodes sharing a throw-away
+    PostgreSQL database, the approval sent to node B (long-polls-cluster.py)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("long_polls_cluster", os.path.join(os.path.dirname(__file__), "long-polls-cluster.py"))
+    cluster = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cluster)
+    what = "long polls held at once on one node of a PostgreSQL cluster, each on a new connection, the approval sent to the other node"
+    target = "≤ 12 KiB each; all within 0.5 s"
+    try:
+        held, before, after, early, answered, approved, took, arrived = cluster.measure(args.binary, args.held, args.idle_reader)
+    except FileNotFoundError as missing:
+        rows.append((what, f"not measured: {missing}", target))
+        return
+    per = (after - before) * 1024 / held
+    log(f"cluster: RSS {before / 1024:.0f} → {after / 1024:.0f} MiB: {per / 1024:.1f} KiB each; {early} answered early; "
+        f"{answered:,} answered ({approved:,} approved), the last read {took:.2f} s and arrived {arrived:.2f} s after the approval")
+    rows.append((what.replace("long polls", f"{held:,} long polls"),
+                 f"{per / 1024:.1f} KiB each (RSS {before / 1024:.0f} → {after / 1024:.0f} MiB); {approved:,}/{held:,} answered approved "
+                 f"({early} early), the last arrived after {arrived:.2f} s"
+                 + (f" (the reader idle {args.idle_reader:g} s)" if args.idle_reader else f" and was read after {took:.2f} s"), target))
+
+
 ROWS = {"status": row_status, "wake": row_wake, "creates": row_creates, "memory": row_memory_and_restart,
-        "longpoll": row_longpoll, "push": row_push, "pushclients": row_push_clients,
+        "longpoll": row_longpoll, "cluster": row_longpoll_cluster, "push": row_push, "pushclients": row_push_clients,
         "providers": row_providers}
 
 
