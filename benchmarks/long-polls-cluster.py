@@ -18,18 +18,22 @@ sys.path.insert(0, os.path.dirname(__file__))
 import suite  # noqa: E402
 
 
+class NoPostgres(Exception):
+    """No PostgreSQL server is installed (pg-test-server.sh exits 2)."""
+
+
 def measure(binary, held, idle_reader=0):
     """Holds `held` polls on node A, approves on node B; returns (polls held,
     RSS before and after in KiB, answered early, answered, approved, seconds
     to the last read, seconds to the last arrival after the approval). Raises
-    FileNotFoundError when no PostgreSQL server is installed."""
+    NoPostgres when no PostgreSQL server is installed."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     held = min(held, hard - 500)
     script = os.path.join(os.path.dirname(__file__), "..", "scripts", "pg-test-server.sh")
     server = subprocess.run(["bash", script, str(os.getpid())], capture_output=True, text=True)
     if server.returncode == 2:
-        raise FileNotFoundError(server.stderr.strip())
+        raise NoPostgres(server.stderr.strip())
     server.check_returncode()
     port, password, _ = server.stdout.split()
     subprocess.run(["psql", "-X", "-q", "-h", "127.0.0.1", "-p", port, "-U", "countersign", "-d", "postgres", "-c", "CREATE DATABASE polls"],

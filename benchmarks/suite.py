@@ -827,7 +827,7 @@ def row_longpoll_cluster(args, rows):
     target = "≤ 12 KiB each; all within 0.5 s"
     try:
         held, before, after, early, answered, approved, took, arrived = cluster.measure(args.binary, args.held, args.idle_reader)
-    except FileNotFoundError as missing:
+    except cluster.NoPostgres as missing:
         rows.append((what, f"not measured: {missing}", target))
         return
     per = (after - before) * 1024 / held
