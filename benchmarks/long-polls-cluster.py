@@ -6,7 +6,11 @@ is sent to node B. Prints node A's RSS per held poll and when the last poll
 was answered after the approval. Only 127.0.0.1; both nodes are killed and the
 server stops when this script ends. Needs a release build.
 
-usage: python3 benchmarks/long-polls-cluster.py [--held 18000] [--idle-reader SECONDS] [--binary .build/release/countersign]
+usage: python3 benchmarks/long-polls-cluster.py [--held 18000] [--idle-reader SECONDS] [--approve-on a|b]
+                                                [--binary .build/release/countersign]
+
+With --approve-on a, the approval goes to node A itself: its polls are woken by
+its own commit, not by a notification.
 
 With --idle-reader, the reader sleeps that long after the approval before it
 reads, as the suite's longpoll row does: the answers' arrival is the kernel's
@@ -22,8 +26,9 @@ class NoPostgres(Exception):
     """No PostgreSQL server is installed (pg-test-server.sh exits 2)."""
 
 
-def measure(binary, held, idle_reader=0):
-    """Holds `held` polls on node A, approves on node B; returns (polls held,
+def measure(binary, held, idle_reader=0, approve_on="b"):
+    """Holds `held` polls on node A, approves on node B (or, with
+    `approve_on="a"`, on node A itself); returns (polls held,
     RSS before and after in KiB, answered early, answered, approved, seconds
     to the last read, seconds to the last arrival after the approval). Raises
     NoPostgres when no PostgreSQL server is installed."""
@@ -51,7 +56,8 @@ def measure(binary, held, idle_reader=0):
         suite.add_user(a, "ana@bench.test")
         a.start()
         b.start()
-        device = suite.login(suite.Client(b.port), "ana@bench.test")
+        approver = b if approve_on == "b" else a
+        device = suite.login(suite.Client(approver.port), "ana@bench.test")
         started = suite.initiate(suite.Client(a.port), "ana@bench.test")
         request = started["requestId"]
         time.sleep(1)
@@ -68,7 +74,7 @@ def measure(binary, held, idle_reader=0):
         time.sleep(4)
         after = a.rss_kib()
         return (held, before, after) + suite.answered_after(
-            sockets, lambda: suite.Client(b.port).call("POST", f"/api/mobile/approvals/{request}/respond",
+            sockets, lambda: suite.Client(approver.port).call("POST", f"/api/mobile/approvals/{request}/respond",
                                                        {"decision": "approve", "numberCode": started.get("numberCode")},
                                                        headers={"X-API-Key": device}), idle=idle_reader)
     finally:
@@ -81,10 +87,14 @@ def main():
     parser.add_argument("--held", type=int, default=18000)
     parser.add_argument("--idle-reader", type=float, default=0)
     parser.add_argument("--binary", default=".build/release/countersign")
+    parser.add_argument("--approve-on", choices=("a", "b"), default="b",
+                        help="the node the approval is sent to: b (another node, the default) or a (the node the polls wait on)")
     arguments = parser.parse_args()
-    held, before, after, early, answered, approved, took, arrived = measure(arguments.binary, arguments.held, arguments.idle_reader)
+    held, before, after, early, answered, approved, took, arrived = measure(arguments.binary, arguments.held, arguments.idle_reader,
+                                                                           arguments.approve_on)
     print(f"node A: RSS {before / 1024:.0f} → {after / 1024:.0f} MiB, {(after - before) / held:.1f} KiB per held poll; {early} answered early; "
-          f"{answered:,} answered ({approved:,} approved), the last read {took:.2f} s and arrived {arrived:.2f} s after the approval sent to node B"
+          f"{answered:,} answered ({approved:,} approved), the last read {took:.2f} s and arrived {arrived:.2f} s after the approval sent to node "
+          f"{arguments.approve_on.upper()}"
           + (f" (the reader idle {arguments.idle_reader:g} s)" if arguments.idle_reader else ""))
 
 

@@ -428,7 +428,10 @@ public actor ApprovalBroker {
     private func didCommit(_ transition: Transition, _ request: ApprovalRequest, context: AuditContext, audited: Bool = false, logger: Logger) {
         live.mirror(request)
         // The waiting long polls first: the metrics, audit and log line below need not delay their answer.
-        wake(request.id)
+        // On a shared database they answer from the request as committed, as from the read after
+        // another node's change (``changed(_:)``), where each would read it again; held in
+        // memory, each reads the copy held when it answers.
+        wake(request.id, live.readsThrough ? .read(ReadForWaiters(request)) : .changed)
         observer(transition)
         let effects = TransitionEffects(of: transition, on: request, context: context, auditedWithIt: audited)
         for event in effects.audit { audit.record(event) }

@@ -213,9 +213,9 @@ struct StatusLongPoll: Sendable {
 /// cluster's node read its request (reads asked for together sharing a
 /// query), answering 16 at a time made 18,000 answers after another node's
 /// approval take 2.3 s, 256 at a time 1.0–1.2 s. Such answers now come from
-/// one read for them all (``ApprovalBroker/changed(_:)``); the others
-/// still read (woken by this node's own commit, a recheck, a timeout, or
-/// after that read's patience), and 256 stays.
+/// one read for them all (``ApprovalBroker/changed(_:)``), or from the
+/// request as this node committed it; the others still read (woken by a
+/// recheck, a timeout, or after that read's patience), and 256 stays.
 struct LongPollTurns: Sendable {
     let parking = InTurn(width: 1)
     let answering = InTurn(width: 256)
