@@ -319,8 +319,9 @@ enum LongPollWaiter: Sendable {
 public enum LongPollWake: Sendable, Equatable {
     /// Its request changed: answer with it.
     case changed
-    /// Another node changed its request, read once after the change for all
-    /// its waiters: answer with that (``ApprovalBroker/status(of:integrationID:wokenBy:)``).
+    /// Its request changed, on a shared database: as read once after another
+    /// node's change, or as this node committed it, for all its waiters.
+    /// Answer with that (``ApprovalBroker/status(of:integrationID:wokenBy:)``).
     case read(ReadForWaiters)
     /// Notifications may have been missed (``ApprovalBroker/recheckAll()``): read the request, and wait again if it has not changed.
     case recheck
@@ -336,8 +337,8 @@ struct RecheckAfterParking: Sendable {
     var again = false
 }
 
-/// A request as read once for all the long polls a change woke (`nil`: it is
-/// gone). One reference however many polls answer with it.
+/// A request as read or committed once for all the long polls a change woke
+/// (`nil`: it is gone). One reference however many polls answer with it.
 public final class ReadForWaiters: Sendable, Equatable {
     public let request: ApprovalRequest?
 
