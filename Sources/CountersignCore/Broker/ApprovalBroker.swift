@@ -251,7 +251,7 @@ public actor ApprovalBroker {
     }
 
     /// The status a long poll answers with once `woken` ended its wait: the
-    /// request as read for all the waiters another node's change woke
+    /// request as read or committed once for all its waiters
     /// (``LongPollWake/read(_:)``), else as read now (``status(of:integrationID:)``).
     /// Either way as a reader sees it now, and only the requester's own.
     nonisolated public func status(of id: String, integrationID: String? = nil, wokenBy woken: LongPollWake?) async throws -> ApprovalRequest? {

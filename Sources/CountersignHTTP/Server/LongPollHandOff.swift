@@ -57,8 +57,8 @@ final class LongPollHandOff: Sendable {
 /// is the connection's peer, not the one ``RequestIntakeMiddleware`` settled
 /// from `X-Forwarded-For`. An answer that audits, limits or logs by address
 /// must carry the route's address with it. It also gets what woke the poll
-/// (`nil`: a plain poll, or one answered without waiting): after another
-/// node's change, the request as read once for all its waiters
+/// (`nil`: a plain poll, or one answered without waiting): on a shared
+/// database, the request as read or committed once for all its waiters
 /// (``ApprovalBroker/status(of:integrationID:wokenBy:)``).
 struct LongPollAnswer: Sendable {
     /// The route's template, for the access log and the metrics.
