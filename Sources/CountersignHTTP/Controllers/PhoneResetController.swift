@@ -118,7 +118,7 @@ struct PhoneResetController: Sendable {
         case .parked: return LongPollHandOff.parkedResponse()
         case .waited(let found?): return try Self.statusAnswer(found, last: lastStatus, request: request, context: context)
         // Gone while waiting: the plain status, as without a wait.
-        case .waited(nil), .answerNow: return try await statusNow(of: id)(request, context, nil)
+        case .waited(nil), .answerNow: return try Self.statusAnswer(await broker.status(of: id), last: lastStatus, request: request, context: context)
         }
     }
 

@@ -180,10 +180,11 @@ struct StatusLongPoll: Sendable {
 
     /// Waits `seconds` for request `id` to change, in a slot of the client's
     /// address. Over the per-address or node cap, a long poll is answered at
-    /// once (a plain poll). A parked poll is answered by `answer`.
+    /// once (a plain poll). A parked poll is answered by `answer`, made only
+    /// when a poll parks (not for every plain poll).
     func poll(
         _ id: String, integrationID: String?, seconds: Int, context: AppRequestContext,
-        answer: @escaping StatusResponder
+        answer: @autoclosure () -> StatusResponder
     ) async throws -> Outcome {
         guard seconds > 0 else { return .answerNow }
         let slot = context.clientKey
@@ -198,7 +199,7 @@ struct StatusLongPoll: Sendable {
             ParkedLongPoll(
                 broker: broker, id: id, integrationID: integrationID, version: version,
                 deadline: ContinuousClock.now.advanced(by: .seconds(seconds)), slots: slots, slot: slot,
-                answer: LongPollAnswer(route: context.endpointPath ?? "unmatched", respond: answer)))
+                answer: LongPollAnswer(route: context.endpointPath ?? "unmatched", respond: answer())))
         return .parked
     }
 }
