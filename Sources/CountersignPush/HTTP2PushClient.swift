@@ -10,8 +10,8 @@ import Synchronization
 /// The HTTP/2 client FCM sends go out on: requests written as frames on the
 /// connection itself through swift-nio-http2's connection handler (framing,
 /// HPACK, stream states, the server's stream limit, outbound flow control),
-/// without a channel per stream or a timer per request, each request's two
-/// frames flushed together. On the benchmark's stub it sends more than twice
+/// without a channel per stream or a timer per request, the requests of one
+/// event-loop turn flushed together (``FlushPerTurn``). On the benchmark's stub it sends more than twice
 /// what AsyncHTTPClient does with the same connections and streams
 /// (`benchmarks/suite.py --rows pushclients`).
 ///
@@ -220,6 +220,26 @@ public final class HTTP2PushClient: Sendable {
         let tls = tls
         let serverHostname = serverHostname
         let streams = streamsPerConnection
+        return ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connectTimeout(connectTimeout)
+            .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(ChannelOptions.socketOption(.so_keepalive), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverHostname))
+                    try Self.addFrameHandlers(to: channel.pipeline.syncOperations, streamBudget: streams)
+                }
+            }
+            .connect(host: host, port: port)
+            .flatMapThrowing { channel in
+                FrameConnection(channel: channel, handler: try channel.pipeline.syncOperations.handler(type: FrameHandler.self))
+            }
+    }
+
+    /// What a connection's pipeline holds above TLS: flushes held to one per turn, swift-nio-http2's connection
+    /// handler, and the handler that writes requests and reads their answers (returned).
+    @discardableResult
+    static func addFrameHandlers(to pipeline: ChannelPipeline.SynchronousOperations, streamBudget streams: Int) throws -> FrameHandler {
         var connection = NIOHTTP2Handler.ConnectionConfiguration()
         // No server push; each stream's window above the longest answer read, so that a longer one is refused, not stalled.
         connection.initialSettings =
@@ -232,26 +252,39 @@ public final class HTTP2PushClient: Sendable {
         var stream = NIOHTTP2Handler.StreamConfiguration()
         // Every answered stream may be reset with NO_ERROR; a connection opens at most `streams`.
         stream.streamResetFrameRateLimit.maximumCount = streams + 200
-        let (connectionConfiguration, streamConfiguration) = (connection, stream)
-        return ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connectTimeout(connectTimeout)
-            .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
-            .channelOption(ChannelOptions.socketOption(.so_keepalive), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let handler = FrameHandler(streamBudget: streams)
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverHostname))
-                    try channel.pipeline.syncOperations.addHandler(
-                        NIOHTTP2Handler(
-                            mode: .client, frameDelegate: handler, connectionConfiguration: connectionConfiguration,
-                            streamConfiguration: streamConfiguration))
-                    try channel.pipeline.syncOperations.addHandler(handler)
-                }
-            }
-            .connect(host: host, port: port)
-            .flatMapThrowing { channel in
-                FrameConnection(channel: channel, handler: try channel.pipeline.syncOperations.handler(type: FrameHandler.self))
-            }
+        let handler = FrameHandler(streamBudget: streams)
+        try pipeline.addHandler(FlushPerTurn())
+        try pipeline.addHandler(
+            NIOHTTP2Handler(mode: .client, frameDelegate: handler, connectionConfiguration: connection, streamConfiguration: stream))
+        try pipeline.addHandler(handler)
+        return handler
+    }
+}
+
+/// Between TLS and HTTP/2: the flushes asked for during one turn of the event loop become one, after it, so the
+/// requests written in a turn leave in one TLS write instead of one each. Each request's frames still leave
+/// together and in order: swift-nio-http2 holds a request's DATA until its own flush and then writes it right
+/// after its HEADERS, before this handler holds the flush back. (Without this handler, holding the flush back
+/// in ``FrameHandler`` sent every HEADERS of a turn before any DATA: a server that answers on HEADERS and resets
+/// the stream then saw DATA for streams reset long before, and ended the connection.)
+final class FlushPerTurn: ChannelOutboundHandler {
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private var pending = false
+    private var removed = false
+
+    func flush(context: ChannelHandlerContext) {
+        guard !pending else { return }
+        pending = true
+        context.eventLoop.assumeIsolated().execute {
+            self.pending = false
+            if !self.removed { context.flush() }
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        removed = true
     }
 }
 
@@ -380,11 +413,8 @@ final class FrameHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate {
         byToken[token] = id
         idleSince = nil
         context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: head)))), promise: nil)
-        // One flush for the request's two frames. (Flushing once per event-loop turn instead sent about 30% more
-        // to the benchmark's stub alone, about 8% more through the whole daemon, but the test suite's server,
-        // swift-nio-http2 answering on HEADERS and then resetting the stream, then answered some connections with
-        // GOAWAY (STREAM_CLOSED or PROTOCOL_ERROR): frames came for streams it had reset more than its 32
-        // remembered resets before. A flush per request keeps each request's frames in one write.)
+        // The DATA on a flush of its own: swift-nio-http2 holds it until a flush and then writes it right after
+        // its HEADERS. ``FlushPerTurn`` below holds that flush to the end of the turn, for every request of it.
         context.writeAndFlush(
             wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
     }
