@@ -1,5 +1,7 @@
 import CountersignCore
 import Foundation
+import NIOCore
+import Synchronization
 
 /// The body of an FCM HTTP v1 `messages:send` call: `{"message": {...}}`.
 public struct FCMSendBody: Encodable, Sendable, Equatable {
@@ -309,5 +311,83 @@ struct PlainJSONWriter {
             bytes.append(byte)
         }
         bytes.append(UInt8(ascii: "\""))
+    }
+}
+
+/// The `messages:send` bodies of one job, one per device: the job's message is written once per job and clock
+/// second with its token left out, and each device's body is those bytes with its token put in. They are
+/// the bytes ``FCMMessageBuilder/encode(_:validateOnly:)`` writes for the device's message; a body that
+/// cannot share them (a string the encoder must escape, a token it would, a message near FCM's size limit)
+/// is written whole.
+final class FCMJobBodies: Sendable {
+    /// One job's message with the token left out, up to the token's opening quote.
+    private struct Shared {
+        let job: PushJob
+        let clock: Int
+        /// `nil`: the message has a string the plain writer does not take.
+        let prefix: [UInt8]?
+    }
+
+    /// The last job written: the dispatcher sends each job's devices one after another.
+    private let last = Mutex<Shared?>(nil)
+
+    /// What closes a body after its token: the token's quote, then the message and the body.
+    private static let closing: [UInt8] = Array(#""}}"#.utf8)
+
+    /// The body of `job`'s message to `token` at `now`; throws ``PushRefusal`` `tooLate` when a prompt
+    /// can no longer arrive, ``FCMFailure`` when the message is too large.
+    func body(for job: PushJob, token: String, now: Date) throws -> ByteBuffer {
+        let clock = FCMMessageBuilder.clock(of: job, now: now)
+        let shared =
+            last.withLock { last in last.flatMap { $0.clock == clock && $0.job == job ? $0 : nil } }
+            ?? share(job, clock: clock, now: now)
+        let token = token.utf8
+        guard let prefix = shared?.prefix, prefix.count + token.count + Self.closing.count <= FCMMessageBuilder.maximumBytes,
+            token.allSatisfy(Self.isPlain)
+        else {
+            return try whole(job, token: String(token), now: now)
+        }
+        var body = ByteBuffer()
+        body.reserveCapacity(prefix.count + token.count + Self.closing.count)
+        body.writeBytes(prefix)
+        body.writeBytes(token)
+        body.writeBytes(Self.closing)
+        return body
+    }
+
+    /// The job's message without a token, remembered as the last job; `nil` when it can no longer be sent.
+    private func share(_ job: PushJob, clock: Int, now: Date) -> Shared? {
+        guard let message = FCMMessageBuilder.message(for: job, token: "", now: now) else { return nil }
+        let prefix = FCMSendBody(message: message, validateOnly: nil).plainJSON.map { Array($0.dropLast(Self.closing.count)) }
+        let shared = Shared(job: job, clock: clock, prefix: prefix)
+        last.withLock { $0 = shared }
+        return shared
+    }
+
+    /// The device's message written on its own.
+    private func whole(_ job: PushJob, token: String, now: Date) throws -> ByteBuffer {
+        guard let message = FCMMessageBuilder.message(for: job, token: token, now: now) else {
+            throw PushRefusal(.tooLate, reason: "expired")
+        }
+        guard let body = try FCMMessageBuilder.encode(message) else {
+            throw FCMFailure(.invalidArgument, httpStatus: 0, message: "message larger than \(FCMMessageBuilder.maximumBytes) bytes")
+        }
+        return ByteBuffer(bytes: body)
+    }
+
+    /// A token byte the plain writer writes as it is: no quote, backslash, control character or DEL.
+    private static func isPlain(_ byte: UInt8) -> Bool {
+        byte >= 0x20 && byte != 0x7F && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\")
+    }
+}
+
+extension FCMMessageBuilder {
+    /// What of `now` a message for `job` depends on: a prompt's whole seconds left (its TTL), a notice's
+    /// whole second (its APNs expiration).
+    static func clock(of job: PushJob, now: Date) -> Int {
+        switch job {
+        case .prompt(_, _, _, let expiresAt, _, _): Int(expiresAt.timeIntervalSince(now).rounded(.down))
+        case .resolved, .deviceAdded: Int(now.timeIntervalSince1970.rounded(.down))
+        }
     }
 }

@@ -102,16 +102,16 @@ public final class FCMSender: PushSender {
         guard let address = device.push, address.provider == .fcm else { return .rejected }
         let token = address.token
         return await delivery.send(job, to: device, token: token, logger: logger) {
-            guard let message = FCMMessageBuilder.message(for: job, token: token, now: Date()) else {
-                throw PushRefusal(.tooLate, reason: "expired")
-            }
             do {
-                try await post(message, validateOnly: false)
+                try await post(bodies.body(for: job, token: token, now: Date()))
             } catch let failure as FCMFailure {
                 throw failure.refusal
             }
         }
     }
+
+    /// Each job's message written once for all its devices.
+    private let bodies = FCMJobBodies()
 
     /// The wait before retry `attempt` (see ``PushDelivery/backoff(attempt:retryAfter:)``).
     func backoff(attempt: Int, retryAfter: TimeInterval?) -> TimeInterval {
@@ -123,6 +123,11 @@ public final class FCMSender: PushSender {
         guard let body = try FCMMessageBuilder.encode(message, validateOnly: validateOnly) else {
             throw FCMFailure(.invalidArgument, httpStatus: 0, message: "message larger than \(FCMMessageBuilder.maximumBytes) bytes")
         }
+        try await post(ByteBuffer(bytes: body))
+    }
+
+    /// One `messages:send` call with `body` as it is; throws ``FCMFailure`` on any refusal.
+    func post(_ body: ByteBuffer) async throws {
         let accessToken = try await tokens.token()
         let timeout = TimeAmount.seconds(Int64(configuration.requestTimeout))
         let status: Int
@@ -134,7 +139,7 @@ public final class FCMSender: PushSender {
                 framed = try await streams.post(
                     path: sendPath,
                     headers: [("authorization", "Bearer \(accessToken)"), ("content-type", "application/json; charset=utf-8")],
-                    body: ByteBuffer(bytes: body), timeout: timeout)
+                    body: body, timeout: timeout)
             } catch let failure as HTTP2PushClient.Failure where failure.noHTTP2 {
                 // Something between us and FCM speaks only HTTP/1.1 (a TLS-inspecting proxy): from now on, the client.
                 framesRefused.store(true, ordering: .relaxed)
@@ -147,7 +152,7 @@ public final class FCMSender: PushSender {
             request.method = .POST
             request.headers.add(name: "Authorization", value: "Bearer \(accessToken)")
             request.headers.add(name: "Content-Type", value: "application/json; charset=utf-8")
-            request.body = .bytes(ByteBuffer(bytes: body))
+            request.body = .bytes(body)
             let (response, collected) = try await connections.withClient { client in
                 let response = try await client.execute(request, timeout: timeout)
                 return (response, try await response.body.collect(upTo: 64 * 1024))

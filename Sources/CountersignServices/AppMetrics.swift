@@ -65,12 +65,25 @@ public final class AppMetrics: Sendable {
         handles.timer.recordNanoseconds(duration.nanoseconds)
     }
 
+    /// One counter series: its name and label values, in the order its labels are given.
+    private struct CounterSeries: Hashable {
+        var label: String
+        var values: [String]
+    }
+    private let counterHandles = Mutex<[CounterSeries: Metrics.Counter]>([:])
+
+    /// The counter of one series, made once: each push and transition counts on one.
+    private func counter(_ label: String, _ dimensions: KeyValuePairs<String, String>) -> Metrics.Counter {
+        let series = CounterSeries(label: label, values: dimensions.map(\.value))
+        if let counter = counterHandles.withLock({ $0[series] }) { return counter }
+        let made = Metrics.Counter(label: label, dimensions: dimensions.map { ($0.key, $0.value) }, factory: factory)
+        counterHandles.withLock { $0[series] = made }
+        return made
+    }
+
     public func transition(_ transition: Transition) {
-        Counter(
-            label: Name.transitions,
-            dimensions: [("from", transition.from.rawValue), ("to", transition.to.rawValue), ("cause", transition.cause.rawValue)],
-            factory: factory
-        ).increment()
+        counter(Name.transitions, ["from": transition.from.rawValue, "to": transition.to.rawValue, "cause": transition.cause.rawValue])
+            .increment()
     }
 
     /// `countersign_build_info{version} 1`: which release this node runs.
@@ -79,12 +92,11 @@ public final class AppMetrics: Sendable {
     }
 
     public func push(type: String, outcome: PushOutcome, provider: PushProvider) {
-        Counter(label: Name.pushes, dimensions: [("type", type), ("outcome", outcome.rawValue), ("provider", provider.rawValue)], factory: factory)
-            .increment()
+        counter(Name.pushes, ["type": type, "outcome": outcome.rawValue, "provider": provider.rawValue]).increment()
     }
 
     public func rateLimited(_ name: RateLimitName) {
-        Counter(label: Name.rateLimited, dimensions: [("limit", name.rawValue)], factory: factory).increment()
+        counter(Name.rateLimited, ["limit": name.rawValue]).increment()
     }
 
     /// Jobs waiting for the dispatcher, and jobs dropped so far because the queue was full

@@ -1,5 +1,6 @@
 import CountersignCore
 import Foundation
+import NIOCore
 import PropertyBased
 import Testing
 
@@ -72,6 +73,39 @@ import Testing
             let encoded = try #require(try FCMMessageBuilder.encode(message))
             let decoded = try JSONSerialization.jsonObject(with: encoded) as? [String: Any]
             #expect((decoded?["message"] as? [String: Any]).flatMap { ($0["notification"] as? [String: String])?["title"] } == awkward)
+        }
+    }
+
+    /// Each device's body from the job's shared bytes is the body written for that device alone: across
+    /// jobs, tokens (quotes and control characters included), the clock's seconds, and contexts long enough
+    /// that a long token pushes the message past FCM's limit.
+    @Test func eachDevicesBodyFromItsJobsSharedBytesIsItsOwnMessage() async throws {
+        let ascii = Gen.character(in: " "..."~").string(of: 0...40)
+        let wide = Gen.character(in: "\u{0}"..."\u{9FFF}").string(of: 0...40)
+        let tokens = Gen.character(in: " "..."~").string(of: 0...300)
+        let offsets = Gen.int(in: 0...3_000)
+        let bodies = FCMJobBodies()
+        await propertyCheck(count: 300, input: ascii, wide, tokens, offsets) { plain, anything, token, offset in
+            // Up to 60 s into a 60 s prompt, so a prompt's seconds left and a notice's second both change.
+            let now = Self.now.addingTimeInterval(Double(offset) / 50)
+            let long = String(repeating: plain.isEmpty ? "x" : plain, count: 1_100 / max(1, plain.count))
+            var jobs = Self.jobs(title: plain, body: anything, context: anything, requestID: "AbCdEf")
+            jobs += Self.jobs(title: plain, body: long, context: long, requestID: "AbCdEf")
+            // Each job's devices at one moment, then at a moment 0.7 s on: the same or the next second.
+            for job in jobs {
+                for (device, now) in [token, "device-" + token, token + "\u{1}", #"a"b\c"#].flatMap({ [($0, now), ($0, now + 0.7)] }) {
+                    let message = FCMMessageBuilder.message(for: job, token: device, now: now)
+                    let encoded = try message.flatMap { try FCMMessageBuilder.encode($0) }
+                    do {
+                        let body = try bodies.body(for: job, token: device, now: now)
+                        #expect(encoded != nil && Data(body.readableBytesView) == encoded)
+                    } catch let refusal as PushRefusal {
+                        #expect(refusal.kind == .tooLate && message == nil)
+                    } catch let failure as FCMFailure {
+                        #expect(failure.httpStatus == 0 && message != nil && encoded == nil)
+                    }
+                }
+            }
         }
     }
 }
