@@ -1,4 +1,3 @@
-import CountersignCore
 import CountersignHTTP
 import CountersignRuntime
 import Foundation
@@ -6,6 +5,7 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import CountersignCore
 @testable import DaemonTestSupport
 
 /// A long poll that must wait is parked with the broker, with its route
@@ -198,6 +198,47 @@ import Testing
             let later = try await daemon.v1(.GET, "/v1/approvals/\(id)?wait=30", key: acme.key, timeout: .seconds(25))
             #expect(later["status"] == "pending")
             #expect(await daemon.server.broker.waiterCount == 0)
+            #expect(try await daemon.longPollsWaiting() == 0)
+        }
+    }
+
+    /// A parked poll woken with its request already read (as one read serves every poll another node's
+    /// change wakes on a cluster, or as its own node committed it) answers from that read, on both status
+    /// routes. The read given here says `approved` while the store still holds the request pending: an
+    /// answer that read the store again would say `pending`.
+    @Test(arguments: ["phone reset", "approvals API"]) func aParkedPollWokenWithARequestAnswersFromIt(route: String) async throws {
+        try await withTestDaemon(.socket) { daemon in
+            let id: String
+            let answer: Task<String, any Error>
+            let plainPoll: @Sendable () async throws -> String?
+            if route == "phone reset" {
+                id = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword).0
+                let connection = try RawConnection(port: try ConnectionLimitTests.port(daemon))
+                connection.send("GET /api/mobile/auth/reset/phone/status/\(id)?wait=30 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                answer = Task { await connection.read(until: { $0.hasSuffix("}") }, limit: .seconds(25)) }
+                plainPoll = { try await daemon.status(id)["status"] }
+            } else {
+                let acme = try await daemon.addIntegration("Acme Admin")
+                _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+                _ = try await daemon.enroll(Fixture.email, integrationKey: acme.key, deviceName: "Ana's iPhone")
+                let created = try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: ApprovalsAPITests.approval)
+                let approvalID = try #require(created["approvalId"])
+                id = approvalID
+                answer = Task { try await daemon.v1(.GET, "/v1/approvals/\(approvalID)?wait=30", key: acme.key, timeout: .seconds(25)).text }
+                plainPoll = { try await daemon.v1(.GET, "/v1/approvals/\(approvalID)", key: acme.key)["status"] }
+            }
+            try await Self.waitForParked(1, in: daemon)
+            var read = try #require(try await daemon.server.store.request(id: id))
+            #expect(read.state == .pending)
+            read.state = .approved
+            read.completeBy = Date().addingTimeInterval(60)
+
+            await daemon.server.broker.wake(id, .read(ReadForWaiters(read)))
+
+            let text = try await answer.value
+            #expect(text.contains(#""status":"approved""#), "\(text)")
+            // The store was not changed: a poll now reads it.
+            #expect(try await plainPoll() == "pending")
             #expect(try await daemon.longPollsWaiting() == 0)
         }
     }
