@@ -262,11 +262,14 @@ public final class HTTP2PushClient: Sendable {
 }
 
 /// Between TLS and HTTP/2: the flushes asked for during one turn of the event loop become one, after it, so the
-/// requests written in a turn leave in one TLS write instead of one each. Each request's frames still leave
-/// together and in order: swift-nio-http2 holds a request's DATA until its own flush and then writes it right
-/// after its HEADERS, before this handler holds the flush back. (Without this handler, holding the flush back
-/// in ``FrameHandler`` sent every HEADERS of a turn before any DATA: a server that answers on HEADERS and resets
-/// the stream then saw DATA for streams reset long before, and ended the connection.)
+/// requests written in a turn leave in one TLS write instead of one each. The bytes leave in the order
+/// swift-nio-http2 wrote them, as with a flush per request: a request's DATA right after its HEADERS, since
+/// swift-nio-http2 holds the DATA until that request's own flush reaches it, above this handler. (Holding the
+/// flush back in ``FrameHandler`` instead sent every HEADERS of a turn before any DATA: a server that answers
+/// on HEADERS and resets the stream then saw DATA for streams reset long before, and ended the connection.
+/// Streams queued by swift-nio-http2 for the server's stream limit, or while the socket is full, leave their
+/// HEADERS before their DATA either way.) A close asked for while a flush is held flushes first, so a GOAWAY
+/// or RST_STREAM written just before it still leaves.
 final class FlushPerTurn: ChannelOutboundHandler {
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -281,6 +284,11 @@ final class FlushPerTurn: ChannelOutboundHandler {
             self.pending = false
             if !self.removed { context.flush() }
         }
+    }
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        if pending { context.flush() }
+        context.close(mode: mode, promise: promise)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {

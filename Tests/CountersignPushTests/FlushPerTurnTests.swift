@@ -73,4 +73,30 @@ import Testing
         _ = try? client.finish()
         for promise in promises { promise.fail(CancellationError()) }
     }
+
+    /// A close asked for in the turn that wrote frames sends them first: they are not dropped with the held flush.
+    @Test func aCloseInTheTurnOfAWriteSendsItFirst() throws {
+        let client = EmbeddedChannel()
+        let handler = try HTTP2PushClient.addFrameHandlers(to: client.pipeline.syncOperations, streamBudget: 100)
+        try client.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        client.embeddedEventLoop.run()
+        var sent = ByteBuffer()
+        while var bytes = try client.readOutbound(as: ByteBuffer.self) { sent.writeBuffer(&bytes) }
+
+        let head: HPACKHeaders = [":method": "POST", ":scheme": "https", ":authority": "fcm.test", ":path": "/send", "content-length": "2"]
+        let promise = client.eventLoop.makePromise(of: HTTP2PushClient.Response.self)
+        handler.send(head, body: ByteBuffer(string: "{}"), deadline: .now() + .seconds(60), token: 1, promise: promise)
+        client.close(promise: nil)
+        while var bytes = try client.readOutbound(as: ByteBuffer.self) { sent.writeBuffer(&bytes) }
+
+        let server = EmbeddedChannel()
+        let recorder = FrameRecorder()
+        try server.pipeline.syncOperations.addHandler(NIOHTTP2Handler(mode: .server))
+        try server.pipeline.syncOperations.addHandler(recorder)
+        try server.writeInbound(sent)
+        #expect(recorder.frames == ["HEADERS 1", "DATA 1"])
+        _ = try? server.finish()
+        client.embeddedEventLoop.run()
+        promise.fail(CancellationError())
+    }
 }
