@@ -12,23 +12,27 @@ import Glibc
 
 /// `serve`'s check that it can listen, run before the database is opened.
 @Suite struct ListenCheckTests {
-    /// A client that connects to 127.0.0.1:`port` in a loop on a thread of its own, counting the
+    /// A client that connects to `host`:`port` in a loop on a thread of its own, counting the
     /// connections completed. Its sockets are bound to 127.0.0.2 first: a socket that takes
     /// its address from `connect` holds the next ephemeral port of 127.0.0.1, and a loop of
     /// them runs through all of them in a moment, in the way of every bind in the test process.
     final class Connector: Sendable {
+        let host: String
         let port: Int
         let stop = Atomic<Bool>(false)
         let attempts = Atomic<Int>(0)
         let completed = Atomic<Int>(0)
 
-        init(port: Int) { self.port = port }
+        init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
 
         func run() {
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
             address.sin_port = in_port_t(UInt16(port).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            address.sin_addr.s_addr = inet_addr(host)
             var source = sockaddr_in()
             source.sin_family = sa_family_t(AF_INET)
             source.sin_addr.s_addr = inet_addr("127.0.0.2")
@@ -62,10 +66,13 @@ import Glibc
     /// the check runs again and again is refused every time. (A check that listened,
     /// even for a moment, completed connections that nothing then read or closed: a
     /// health check sent as the daemon started waited for good.)
-    /// (Linux: the client's address, 127.0.0.2, is there without configuration.)
+    /// (Linux: the client's address, 127.0.0.2, is there without configuration.) The checks are
+    /// for 127.0.0.3, where no other test listens: the other tests' servers take ports of
+    /// 127.0.0.1 while the checks run, and one of them may take this port.
     @Test(.enabled(if: Self.onLinux), .timeLimit(.minutes(5))) func theCheckNeverTakesAConnection() async throws {
+        let host = "127.0.0.3"
         let port = unusedPort()
-        let connector = Connector(port: port)
+        let connector = Connector(host: host, port: port)
         let thread = Thread { connector.run() }
         thread.start()
         defer { connector.stop.store(true, ordering: .relaxed) }
@@ -74,7 +81,7 @@ import Glibc
         let started = clock.now
         while connector.attempts.load(ordering: .relaxed) == 0, clock.now - started < .seconds(60) { try await Task.sleep(for: .milliseconds(1)) }
         let before = connector.attempts.load(ordering: .relaxed)
-        for _ in 0..<300 { try await ListenCheck.ensureFree(ListenAddress(host: "127.0.0.1", port: port), what: "--listen") }
+        for _ in 0..<300 { try await ListenCheck.ensureFree(ListenAddress(host: host, port: port), what: "--listen") }
         let during = connector.attempts.load(ordering: .relaxed) - before
         connector.stop.store(true, ordering: .relaxed)
         #expect(during > 0, "the client ran while the checks did")
