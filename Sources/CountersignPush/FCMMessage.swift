@@ -369,10 +369,7 @@ final class FCMJobBodies: Sendable {
         guard let message = FCMMessageBuilder.message(for: job, token: token, now: now) else {
             throw PushRefusal(.tooLate, reason: "expired")
         }
-        guard let body = try FCMMessageBuilder.encode(message) else {
-            throw FCMFailure(.invalidArgument, httpStatus: 0, message: "message larger than \(FCMMessageBuilder.maximumBytes) bytes")
-        }
-        return ByteBuffer(bytes: body)
+        return try FCMMessageBuilder.body(of: message)
     }
 
     /// A token byte the plain writer writes as it is: no quote, backslash, control character or DEL.
@@ -382,6 +379,14 @@ final class FCMJobBodies: Sendable {
 }
 
 extension FCMMessageBuilder {
+    /// The send body of `message`, to post as it is; throws ``FCMFailure`` when it exceeds FCM's size limit.
+    static func body(of message: FCMMessage, validateOnly: Bool = false) throws -> ByteBuffer {
+        guard let body = try encode(message, validateOnly: validateOnly) else {
+            throw FCMFailure(.invalidArgument, httpStatus: 0, message: "message larger than \(maximumBytes) bytes")
+        }
+        return ByteBuffer(bytes: body)
+    }
+
     /// What of `now` a message for `job` depends on: a prompt's whole seconds left (its TTL), a notice's
     /// whole second (its APNs expiration).
     static func clock(of job: PushJob, now: Date) -> Int {

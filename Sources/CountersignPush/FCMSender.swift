@@ -120,10 +120,7 @@ public final class FCMSender: PushSender {
 
     /// One `messages:send` call; throws ``FCMFailure`` on any refusal.
     public func post(_ message: FCMMessage, validateOnly: Bool) async throws {
-        guard let body = try FCMMessageBuilder.encode(message, validateOnly: validateOnly) else {
-            throw FCMFailure(.invalidArgument, httpStatus: 0, message: "message larger than \(FCMMessageBuilder.maximumBytes) bytes")
-        }
-        try await post(ByteBuffer(bytes: body))
+        try await post(FCMMessageBuilder.body(of: message, validateOnly: validateOnly))
     }
 
     /// One `messages:send` call with `body` as it is; throws ``FCMFailure`` on any refusal.
