@@ -7,7 +7,7 @@ extension PostgresStore: AuditStore {
     public func append(_ events: [AuditEvent]) async throws {
         guard !events.isEmpty else { return }
         try await transaction { connection in
-            for event in events { try await Self.insert(event, connection, self.logger) }
+            for statement in AuditSQL.inserts(events) { try await connection.perform(statement, self.logger) }
         }
     }
 

@@ -52,6 +52,13 @@ public struct SQLStatement: Sendable, ExpressibleByStringInterpolation {
         return statement
     }
 
+    /// Puts `other`'s text and values after this statement's (placeholders keep counting on).
+    public mutating func append(_ other: SQLStatement) {
+        parts += other.parts
+        arguments += other.arguments
+        questionMarked += other.questionMarked
+    }
+
     /// `$1`, `$2`, … (PostgreSQL).
     public var numbered: String { text { "$\($0)" } }
 

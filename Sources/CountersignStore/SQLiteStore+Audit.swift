@@ -7,7 +7,7 @@ extension SQLiteStore: AuditStore {
     public func append(_ events: [AuditEvent]) async throws {
         guard !events.isEmpty else { return }
         try await pool.write { db in
-            for event in events { try Self.insert(event, db) }
+            for statement in AuditSQL.inserts(events) { try db.perform(statement) }
         }
     }
 

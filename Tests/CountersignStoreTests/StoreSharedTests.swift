@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignSQL
 import CountersignStore
 import Foundation
 import GRDB
@@ -410,6 +411,28 @@ extension StoreTests {
         #expect(try await store.auditEvents(since: t0.addingTimeInterval(5), email: nil, kind: nil, limit: 1).map(\.detail) == ["three"])
         #expect(try await store.auditEvents(requestRef: "ref1").first?.email == "ana@example.com")
         #expect(try await store.pruneAudit(before: t0.addingTimeInterval(15)) == 2)
+    }
+
+    /// The writer's batches go in several rows per INSERT: a batch longer than
+    /// one INSERT takes is stored whole, in order, each value in its own row
+    /// and column (none shifted into a neighbour, NULLs kept).
+    @Test(arguments: Backend.available) func aBatchLongerThanOneInsertIsStoredWholeAndInOrder(backend: Backend) async throws {
+        let store = try await open(backend)
+        let at = Date(timeIntervalSince1970: 1_800_000_000)
+        let count = AuditSQL.rowsPerInsert * 2 + 5
+        let events = (0..<count).map { index in
+            AuditEvent(
+                at: at, kind: index.isMultiple(of: 2) ? .pushed : .approved, userID: "user-\(index % 7)",
+                email: index.isMultiple(of: 3) ? nil : "e\(index)@example.com", deviceID: "device-\(index)",
+                requestRef: index.isMultiple(of: 5) ? nil : "ref-\(index)",
+                context: AuditContext(ip: "10.0.0.\(index % 250)", userAgent: index.isMultiple(of: 4) ? nil : "agent \(index)"),
+                detail: "prompt: sent (fcm) \(index)", proof: index.isMultiple(of: 11) ? "proof-\(index)" : nil,
+                proofKey: index.isMultiple(of: 11) ? "key-\(index)" : nil)
+        }
+        try await store.append(events)
+        #expect(try await store.auditEvents(since: nil, email: nil, kind: nil, limit: 1_000) == events)
+        try await store.append([events[0]])
+        #expect(try await store.auditEvents(since: nil, email: nil, kind: nil, limit: 1_000).count == count + 1)
     }
 }
 

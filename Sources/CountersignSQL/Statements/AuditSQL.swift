@@ -3,12 +3,35 @@ import Foundation
 
 /// The audit trail and the upkeep of finished requests: the statements both stores run.
 public enum AuditSQL {
-    public static func insert(_ event: AuditEvent) -> SQLStatement {
-        """
-        INSERT INTO audit_events (at, kind, user_id, email, device_id, request_ref, ip, user_agent, detail, proof, proof_key)
-        VALUES (\(event.at), \(event.kind.rawValue), \(event.userID), \(event.email), \(event.deviceID), \(event.requestRef),
-            \(event.ip), \(event.userAgent), \(event.detail), \(event.proof), \(event.proofKey))
-        """
+    public static func insert(_ event: AuditEvent) -> SQLStatement { insert(CollectionOfOne(event)) }
+
+    /// Rows one INSERT of a batch takes at most: 11 values each, far below either database's
+    /// limit on bound values (SQLite 32,766, PostgreSQL 65,535).
+    public static let rowsPerInsert = 64
+
+    /// The statements that insert `events` in order, ``rowsPerInsert`` rows each: the audit
+    /// writer's batches. Row by row, each event of a push cost a statement of its own, and on
+    /// PostgreSQL a round trip: the writer fell behind a push load there.
+    public static func inserts(_ events: [AuditEvent]) -> [SQLStatement] {
+        stride(from: 0, to: events.count, by: rowsPerInsert).map { start in
+            insert(events[start..<min(start + rowsPerInsert, events.count)])
+        }
+    }
+
+    /// One statement that inserts `events` (at least one), in order.
+    public static func insert(_ events: some Collection<AuditEvent>) -> SQLStatement {
+        precondition(!events.isEmpty, "an INSERT needs a row")
+        var statement: SQLStatement =
+            "INSERT INTO audit_events (at, kind, user_id, email, device_id, request_ref, ip, user_agent, detail, proof, proof_key) VALUES "
+        for (index, event) in events.enumerated() {
+            if index > 0 { statement.append(", ") }
+            statement.append(
+                """
+                (\(event.at), \(event.kind.rawValue), \(event.userID), \(event.email), \(event.deviceID), \(event.requestRef), \
+                \(event.ip), \(event.userAgent), \(event.detail), \(event.proof), \(event.proofKey))
+                """)
+        }
+        return statement
     }
 
     /// The latest `limit` events that match, oldest first. A filter left `nil` matches all. Events name
