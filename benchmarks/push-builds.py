@@ -10,9 +10,15 @@ figures move with the machine; compare builds within one run. Only 127.0.0.1;
 needs nginx with HTTP/2 and the FCM stub, as the suite's push row does.
 
 usage: python3 benchmarks/push-builds.py --binary A [--binary B ...] [--rounds 5]
-                                         [--fcm-stub ../shared/bench/fcm-stub]
+                                         [--fcm-stub ../shared/bench/fcm-stub] [--postgres]
+
+With --postgres each round's daemon runs on a new database of a throw-away
+PostgreSQL server (scripts/pg-test-server.sh). Each round then also prints how
+many of the daemon's `pushed` audit events were committed when the last
+message was counted sent, how long SIGTERM took to stop the daemon (its audit
+writer stores what is left first), and how many were committed after it.
 """
-import argparse, os, statistics, sys, threading, time
+import argparse, os, statistics, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(__file__))
 import suite  # noqa: E402
@@ -38,6 +44,48 @@ def daemon_pid(binary):
     return None
 
 
+class Postgres:
+    """A throw-away PostgreSQL server that stops when this script ends; a new database per round."""
+
+    def __init__(self):
+        script = os.path.join(suite.ROOT, "scripts", "pg-test-server.sh")
+        server = subprocess.run(["bash", script, str(os.getpid())], capture_output=True, text=True, check=True)
+        self.port, self.password, _ = server.stdout.split()
+        self.key = os.path.join(tempfile.mkdtemp(prefix="countersign-push-builds-"), "secret-key")
+        with open(self.key, "wb") as file:
+            file.write(os.urandom(32))
+        self.databases = 0
+
+    def query(self, database, sql):
+        return subprocess.run(["psql", "-X", "-qAt", "-h", "127.0.0.1", "-p", self.port, "-U", "countersign", "-d", database, "-c", sql],
+                              env=dict(os.environ, PGPASSWORD=self.password), capture_output=True, text=True, check=True).stdout.strip()
+
+    def new_database(self):
+        self.databases += 1
+        name = f"push{self.databases}"
+        self.query("postgres", f"CREATE DATABASE {name}")
+        return name, f"postgres://countersign:{self.password}@127.0.0.1:{self.port}/{name}?sslmode=disable"
+
+
+def audit_check(postgres, name):
+    """After the last message was sent: the pushed events committed then, the time SIGTERM takes, and those after."""
+    def check(daemon):
+        counted = "SELECT count(*) FROM audit_events WHERE kind = 'pushed'"
+        pushed = suite.metric_sum(daemon.metrics_port, "countersign_pushes_total") - suite.metric_sum(
+            daemon.metrics_port, "countersign_pushes_total", outcome="disabled")
+        committed = int(postgres.query(name, counted))
+        began = time.perf_counter()
+        try:
+            daemon.stop()
+            stopped = f"stopped {time.perf_counter() - began:.1f} s after SIGTERM"
+        except subprocess.TimeoutExpired:
+            daemon.stop(kill=True)
+            stopped = "not stopped 60 s after SIGTERM (killed)"
+        print(f"  audit: {committed:,} of {pushed:,.0f} pushed events committed when the last message was sent; "
+              f"{stopped}; {int(postgres.query(name, counted)):,} committed then", flush=True)
+    return check
+
+
 def one_round(args, binary, folder):
     """One push round of `binary`: (messages/s, daemon CPU µs per message)."""
     started, samples, stop = [], [], threading.Event()
@@ -60,9 +108,13 @@ def one_round(args, binary, folder):
     sampler = threading.Thread(target=sample)
     sampler.start()
     try:
+        on = {}
+        if args.postgres:
+            name, url = args.postgres.new_database()
+            on = dict(database=url, more=["--secret-key-file", args.postgres.key], after=audit_check(args.postgres, name))
         rate, sent, expected, others = suite.daemon_push_rate(
             argparse.Namespace(push_users=args.push_users, push_devices=args.push_devices, push_rounds=args.push_rounds,
-                               binary=binary), folder)
+                               binary=binary), folder, **on)
     finally:
         stop.set()
         sampler.join()
@@ -84,7 +136,9 @@ def main():
     parser.add_argument("--push-devices", type=int, default=40)
     parser.add_argument("--push-rounds", type=int, default=8)
     parser.add_argument("--fcm-stub", default=os.path.join(suite.ROOT, "..", "shared", "bench", "fcm-stub"))
+    parser.add_argument("--postgres", action="store_true", help="run each round's daemon on a throw-away PostgreSQL server")
     args = parser.parse_args()
+    args.postgres = Postgres() if args.postgres else None
     binaries = [os.path.abspath(binary) for binary in args.binary]
     folder = suite.start_stub(args.fcm_stub)
     measured = {binary: [] for binary in binaries}

@@ -583,14 +583,16 @@ def stop_stub(folder):
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def daemon_push_rate(args, folder, provider_flags=None, address=None):
+def daemon_push_rate(args, folder, provider_flags=None, address=None, database=None, more=(), after=None):
     """Prompts/s through the whole daemon to a stub: FCM by default, else the
-    flags of another provider and the push address of each user's device."""
+    flags of another provider and the push address of each user's device. A
+    `database` URL and `more` flags run the daemon on another database; `after`
+    is called with the daemon once the last message was counted sent."""
     extra = RAISED + ["--request-ttl", "3600"] + (provider_flags or [
         "--fcm-service-account", f"{folder}/sa.json", "--fcm-ca-file", f"{folder}/ca.pem", "--fcm-endpoint", "https://127.0.0.1:18443"])
     address = address or (lambda index, device: {"provider": "fcm", "token": f"bench-token-{index}-{device}-" + "x" * 120})
     users, devices = args.push_users, args.push_devices
-    with Daemon(args.binary, extra) as daemon:
+    with Daemon(args.binary, extra + list(more), database=database) as daemon:
         for index in range(users):
             add_user(daemon, f"user{index}@bench.test")
         daemon.start()
@@ -636,6 +638,8 @@ def daemon_push_rate(args, folder, provider_flags=None, address=None):
             time.sleep(0.05)
         elapsed = last_change - began
         others = metric_sum(daemon.metrics_port, "countersign_pushes_total") - base - sent
+        if after:
+            after(daemon)
         if others:
             breakdown = {outcome: metric_sum(daemon.metrics_port, "countersign_pushes_total", outcome=outcome)
                          for outcome in ("dropped", "rejected", "token_dead", "auth_error", "misconfigured", "disabled")}
