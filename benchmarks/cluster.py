@@ -14,7 +14,7 @@ import argparse, http.client, json, os, statistics, subprocess, sys, tempfile, t
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon import free_port  # noqa: E402
+from daemon import PostgresServer, free_port  # noqa: E402
 
 LIMITS = ["--rate-limit", "approvalsPerIntegration=1000000/1", "--rate-limit", "approvalsPerUser=1000000/60",
           "--rate-limit", "statusPollsPerIP=1000000/1", "--rate-limit", "respondPerDevice=1000000/60",
@@ -167,16 +167,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=200)
     arguments = parser.parse_args()
     work = tempfile.mkdtemp()
-    key = f"{work}/secret-key"
-    with open(key, "wb") as file:
-        file.write(os.urandom(32))
-    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "pg-test-server.sh")
-    port, password, _ = subprocess.run(["bash", script, str(os.getpid())], capture_output=True, text=True, check=True).stdout.split()
-
-    def new_database(name):
-        subprocess.run(["psql", "-X", "-q", "-h", "127.0.0.1", "-p", port, "-U", "countersign", "-d", "postgres", "-c", f"CREATE DATABASE {name}"],
-                       env={**os.environ, "PGPASSWORD": password}, check=True)
-        return f"postgres://countersign:{password}@127.0.0.1:{port}/{name}?sslmode=disable"
+    server = PostgresServer()
+    key, new_database = server.key, server.new_database
 
     print(f"{os.cpu_count()} cores; {arguments.threads} client threads; {arguments.seconds:g} s per measurement")
     for backend, database in [("SQLite", f"{work}/bench.sqlite"), ("PostgreSQL", new_database("bench_one"))]:

@@ -1,5 +1,5 @@
 """Shared by the benchmark scripts: run `countersign serve` on 127.0.0.1 for a measurement."""
-import contextlib, shutil, socket, subprocess, tempfile, time
+import contextlib, os, shutil, socket, subprocess, tempfile, time
 
 
 def free_port():
@@ -58,3 +58,34 @@ def serving(binary, extra_arguments=(), users=()):
         daemon.terminate()
         daemon.wait(timeout=15)
         shutil.rmtree(work, ignore_errors=True)
+
+
+class NoPostgres(Exception):
+    """No PostgreSQL server is installed (pg-test-server.sh exits 2)."""
+
+
+class PostgresServer:
+    """A throw-away PostgreSQL server (scripts/pg-test-server.sh) that stops when this
+    script ends, and a secret key file for the nodes that share it. Raises NoPostgres
+    when no server is installed."""
+
+    def __init__(self):
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "pg-test-server.sh")
+        server = subprocess.run(["bash", script, str(os.getpid())], capture_output=True, text=True)
+        if server.returncode == 2:
+            raise NoPostgres(server.stderr.strip())
+        server.check_returncode()
+        self.port, self.password, _ = server.stdout.split()
+        self.key = os.path.join(tempfile.mkdtemp(prefix="countersign-bench-pg-"), "secret-key")
+        with open(self.key, "wb") as file:
+            file.write(os.urandom(32))
+
+    def query(self, database, sql):
+        """`sql` run by psql in `database`; its unaligned output."""
+        return subprocess.run(["psql", "-X", "-qAt", "-h", "127.0.0.1", "-p", self.port, "-U", "countersign", "-d", database, "-c", sql],
+                              env=dict(os.environ, PGPASSWORD=self.password), capture_output=True, text=True, check=True).stdout.strip()
+
+    def new_database(self, name):
+        """Creates the database `name`; its URL for `--database`."""
+        self.query("postgres", f"CREATE DATABASE {name}")
+        return f"postgres://countersign:{self.password}@127.0.0.1:{self.port}/{name}?sslmode=disable"

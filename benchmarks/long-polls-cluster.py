@@ -16,14 +16,11 @@ With --idle-reader, the reader sleeps that long after the approval before it
 reads, as the suite's longpoll row does: the answers' arrival is the kernel's
 receive time of each socket, and the reader takes no CPU from the nodes.
 """
-import argparse, os, resource, subprocess, sys, tempfile, time
+import argparse, os, resource, sys, time
 
 sys.path.insert(0, os.path.dirname(__file__))
 import suite  # noqa: E402
-
-
-class NoPostgres(Exception):
-    """No PostgreSQL server is installed (pg-test-server.sh exits 2)."""
+from daemon import NoPostgres, PostgresServer  # noqa: E402,F401 (suite.py catches NoPostgres from here)
 
 
 def measure(binary, held, idle_reader=0, approve_on="b"):
@@ -35,18 +32,8 @@ def measure(binary, held, idle_reader=0, approve_on="b"):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     held = min(held, hard - 500)
-    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "pg-test-server.sh")
-    server = subprocess.run(["bash", script, str(os.getpid())], capture_output=True, text=True)
-    if server.returncode == 2:
-        raise NoPostgres(server.stderr.strip())
-    server.check_returncode()
-    port, password, _ = server.stdout.split()
-    subprocess.run(["psql", "-X", "-q", "-h", "127.0.0.1", "-p", port, "-U", "countersign", "-d", "postgres", "-c", "CREATE DATABASE polls"],
-                   env=dict(os.environ, PGPASSWORD=password), check=True)
-    url = f"postgres://countersign:{password}@127.0.0.1:{port}/polls?sslmode=disable"
-    key = os.path.join(tempfile.mkdtemp(prefix="countersign-polls-"), "secret-key")
-    with open(key, "wb") as file:
-        file.write(os.urandom(32))
+    server = PostgresServer()
+    url, key = server.new_database("polls"), server.key
     extra = suite.RAISED + ["--request-ttl", "3600", "--trusted-proxy", "127.0.0.1", "--long-polls-per-address", "1000000",
                             "--long-polls-max", "1000000", "--idle-timeout", "120", "--secret-key-file", key]
     # Each node its own metrics listener: two on the default port would not both start.

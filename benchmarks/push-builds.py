@@ -18,10 +18,11 @@ many of the daemon's `pushed` audit events were committed when the last
 message was counted sent, how long SIGTERM took to stop the daemon (its audit
 writer stores what is left first), and how many were committed after it.
 """
-import argparse, os, statistics, subprocess, sys, tempfile, threading, time
+import argparse, os, statistics, subprocess, sys, threading, time
 
 sys.path.insert(0, os.path.dirname(__file__))
 import suite  # noqa: E402
+from daemon import PostgresServer  # noqa: E402
 
 
 def cpu_ticks(pid):
@@ -42,29 +43,6 @@ def daemon_pid(binary):
         except OSError:
             pass
     return None
-
-
-class Postgres:
-    """A throw-away PostgreSQL server that stops when this script ends; a new database per round."""
-
-    def __init__(self):
-        script = os.path.join(suite.ROOT, "scripts", "pg-test-server.sh")
-        server = subprocess.run(["bash", script, str(os.getpid())], capture_output=True, text=True, check=True)
-        self.port, self.password, _ = server.stdout.split()
-        self.key = os.path.join(tempfile.mkdtemp(prefix="countersign-push-builds-"), "secret-key")
-        with open(self.key, "wb") as file:
-            file.write(os.urandom(32))
-        self.databases = 0
-
-    def query(self, database, sql):
-        return subprocess.run(["psql", "-X", "-qAt", "-h", "127.0.0.1", "-p", self.port, "-U", "countersign", "-d", database, "-c", sql],
-                              env=dict(os.environ, PGPASSWORD=self.password), capture_output=True, text=True, check=True).stdout.strip()
-
-    def new_database(self):
-        self.databases += 1
-        name = f"push{self.databases}"
-        self.query("postgres", f"CREATE DATABASE {name}")
-        return name, f"postgres://countersign:{self.password}@127.0.0.1:{self.port}/{name}?sslmode=disable"
 
 
 def audit_check(postgres, name):
@@ -110,7 +88,9 @@ def one_round(args, binary, folder):
     try:
         on = {}
         if args.postgres:
-            name, url = args.postgres.new_database()
+            args.databases += 1
+            name = f"push{args.databases}"
+            url = args.postgres.new_database(name)
             on = dict(database=url, more=["--secret-key-file", args.postgres.key], after=audit_check(args.postgres, name))
         rate, sent, expected, others = suite.daemon_push_rate(
             argparse.Namespace(push_users=args.push_users, push_devices=args.push_devices, push_rounds=args.push_rounds,
@@ -138,7 +118,7 @@ def main():
     parser.add_argument("--fcm-stub", default=os.path.join(suite.ROOT, "..", "shared", "bench", "fcm-stub"))
     parser.add_argument("--postgres", action="store_true", help="run each round's daemon on a throw-away PostgreSQL server")
     args = parser.parse_args()
-    args.postgres = Postgres() if args.postgres else None
+    args.postgres, args.databases = PostgresServer() if args.postgres else None, 0
     binaries = [os.path.abspath(binary) for binary in args.binary]
     folder = suite.start_stub(args.fcm_stub)
     measured = {binary: [] for binary in binaries}

@@ -638,12 +638,12 @@ def daemon_push_rate(args, folder, provider_flags=None, address=None, database=N
             time.sleep(0.05)
         elapsed = last_change - began
         others = metric_sum(daemon.metrics_port, "countersign_pushes_total") - base - sent
-        if after:
-            after(daemon)
         if others:
             breakdown = {outcome: metric_sum(daemon.metrics_port, "countersign_pushes_total", outcome=outcome)
                          for outcome in ("dropped", "rejected", "token_dead", "auth_error", "misconfigured", "disabled")}
             log(f"push outcomes other than sent, since the start: {breakdown}")
+        if after:
+            after(daemon)
         return sent / elapsed, int(sent), expected, int(others)
 
 
