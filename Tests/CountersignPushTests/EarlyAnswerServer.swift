@@ -20,6 +20,8 @@ final class EarlyAnswerServer: Sendable {
     let certificatePEM: String
     private let tls: TLSConfiguration
     private let counts = Counts()
+    /// The connections accepted and not yet closed by ``closeConnections(_:)``.
+    private let accepted = Accepted()
     private let maxConcurrentStreams: Int
     private let answerDelay: TimeAmount
     private let padding: Int
@@ -34,6 +36,17 @@ final class EarlyAnswerServer: Sendable {
         func goAway() { state.withLock { $0.goAways += 1 } }
         func connection() { state.withLock { $0.connections += 1 } }
         func streams(_ open: Int) { state.withLock { $0.mostStreams = max($0.mostStreams, open) } }
+    }
+
+    final class Accepted: Sendable {
+        private let channels = Mutex<[any Channel]>([])
+        func add(_ channel: any Channel) { channels.withLock { $0.append(channel) } }
+        func takeAll() -> [any Channel] {
+            channels.withLock { channels in
+                defer { channels = [] }
+                return channels
+            }
+        }
     }
 
     /// The streams open on one connection.
@@ -72,6 +85,7 @@ final class EarlyAnswerServer: Sendable {
     func serve<T: Sendable>(_ body: (String) async throws -> T) async throws -> T {
         let context = try NIOSSLContext(configuration: tls)
         let counts = self.counts
+        let accepted = self.accepted
         let delay = answerDelay
         let padding = padding
         var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
@@ -85,6 +99,7 @@ final class EarlyAnswerServer: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { [connectionConfiguration] channel in
                 counts.connection()
+                accepted.add(channel)
                 let open = OpenStreams()
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
@@ -110,6 +125,29 @@ final class EarlyAnswerServer: Sendable {
         }
         try? await channel.close()
         return try result.get()
+    }
+
+    /// How the server ends a connection it no longer wants, as FCM's front ends do with one left idle.
+    enum Closing: String, CaseIterable, Sendable {
+        /// GOAWAY(NO_ERROR), then TLS's close_notify and a FIN.
+        case goAway
+        /// A TCP reset (SO_LINGER 0), with no word at the TLS or HTTP/2 level.
+        case reset
+    }
+
+    /// Ends every connection accepted so far, `how` says how; returns once they are closed on this side.
+    func closeConnections(_ how: Closing) async throws {
+        for channel in accepted.takeAll() {
+            switch how {
+            case .goAway:
+                let goAway = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: .maxID, errorCode: .noError, opaqueData: nil))
+                try await channel.writeAndFlush(goAway)
+            case .reset:
+                guard let socket = channel as? any SocketOptionProvider else { throw ChannelError.operationUnsupported }
+                try await socket.setSoLinger(linger(l_onoff: 1, l_linger: 0)).get()
+            }
+            try await channel.close()
+        }
     }
 
     /// One stream: the answer goes out on the request's HEADERS, the body is never read.

@@ -97,6 +97,34 @@ import Testing
         }
     }
 
+    /// A connection the server ends while it is idle (FCM closes one left unused for minutes), politely or with
+    /// a TCP reset, is not used again: the next request opens another and is answered.
+    @Test(.timeLimit(.minutes(5)), arguments: EarlyAnswerServer.Closing.allCases)
+    func anIdleConnectionTheServerEndsIsReplaced(closing: EarlyAnswerServer.Closing) async throws {
+        let server = try EarlyAnswerServer()
+        try await EarlyAnswerTests.serve(server) { base, caFile, _ in
+            let client = try HTTP2PushClient(endpoint: base, caFile: caFile, connections: 1, connectTimeout: hangDetector)
+            func post() async throws -> Int {
+                try await client.post(path: "/ok", headers: Self.headers, body: ByteBuffer(string: "{}"), timeout: .seconds(30)).status
+            }
+            do {
+                #expect(try await post() == 200)
+                #expect(client.openConnections == 1)
+                try await server.closeConnections(closing)
+                // The client learns of the close from its connection's events: wait for them (the time limit
+                // catches a client that never does, and would send on a dead connection).
+                while client.openConnections == 1 { try await Task.sleep(for: .milliseconds(20)) }
+                #expect(try await post() == 200)
+                #expect(server.connections == 2)
+                #expect(client.openConnections == 1)
+            } catch {
+                await client.shutdown()
+                throw error
+            }
+            await client.shutdown()
+        }
+    }
+
     /// An answer that breaks HTTP/2 on its own stream (a content-length its body does not have) fails that
     /// request alone: the requests in flight beside it on the same connection are answered.
     @Test(.timeLimit(.minutes(5))) func aMalformedAnswerFailsItsRequestOnly() async throws {
