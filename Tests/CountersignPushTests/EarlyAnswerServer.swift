@@ -146,7 +146,11 @@ final class EarlyAnswerServer: Sendable {
                 guard let socket = channel as? any SocketOptionProvider else { throw ChannelError.operationUnsupported }
                 try await socket.setSoLinger(linger(l_onoff: 1, l_linger: 0)).get()
             }
-            try await channel.close()
+            do {
+                try await channel.close()
+            } catch ChannelError.alreadyClosed {
+                // After a GOAWAY the client, with nothing open on the connection, may close it first.
+            }
         }
     }
 
