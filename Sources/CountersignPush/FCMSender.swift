@@ -31,6 +31,10 @@ public final class FCMSender: PushSender {
         /// 15–25% more messages/s than one on the benchmark's stub.
         public var sendsPerConnection = 32
         public var maximumConnections = 8
+        /// A job's devices one send puts on the wire together (with ``streams``): one hop onto the
+        /// connection's event loop and one wait for all their answers, not one each. Each such send holds
+        /// that many of the dispatcher's sends in flight until its last answer.
+        public var sendsAtOnce = 8
         /// Opens another client like the one given to the sender, for a
         /// connection of its own; `nil`: every send shares that one.
         public var openConnection: (@Sendable () throws -> HTTPClient)?
@@ -156,11 +160,109 @@ public final class FCMSender: PushSender {
             }
             (status, retryAfter, answer) = (Int(response.status.code), response.headers.first(name: "Retry-After"), collected)
         }
+        try await check(status: status, retryAfter: retryAfter, answer: answer, accessToken: accessToken)
+    }
+
+    /// Throws ``FCMFailure`` for an answer other than 200; a stale access token is dropped first.
+    private func check(status: Int, retryAfter: String?, answer: ByteBuffer, accessToken: String) async throws {
         guard status == 200 else {
             let failure = FCMFailure.classify(
                 httpStatus: status, body: Data(answer.readableBytesView), retryAfter: FCMFailure.retryAfter(retryAfter, now: Date()))
             if failure.needsFreshToken { await tokens.invalidate(accessToken) }
             throw failure
+        }
+    }
+
+    /// How many of a job's devices one send takes (see ``send(_:to:logger:)-([Device])``): with frames on
+    /// swift-nio-http2, ``Configuration/sendsAtOnce``; through AsyncHTTPClient, one.
+    public func devicesPerSend(_ provider: PushProvider) -> Int {
+        configuration.streams != nil && !framesRefused.load(ordering: .relaxed) ? max(1, configuration.sendsAtOnce) : 1
+    }
+
+    /// A job's message to many devices: with frames on swift-nio-http2, every first attempt goes out at once
+    /// (``HTTP2PushClient/postAll(path:headers:bodies:timeout:)``); each device's outcome is then settled by
+    /// the same retry loop as a single send's, its first attempt being the one already made.
+    public func send(_ job: PushJob, to devices: [Device], logger: Logger) async -> [PushOutcome] {
+        guard devices.count > 1, let streams = configuration.streams, !framesRefused.load(ordering: .relaxed),
+            devices.allSatisfy({ $0.push?.provider == .fcm }), let accessToken = try? await tokens.token()
+        else {
+            return await sendEach(job, to: devices, logger: logger)
+        }
+        let now = Date()
+        let messages: [Result<ByteBuffer, any Error>] = devices.map { device in
+            Result { try bodies.body(for: job, token: device.push?.token ?? "", now: now) }.mapError { ($0 as? FCMFailure)?.refusal ?? $0 }
+        }
+        let answers = await streams.postAll(
+            path: sendPath,
+            headers: [("authorization", "Bearer \(accessToken)"), ("content-type", "application/json; charset=utf-8")],
+            bodies: messages.compactMap { try? $0.get() }, timeout: .seconds(Int64(configuration.requestTimeout)))
+        var firstAttempts: [FirstAttempt] = []
+        firstAttempts.reserveCapacity(devices.count)
+        var next = answers.makeIterator()
+        for message in messages {
+            if case .failure(let error) = message {
+                firstAttempts.append(.failed(error))
+                continue
+            }
+            switch next.next() {
+            case .success(let answer):
+                do {
+                    try await check(
+                        status: answer.status, retryAfter: answer.headers.first(name: "retry-after"), answer: answer.body, accessToken: accessToken)
+                    firstAttempts.append(.sent)
+                } catch let failure as FCMFailure {
+                    firstAttempts.append(.failed(failure.refusal))
+                } catch {
+                    firstAttempts.append(.failed(error))
+                }
+            case .failure(let failure as HTTP2PushClient.Failure) where failure.noHTTP2:
+                // Something between us and FCM speaks only HTTP/1.1: nothing was sent; from now on, the client.
+                framesRefused.store(true, ordering: .relaxed)
+                firstAttempts.append(.notMade)
+            case .failure(let error):
+                firstAttempts.append(.failed(error))
+            case nil:
+                firstAttempts.append(.notMade)
+            }
+        }
+        return await withTaskGroup(of: (Int, PushOutcome).self) { group in
+            var outcomes = [PushOutcome](repeating: .dropped, count: devices.count)
+            for (index, device) in devices.enumerated() {
+                let first = firstAttempts[index]
+                if case .sent = first {
+                    // Nothing more is sent for it: no task of its own.
+                    outcomes[index] = delivery.alreadySent(to: device, token: device.push?.token ?? "", logger: logger)
+                } else {
+                    group.addTask { (index, await self.settle(job, device, first: first, logger: logger)) }
+                }
+            }
+            for await (index, outcome) in group { outcomes[index] = outcome }
+            return outcomes
+        }
+    }
+
+    /// What became of a device's message in a send to many.
+    private enum FirstAttempt: Sendable {
+        case sent
+        case failed(any Error)
+        /// Not tried: the device's sends start from the first.
+        case notMade
+    }
+
+    /// One device's outcome after a first attempt that did not go through; further attempts are sends of their own.
+    private func settle(_ job: PushJob, _ device: Device, first: FirstAttempt, logger: Logger) async -> PushOutcome {
+        let token = device.push?.token ?? ""
+        var failure: (any Error)? = if case .failed(let error) = first { error } else { nil }
+        return await delivery.send(job, to: device, token: token, logger: logger) {
+            if let made = failure {
+                failure = nil
+                throw made
+            }
+            do {
+                try await post(bodies.body(for: job, token: token, now: Date()))
+            } catch let failure as FCMFailure {
+                throw failure.refusal
+            }
         }
     }
 }

@@ -136,6 +136,36 @@ public final class HTTP2PushClient: Sendable {
         }
     }
 
+    /// Sends one request per body, all with the same path and headers, on one connection at once (one hop
+    /// onto its event loop, one wait for them all); the answers or failures in the order of `bodies`, as
+    /// ``post(path:headers:body:timeout:)`` gives them. A request the connection did not take (it stopped
+    /// taking requests meanwhile) is sent again on its own.
+    public func postAll(path: String, headers: [(String, String)], bodies: [ByteBuffer], timeout: TimeAmount) async -> [Result<Response, any Error>] {
+        var head: HPACKHeaders = [":method": "POST", ":scheme": "https", ":authority": authority, ":path": basePath + path]
+        for (name, value) in headers { head.add(name: name, value: value) }
+        let deadline = NIODeadline.now() + timeout
+        let requests = bodies.map { body in
+            var request = head
+            request.add(name: "content-length", value: "\(body.readableBytes)")
+            return (request, body)
+        }
+        var results: [Result<Response, any Error>]
+        do {
+            results = try await connection().sendAll(requests, deadline: deadline)
+        } catch {
+            results = Array(repeating: .failure(error), count: bodies.count)
+        }
+        for index in results.indices {
+            guard case .failure(let failure as Failure) = results[index], failure.unsent, !failure.noHTTP2 else { continue }
+            do {
+                results[index] = .success(try await post(path: path, headers: headers, body: bodies[index], timeout: timeout))
+            } catch {
+                results[index] = .failure(error)
+            }
+        }
+        return results
+    }
+
     /// Connections open now, for the health of tests and benchmarks.
     public var openConnections: Int {
         slots.withLock { slots in slots.all.filter { if case .ready(let connection) = $0 { connection.isUsable } else { false } }.count }
@@ -328,6 +358,41 @@ final class FrameConnection: Sendable {
         } onCancel: {
             cancelled.raise()
             channel.eventLoop.execute { handler.value.cancel(token) }
+        }
+    }
+
+    /// ``send(_:body:deadline:)`` for each request, written in one turn of the event loop.
+    func sendAll(_ requests: [(HPACKHeaders, ByteBuffer)], deadline: NIODeadline) async throws -> [Result<HTTP2PushClient.Response, any Error>] {
+        try Task.checkCancellation()
+        let eventLoop = channel.eventLoop
+        let sends = requests.map { request in
+            (request, eventLoop.makePromise(of: HTTP2PushClient.Response.self), tokens.wrappingAdd(1, ordering: .relaxed).newValue)
+        }
+        let handler = handler
+        let cancelled = RaisedFlag()
+        return await withTaskCancellationHandler {
+            eventLoop.execute {
+                for ((head, body), promise, token) in sends {
+                    if cancelled.isRaised {
+                        promise.fail(CancellationError())
+                    } else {
+                        handler.value.send(head, body: body, deadline: deadline, token: token, promise: promise)
+                    }
+                }
+            }
+            var results: [Result<HTTP2PushClient.Response, any Error>] = []
+            results.reserveCapacity(sends.count)
+            for (_, promise, _) in sends {
+                do {
+                    results.append(.success(try await promise.futureResult.get()))
+                } catch {
+                    results.append(.failure(error))
+                }
+            }
+            return results
+        } onCancel: {
+            cancelled.raise()
+            eventLoop.execute { for (_, _, token) in sends { handler.value.cancel(token) } }
         }
     }
 }

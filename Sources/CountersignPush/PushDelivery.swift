@@ -92,6 +92,15 @@ struct PushDelivery: Sendable {
         return outcome
     }
 
+    /// The outcome of a message already sent (a first attempt made for many devices at once), noted as ``send`` notes one.
+    func alreadySent(to device: Device, token: String, logger: Logger) -> PushOutcome {
+        if logger.logLevel <= .debug {
+            DeviceLogger(base: logger, deviceID: device.id, token: token).tagged.debug("push sent", metadata: ["attempt": "1"])
+        }
+        record.note(.sent)
+        return .sent
+    }
+
     /// Runs `attempt` until it succeeds or the outcome is final. `attempt`
     /// throws a ``PushRefusal``; any other error is a transport failure, retried.
     func run(deadline: Date, logger: DeviceLogger, attempt: () async throws -> Void) async -> PushOutcome {

@@ -19,6 +19,17 @@ public struct PushRouter: PushSender {
         return await sender.send(job, to: device, logger: logger)
     }
 
+    public func devicesPerSend(_ provider: PushProvider) -> Int { senders[provider]?.devicesPerSend(provider) ?? 1 }
+
+    /// Each provider's devices go to its sender together (the dispatcher's lanes give one provider at a time).
+    public func send(_ job: PushJob, to devices: [Device], logger: Logger) async -> [PushOutcome] {
+        let provider = devices.first?.push?.provider
+        guard let provider, let sender = senders[provider], devices.allSatisfy({ $0.push?.provider == provider }) else {
+            return await sendEach(job, to: devices, logger: logger)
+        }
+        return await sender.send(job, to: devices, logger: logger)
+    }
+
     /// The one provider's health, `disabled` with none; with several, the
     /// worst of them (``providerHealth`` tells which).
     public var health: PushHealth {

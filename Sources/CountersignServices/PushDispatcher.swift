@@ -47,8 +47,10 @@ public struct PushDispatcher: Service {
                 ($0, PromptFirstQueue(capacity: laneCapacity, isPrompt: \.job.isPrompt))
             })
         await withTaskGroup(of: Void.self) { group in
-            for lane in lanes.values {
-                group.addTask { await drain(lane) }
+            for (provider, lane) in lanes {
+                // A provider not configured here sends nothing: its devices one at a time, as always.
+                let perSend = provider.map { sender.devicesPerSend($0) } ?? 1
+                group.addTask { await drain(lane, perSend: perSend) }
             }
             for await job in queue.cancelOnGracefulShutdown() {
                 let devices: [Device]
@@ -78,32 +80,38 @@ public struct PushDispatcher: Service {
         }
     }
 
-    /// Sends one lane's messages, `maxConcurrent` at a time.
-    private func drain(_ lane: PromptFirstQueue<Sends>) async {
-        await withTaskGroup(of: Void.self) { group in
+    /// Sends one lane's messages, `maxConcurrent` at a time, a job's devices `perSend` to a task (the
+    /// sender's choice: FCM's puts them on the wire together; the others send each device on its own).
+    private func drain(_ lane: PromptFirstQueue<Sends>, perSend: Int) async {
+        await withTaskGroup(of: Int.self) { group in
             var inFlight = 0
             for await sends in lane {
-                for device in sends.devices {
-                    if inFlight >= maxConcurrent {
-                        await group.next()
-                        inFlight -= 1
+                var rest = sends.devices[...]
+                while !rest.isEmpty {
+                    let devices = Array(rest.prefix(max(1, min(perSend, maxConcurrent))))
+                    rest = rest.dropFirst(devices.count)
+                    while inFlight + devices.count > maxConcurrent, let done = await group.next() { inFlight -= done }
+                    inFlight += devices.count
+                    group.addTask {
+                        await deliver(sends.job, to: devices)
+                        return devices.count
                     }
-                    inFlight += 1
-                    group.addTask { await deliver(sends.job, to: device) }
                 }
             }
         }
     }
 
-    private func deliver(_ job: PushJob, to device: Device) async {
-        let outcome = await sender.send(job, to: device, logger: logger)
-        let provider = device.push?.provider ?? .fcm
-        metrics.push(type: job.type, outcome: outcome, provider: provider)
-        if outcome != .disabled {
-            audit.record(
-                AuditEvent(
-                    kind: .pushed, userID: device.userID, deviceID: device.id, requestRef: job.requestRef,
-                    detail: "\(job.type): \(outcome.rawValue) (\(provider.rawValue))"))
+    private func deliver(_ job: PushJob, to devices: [Device]) async {
+        let outcomes = await sender.send(job, to: devices, logger: logger)
+        for (device, outcome) in zip(devices, outcomes) {
+            let provider = device.push?.provider ?? .fcm
+            metrics.push(type: job.type, outcome: outcome, provider: provider)
+            if outcome != .disabled {
+                audit.record(
+                    AuditEvent(
+                        kind: .pushed, userID: device.userID, deviceID: device.id, requestRef: job.requestRef,
+                        detail: "\(job.type): \(outcome.rawValue) (\(provider.rawValue))"))
+            }
         }
     }
 }

@@ -297,6 +297,52 @@ import Testing
         }
     }
 
+    /// One send to many devices (on frames: every first attempt on the wire together) ends each device as a
+    /// send of its own would: sent, dead, retried after Retry-After, refused, or too large to send; in order.
+    @Test(arguments: FakeFCMHarness.Transport.allCases) func aSendToManyDevicesSettlesEachOnItsOwn(
+        transport: FakeFCMHarness.Transport
+    ) async throws {
+        try await FakeFCMHarness.run(transport: transport) { harness in
+            harness.fake.script("gone", [.unregistered])
+            harness.fake.script("flaky", [.unavailable(retryAfter: 1), .ok])
+            harness.fake.script("bad", [.invalidArgument, .ok])
+            let long = String(repeating: "t", count: 5_000)
+            let tokens = ["alive-1", "gone", "alive-2", "flaky", long, "bad", "alive-3", "alive-4"]
+            let outcomes = await harness.sender.send(FakeFCMHarness.prompt(), to: tokens.map(FakeFCMHarness.device), logger: logger)
+            #expect(outcomes == [.sent, .tokenDead, .sent, .sent, .rejected, .rejected, .sent, .sent])
+            let received = harness.fake.received
+            for token in ["alive-1", "alive-2", "alive-3", "alive-4", "gone", "bad"] {
+                #expect(received.filter { $0.token == token }.count == 1, "\(token)")
+            }
+            #expect(!received.contains { $0.token == long })
+            let flaky = received.filter { $0.token == "flaky" }
+            #expect(flaky.count == 2)
+            if flaky.count == 2 { #expect(flaky[1].at.timeIntervalSince(flaky[0].at) >= 1.0) }
+            #expect(harness.deadTokens.tokens == ["gone"])
+            #expect(harness.fake.exchanges == 1)
+        }
+    }
+
+    /// In a send to many, an access token refused as stale is refreshed once and the refused messages are sent
+    /// again with the new one (the fake revokes the token at its first refusal); a job already expired sends
+    /// nothing to any of them.
+    @Test(arguments: FakeFCMHarness.Transport.allCases) func aSendToManyRefreshesAStaleTokenAndSendsNothingLate(
+        transport: FakeFCMHarness.Transport
+    ) async throws {
+        try await FakeFCMHarness.run(transport: transport) { harness in
+            let devices = ["a", "b", "c", "d"].map(FakeFCMHarness.device)
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: devices, logger: logger) == Array(repeating: .sent, count: 4))
+            harness.fake.refuseNextAccessToken()
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(), to: devices, logger: logger) == Array(repeating: .sent, count: 4))
+            for device in devices { #expect(harness.fake.received.filter { $0.token == device.push?.token }.count == 2) }
+            #expect(harness.fake.received.count == 8)
+            #expect(harness.fake.exchanges == 2)
+            let late = ["late-1", "late-2", "late-3"].map(FakeFCMHarness.device)
+            #expect(await harness.sender.send(FakeFCMHarness.prompt(expiresIn: -1), to: late, logger: logger) == Array(repeating: .dropped, count: 3))
+            #expect(harness.fake.received.count == 8)
+        }
+    }
+
     @Test(arguments: FakeFCMHarness.Transport.allCases) func retriesStopAfterTheAttemptLimit(transport: FakeFCMHarness.Transport) async throws {
         try await FakeFCMHarness.run(
             transport: transport,

@@ -74,4 +74,89 @@ import Testing
         #expect(sender.delivered.withLock { $0.count } == 62)
         running.cancel()
     }
+
+    /// Sends wait until released; FCM takes a job's devices eight to a send, Web Push one.
+    final class GroupingSender: PushSender {
+        var offer: PushOffer { PushOffer(providers: [.fcm, .webPush]) }
+        struct State {
+            var groups: [(provider: PushProvider, size: Int)] = []
+            var inFlight: [PushProvider: Int] = [:]
+            var most: [PushProvider: Int] = [:]
+            var waiting: [CheckedContinuation<Void, Never>] = []
+            var delivered = 0
+        }
+        let state = Mutex(State())
+
+        func devicesPerSend(_ provider: PushProvider) -> Int { provider == .fcm ? 8 : 1 }
+
+        func send(_ job: PushJob, to device: Device, logger: Logger) async -> PushOutcome {
+            await send(job, to: [device], logger: logger)[0]
+        }
+
+        func send(_ job: PushJob, to devices: [Device], logger: Logger) async -> [PushOutcome] {
+            let provider = devices[0].push?.provider ?? .fcm
+            state.withLock { state in
+                state.groups.append((provider, devices.count))
+                state.inFlight[provider, default: 0] += devices.count
+                state.most[provider] = max(state.most[provider] ?? 0, state.inFlight[provider] ?? 0)
+            }
+            await withCheckedContinuation { continuation in state.withLock { $0.waiting.append(continuation) } }
+            state.withLock { state in
+                state.inFlight[provider, default: 0] -= devices.count
+                state.delivered += devices.count
+            }
+            return devices.map { $0.id.hasSuffix("-dead") ? .tokenDead : .sent }
+        }
+
+        func release() {
+            for continuation in state.withLock({ state in
+                defer { state.waiting = [] }
+                return state.waiting
+            }) { continuation.resume() }
+        }
+    }
+
+    /// A sender that takes many devices at once gets a job's devices in groups of its size, never more in
+    /// flight than the lane allows, and each device's outcome is counted and audited as its own.
+    @Test func aJobsDevicesGoInGroupsOfTheSendersSizeWithinTheLimit() async throws {
+        let web = PushAddress.webPush(endpoint: "https://push.example.net/x", key: Data(count: 65), auth: Data(count: 16))
+        var devices = (0..<30).map { Self.device("fcm-\($0)\($0 % 10 == 3 ? "-dead" : "")", user: "ana", .fcm("token-\($0)")) }
+        devices += (0..<3).map { Self.device("web-\($0)", user: "ana", web) }
+        let sender = GroupingSender()
+        let queue = PushQueue()
+        let audit = AuditLog()
+        var dispatcher = PushDispatcher(
+            queue: queue, accounts: Devices(devices), sender: sender, audit: audit, metrics: AppMetrics(), logger: Logger(label: "test"))
+        dispatcher.maxConcurrent = 20
+        let running = Task { try await dispatcher.run() }
+        let expires = Date().addingTimeInterval(3600)
+        let requester = RequesterInfo(ip: "203.0.113.7", userAgent: nil)
+        for id in ["r1", "r2"] {
+            queue.enqueue(.prompt(requestID: id, userID: "ana", action: .passwordReset, expiresAt: expires, requester: requester))
+        }
+        // Bounded only to turn a hang into a failure. The FCM lane stops at 16: a third group of 8 would pass 20.
+        for _ in 0..<500 where sender.state.withLock({ $0.inFlight[.fcm] != 16 || $0.inFlight[.webPush] != 6 }) {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(sender.state.withLock { $0.inFlight } == [.fcm: 16, .webPush: 6])
+        for _ in 0..<1000 where sender.state.withLock({ $0.delivered }) < 66 {
+            sender.release()
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        running.cancel()
+        let state = sender.state.withLock { $0 }
+        #expect(state.delivered == 66)
+        #expect(state.most[.fcm].map { $0 <= 20 } == true)
+        // Tasks may start in another order than they were made.
+        #expect(state.groups.filter { $0.provider == .fcm }.map(\.size).sorted() == [6, 6, 8, 8, 8, 8, 8, 8])
+        #expect(state.groups.filter { $0.provider == .webPush }.map(\.size) == [1, 1, 1, 1, 1, 1])
+        let pushed = audit.take().events.filter { $0.kind == .pushed }
+        #expect(pushed.count == 66)
+        for device in devices {
+            let events = pushed.filter { $0.deviceID == device.id }
+            #expect(events.compactMap(\.requestRef).sorted() == ["r1", "r2"].map(ApprovalRequest.logReference(of:)).sorted(), "\(device.id)")
+            let outcome = device.id.hasSuffix("-dead") ? "token_dead" : "sent"
+            #expect(events.allSatisfy { $0.detail?.contains(": \(outcome) (") == true }, "\(device.id)")
+        }
+    }
 }
