@@ -139,7 +139,7 @@ public final class HTTP2PushClient: Sendable {
     /// Sends one request per body, all with the same path and headers, on one connection at once (one hop
     /// onto its event loop, one wait for them all); the answers or failures in the order of `bodies`, as
     /// ``post(path:headers:body:timeout:)`` gives them. A request the connection did not take (it stopped
-    /// taking requests meanwhile) is sent again on its own.
+    /// taking requests as they came) is sent again at once on its own, within the same deadline.
     public func postAll(path: String, headers: [(String, String)], bodies: [ByteBuffer], timeout: TimeAmount) async -> [Result<Response, any Error>] {
         var head: HPACKHeaders = [":method": "POST", ":scheme": "https", ":authority": authority, ":path": basePath + path]
         for (name, value) in headers { head.add(name: name, value: value) }
@@ -149,21 +149,15 @@ public final class HTTP2PushClient: Sendable {
             request.add(name: "content-length", value: "\(body.readableBytes)")
             return (request, body)
         }
-        var results: [Result<Response, any Error>]
         do {
-            results = try await connection().sendAll(requests, deadline: deadline)
-        } catch {
-            results = Array(repeating: .failure(error), count: bodies.count)
-        }
-        for index in results.indices {
-            guard case .failure(let failure as Failure) = results[index], failure.unsent, !failure.noHTTP2 else { continue }
-            do {
-                results[index] = .success(try await post(path: path, headers: headers, body: bodies[index], timeout: timeout))
-            } catch {
-                results[index] = .failure(error)
+            return try await connection().sendAll(requests, deadline: deadline) { index in
+                let left = deadline - .now()
+                guard left > .zero else { throw Failure("no answer before the request's deadline") }
+                return try await self.post(path: path, headers: headers, body: bodies[index], timeout: left)
             }
+        } catch {
+            return Array(repeating: .failure(error), count: bodies.count)
         }
-        return results
     }
 
     /// Connections open now, for the health of tests and benchmarks.
@@ -361,14 +355,27 @@ final class FrameConnection: Sendable {
         }
     }
 
-    /// ``send(_:body:deadline:)`` for each request, written in one turn of the event loop.
-    func sendAll(_ requests: [(HPACKHeaders, ByteBuffer)], deadline: NIODeadline) async throws -> [Result<HTTP2PushClient.Response, any Error>] {
+    /// ``send(_:body:deadline:)`` for each request, written in one turn of the event loop; a request the
+    /// connection did not take goes to `again` (with its index) as soon as that is known.
+    func sendAll(
+        _ requests: [(HPACKHeaders, ByteBuffer)], deadline: NIODeadline,
+        again: @escaping @Sendable (Int) async throws -> HTTP2PushClient.Response
+    ) async throws -> [Result<HTTP2PushClient.Response, any Error>] {
         try Task.checkCancellation()
         let eventLoop = channel.eventLoop
         let sends = requests.map { request in
             (request, eventLoop.makePromise(of: HTTP2PushClient.Response.self), tokens.wrappingAdd(1, ordering: .relaxed).newValue)
         }
+        let answers = sends.enumerated().map { index, send in
+            send.1.futureResult.flatMapError { error -> EventLoopFuture<HTTP2PushClient.Response> in
+                guard let failure = error as? HTTP2PushClient.Failure, failure.unsent, !failure.noHTTP2 else {
+                    return eventLoop.makeFailedFuture(error)
+                }
+                return eventLoop.makeFutureWithTask { try await again(index) }
+            }
+        }
         let handler = handler
+        // Raised before the cancel job is queued: a send that runs after it never starts, one that ran before is reset.
         let cancelled = RaisedFlag()
         return await withTaskCancellationHandler {
             eventLoop.execute {
@@ -381,10 +388,10 @@ final class FrameConnection: Sendable {
                 }
             }
             var results: [Result<HTTP2PushClient.Response, any Error>] = []
-            results.reserveCapacity(sends.count)
-            for (_, promise, _) in sends {
+            results.reserveCapacity(answers.count)
+            for answer in answers {
                 do {
-                    results.append(.success(try await promise.futureResult.get()))
+                    results.append(.success(try await answer.get()))
                 } catch {
                     results.append(.failure(error))
                 }

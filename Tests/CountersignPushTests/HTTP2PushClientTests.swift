@@ -136,7 +136,9 @@ import Testing
             let answers = await client.postAll(path: "/ok", headers: Self.headers, bodies: bodies, timeout: .seconds(30))
             #expect(answers.count == 6)
             #expect(answers.map { (try? $0.get())?.status } == Array(repeating: 200, count: 6))
-            #expect(server.connections == 2)
+            // The three the first connection did not take are sent again at once, each on its own: on one
+            // more connection, or two when they race to open one.
+            #expect((2...3).contains(server.connections), "\(server.connections)")
             await client.shutdown()
         }
     }

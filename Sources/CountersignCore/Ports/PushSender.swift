@@ -3,12 +3,13 @@ import Logging
 /// Delivers one push message to one device.
 public protocol PushSender: Sendable {
     func send(_ job: PushJob, to device: Device, logger: Logger) async -> PushOutcome
-    /// One job's message to each of `devices` (all of one provider), their outcomes in the same order.
-    /// By default each device's send runs in a task of its own; a sender that can put many messages on
-    /// the wire at once does so.
-    func send(_ job: PushJob, to devices: [Device], logger: Logger) async -> [PushOutcome]
-    /// How many of a job's devices of `provider` one call of ``send(_:to:logger:)-([Device])`` should take: one
-    /// (the default) keeps every device's send on its own, so that one slow device holds up no other.
+    /// One job's message to each of `devices` (all of one provider): `settled` is told each device's
+    /// outcome, by its index in `devices`, as soon as it is known, and the call returns after the last. By
+    /// default each device's send runs on its own; a sender that can put many messages on the wire at once
+    /// does so.
+    func send(_ job: PushJob, to devices: [Device], logger: Logger, settled: @escaping @Sendable (Int, PushOutcome) -> Void) async
+    /// How many of a job's devices of `provider` the dispatcher hands to one call of
+    /// ``send(_:to:logger:settled:)``: one (the default) for a sender that gains nothing from more.
     func devicesPerSend(_ provider: PushProvider) -> Int
     /// How push is doing, for `/healthz`.
     var health: PushHealth { get }
@@ -22,20 +23,19 @@ public protocol PushSender: Sendable {
 extension PushSender {
     public func devicesPerSend(_ provider: PushProvider) -> Int { 1 }
 
-    public func send(_ job: PushJob, to devices: [Device], logger: Logger) async -> [PushOutcome] {
-        await sendEach(job, to: devices, logger: logger)
+    public func send(_ job: PushJob, to devices: [Device], logger: Logger, settled: @escaping @Sendable (Int, PushOutcome) -> Void) async {
+        await sendEach(job, to: devices, logger: logger, settled: settled)
     }
 
-    /// Each device's message sent on its own, at the same time; the outcomes in the order of `devices`.
-    public func sendEach(_ job: PushJob, to devices: [Device], logger: Logger) async -> [PushOutcome] {
-        if devices.count == 1 { return [await send(job, to: devices[0], logger: logger)] }
-        return await withTaskGroup(of: (Int, PushOutcome).self) { group in
+    /// Each device's message sent on its own, at the same time.
+    public func sendEach(
+        _ job: PushJob, to devices: [Device], logger: Logger, settled: @escaping @Sendable (Int, PushOutcome) -> Void
+    ) async {
+        if devices.count == 1 { return settled(0, await send(job, to: devices[0], logger: logger)) }
+        await withDiscardingTaskGroup { group in
             for (index, device) in devices.enumerated() {
-                group.addTask { (index, await send(job, to: device, logger: logger)) }
+                group.addTask { settled(index, await send(job, to: device, logger: logger)) }
             }
-            var outcomes = [PushOutcome](repeating: .dropped, count: devices.count)
-            for await (index, outcome) in group { outcomes[index] = outcome }
-            return outcomes
         }
     }
 
