@@ -31,9 +31,6 @@ public final class FCMSender: PushSender {
         /// 15–25% more messages/s than one on the benchmark's stub.
         public var sendsPerConnection = 32
         public var maximumConnections = 8
-        /// A job's devices one send puts on the wire together (with ``streams``): one hop onto the
-        /// connection's event loop and one wait for all their answers, not one each.
-        public var sendsAtOnce = 8
         /// Opens another client like the one given to the sender, for a
         /// connection of its own; `nil`: every send shares that one.
         public var openConnection: (@Sendable () throws -> HTTPClient)?
@@ -159,110 +156,11 @@ public final class FCMSender: PushSender {
             }
             (status, retryAfter, answer) = (Int(response.status.code), response.headers.first(name: "Retry-After"), collected)
         }
-        try await check(status: status, retryAfter: retryAfter, answer: answer, accessToken: accessToken)
-    }
-
-    /// Throws ``FCMFailure`` for an answer other than 200; a stale access token is dropped first.
-    private func check(status: Int, retryAfter: String?, answer: ByteBuffer, accessToken: String) async throws {
         guard status == 200 else {
             let failure = FCMFailure.classify(
                 httpStatus: status, body: Data(answer.readableBytesView), retryAfter: FCMFailure.retryAfter(retryAfter, now: Date()))
             if failure.needsFreshToken { await tokens.invalidate(accessToken) }
             throw failure
-        }
-    }
-
-    /// How many of a job's devices one send takes (see ``send(_:to:logger:settled:)``): with frames on
-    /// swift-nio-http2, ``Configuration/sendsAtOnce``; through AsyncHTTPClient, one.
-    public func devicesPerSend(_ provider: PushProvider) -> Int {
-        configuration.streams != nil && !framesRefused.load(ordering: .relaxed) ? max(1, configuration.sendsAtOnce) : 1
-    }
-
-    /// A job's message to many devices: with frames on swift-nio-http2, every first attempt goes out at once
-    /// (``HTTP2PushClient/postAll(path:headers:bodies:timeout:)``). A device whose message went through is
-    /// settled then; any other goes on, in a task of its own, through the same retry loop as a single send, its
-    /// first attempt being the one made.
-    public func send(_ job: PushJob, to devices: [Device], logger: Logger, settled: @escaping @Sendable (Int, PushOutcome) -> Void) async {
-        guard devices.count > 1, let streams = configuration.streams, !framesRefused.load(ordering: .relaxed),
-            devices.allSatisfy({ $0.push?.provider == .fcm })
-        else {
-            return await sendEach(job, to: devices, logger: logger, settled: settled)
-        }
-        let now = Date()
-        let messages: [Result<ByteBuffer, any Error>] = devices.map { device in
-            Result { try bodies.body(for: job, token: device.push?.token ?? "", now: now) }.mapError { ($0 as? FCMFailure)?.refusal ?? $0 }
-        }
-        let written = messages.compactMap { try? $0.get() }
-        var firstAttempts: [FirstAttempt] = []
-        firstAttempts.reserveCapacity(devices.count)
-        if written.isEmpty {
-            // Too late or too large for every device: nothing to send, no token to fetch.
-            for message in messages { if case .failure(let error) = message { firstAttempts.append(.failed(error)) } }
-        } else {
-            guard let accessToken = try? await tokens.token() else { return await sendEach(job, to: devices, logger: logger, settled: settled) }
-            let answers = await streams.postAll(
-                path: sendPath,
-                headers: [("authorization", "Bearer \(accessToken)"), ("content-type", "application/json; charset=utf-8")],
-                bodies: written, timeout: .seconds(Int64(configuration.requestTimeout)))
-            var next = answers.makeIterator()
-            for message in messages {
-                if case .failure(let error) = message {
-                    firstAttempts.append(.failed(error))
-                    continue
-                }
-                switch next.next() {
-                case .success(let answer):
-                    do {
-                        try await check(
-                            status: answer.status, retryAfter: answer.headers.first(name: "retry-after"), answer: answer.body,
-                            accessToken: accessToken)
-                        firstAttempts.append(.sent)
-                    } catch let failure as FCMFailure {
-                        firstAttempts.append(.failed(failure.refusal))
-                    } catch {
-                        firstAttempts.append(.failed(error))
-                    }
-                case .failure(let failure as HTTP2PushClient.Failure) where failure.noHTTP2:
-                    // Something between us and FCM speaks only HTTP/1.1: nothing was sent; from now on, the client.
-                    framesRefused.store(true, ordering: .relaxed)
-                    firstAttempts.append(.notMade)
-                case .failure(let error):
-                    firstAttempts.append(.failed(error))
-                case nil:
-                    firstAttempts.append(.notMade)
-                }
-            }
-        }
-        await withDiscardingTaskGroup { group in
-            for (index, device) in devices.enumerated() {
-                let first = firstAttempts[index]
-                if case .sent = first {
-                    settled(index, delivery.alreadySent(to: device, token: device.push?.token ?? "", logger: logger))
-                } else {
-                    group.addTask { settled(index, await self.settle(job, device, first: first, logger: logger)) }
-                }
-            }
-        }
-    }
-
-    /// What became of a device's message in a send to many.
-    private enum FirstAttempt: Sendable {
-        case sent
-        case failed(any Error)
-        /// Not tried: the device's sends start from the first.
-        case notMade
-    }
-
-    /// One device's outcome after a first attempt that did not go through; further attempts are sends of their own.
-    private func settle(_ job: PushJob, _ device: Device, first: FirstAttempt, logger: Logger) async -> PushOutcome {
-        let token = device.push?.token ?? ""
-        let made: (any Error)? = if case .failed(let error) = first { error } else { nil }
-        return await delivery.send(job, to: device, token: token, logger: logger, made: made) {
-            do {
-                try await post(bodies.body(for: job, token: token, now: Date()))
-            } catch let failure as FCMFailure {
-                throw failure.refusal
-            }
         }
     }
 }

@@ -136,30 +136,6 @@ public final class HTTP2PushClient: Sendable {
         }
     }
 
-    /// Sends one request per body, all with the same path and headers, on one connection at once (one hop
-    /// onto its event loop, one wait for them all); the answers or failures in the order of `bodies`, as
-    /// ``post(path:headers:body:timeout:)`` gives them. A request the connection did not take (it stopped
-    /// taking requests as they came) is sent again at once on its own, within the same deadline.
-    public func postAll(path: String, headers: [(String, String)], bodies: [ByteBuffer], timeout: TimeAmount) async -> [Result<Response, any Error>] {
-        var head: HPACKHeaders = [":method": "POST", ":scheme": "https", ":authority": authority, ":path": basePath + path]
-        for (name, value) in headers { head.add(name: name, value: value) }
-        let deadline = NIODeadline.now() + timeout
-        let requests = bodies.map { body in
-            var request = head
-            request.add(name: "content-length", value: "\(body.readableBytes)")
-            return (request, body)
-        }
-        do {
-            return try await connection().sendAll(requests, deadline: deadline) { index in
-                let left = deadline - .now()
-                guard left > .zero else { throw Failure("no answer before the request's deadline") }
-                return try await self.post(path: path, headers: headers, body: bodies[index], timeout: left)
-            }
-        } catch {
-            return Array(repeating: .failure(error), count: bodies.count)
-        }
-    }
-
     /// Connections open now, for the health of tests and benchmarks.
     public var openConnections: Int {
         slots.withLock { slots in slots.all.filter { if case .ready(let connection) = $0 { connection.isUsable } else { false } }.count }
@@ -352,54 +328,6 @@ final class FrameConnection: Sendable {
         } onCancel: {
             cancelled.raise()
             channel.eventLoop.execute { handler.value.cancel(token) }
-        }
-    }
-
-    /// ``send(_:body:deadline:)`` for each request, written in one turn of the event loop; a request the
-    /// connection did not take goes to `again` (with its index) as soon as that is known.
-    func sendAll(
-        _ requests: [(HPACKHeaders, ByteBuffer)], deadline: NIODeadline,
-        again: @escaping @Sendable (Int) async throws -> HTTP2PushClient.Response
-    ) async throws -> [Result<HTTP2PushClient.Response, any Error>] {
-        try Task.checkCancellation()
-        let eventLoop = channel.eventLoop
-        let sends = requests.map { request in
-            (request, eventLoop.makePromise(of: HTTP2PushClient.Response.self), tokens.wrappingAdd(1, ordering: .relaxed).newValue)
-        }
-        let answers = sends.enumerated().map { index, send in
-            send.1.futureResult.flatMapError { error -> EventLoopFuture<HTTP2PushClient.Response> in
-                guard let failure = error as? HTTP2PushClient.Failure, failure.unsent, !failure.noHTTP2 else {
-                    return eventLoop.makeFailedFuture(error)
-                }
-                return eventLoop.makeFutureWithTask { try await again(index) }
-            }
-        }
-        let handler = handler
-        // Raised before the cancel job is queued: a send that runs after it never starts, one that ran before is reset.
-        let cancelled = RaisedFlag()
-        return await withTaskCancellationHandler {
-            eventLoop.execute {
-                for ((head, body), promise, token) in sends {
-                    if cancelled.isRaised {
-                        promise.fail(CancellationError())
-                    } else {
-                        handler.value.send(head, body: body, deadline: deadline, token: token, promise: promise)
-                    }
-                }
-            }
-            var results: [Result<HTTP2PushClient.Response, any Error>] = []
-            results.reserveCapacity(answers.count)
-            for answer in answers {
-                do {
-                    results.append(.success(try await answer.get()))
-                } catch {
-                    results.append(.failure(error))
-                }
-            }
-            return results
-        } onCancel: {
-            cancelled.raise()
-            eventLoop.execute { for (_, _, token) in sends { handler.value.cancel(token) } }
         }
     }
 }

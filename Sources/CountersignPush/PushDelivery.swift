@@ -83,46 +83,28 @@ struct PushDelivery: Sendable {
 
     /// One message to one device: ``run(deadline:logger:attempt:)`` until its
     /// deadline, then the device's push turned off if its token is dead, and the outcome noted for health.
-    /// - Parameter made: how a first attempt already made failed (in a send to many devices): it counts as the
-    ///   first, and its answer decides even when it came after the deadline, as an attempt's answer does.
-    func send(
-        _ job: PushJob, to device: Device, token: String, logger: Logger, made: (any Error)? = nil, attempt: () async throws -> Void
-    ) async -> PushOutcome {
+    func send(_ job: PushJob, to device: Device, token: String, logger: Logger, attempt: () async throws -> Void) async -> PushOutcome {
         // The device's metadata is built only when a line is logged: most sends log none.
         let logger = DeviceLogger(base: logger, deviceID: device.id, token: token)
-        let outcome = await run(deadline: Self.deadline(of: job), logger: logger, made: made, attempt: attempt)
+        let outcome = await run(deadline: Self.deadline(of: job), logger: logger, attempt: attempt)
         if outcome == .tokenDead { await disable(device, token: token, in: deadTokens, logger: logger) }
         record.note(outcome)
         return outcome
     }
 
-    /// The outcome of a message already sent (a first attempt made for many devices at once), noted as ``send`` notes one.
-    func alreadySent(to device: Device, token: String, logger: Logger) -> PushOutcome {
-        if logger.logLevel <= .debug {
-            DeviceLogger(base: logger, deviceID: device.id, token: token).tagged.debug("push sent", metadata: ["attempt": "1"])
-        }
-        record.note(.sent)
-        return .sent
-    }
-
     /// Runs `attempt` until it succeeds or the outcome is final. `attempt`
     /// throws a ``PushRefusal``; any other error is a transport failure, retried.
-    func run(deadline: Date, logger: DeviceLogger, made: (any Error)? = nil, attempt: () async throws -> Void) async -> PushOutcome {
+    func run(deadline: Date, logger: DeviceLogger, attempt: () async throws -> Void) async -> PushOutcome {
         var refreshed = false
         var attempts = 0
-        var made = made
         while true {
             attempts += 1
+            guard Date() < deadline else {
+                logger.tagged.notice("push dropped: it can no longer arrive before the request expires")
+                return .dropped
+            }
             let refusal: PushRefusal
             do {
-                if let failure = made {
-                    made = nil
-                    throw failure
-                }
-                guard Date() < deadline else {
-                    logger.tagged.notice("push dropped: it can no longer arrive before the request expires")
-                    return .dropped
-                }
                 try await attempt()
                 if logger.base.logLevel <= .debug { logger.tagged.debug("push sent", metadata: ["attempt": "\(attempts)"]) }
                 return .sent

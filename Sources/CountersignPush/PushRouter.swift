@@ -19,17 +19,6 @@ public struct PushRouter: PushSender {
         return await sender.send(job, to: device, logger: logger)
     }
 
-    public func devicesPerSend(_ provider: PushProvider) -> Int { senders[provider]?.devicesPerSend(provider) ?? 1 }
-
-    /// Each provider's devices go to its sender together (the dispatcher's lanes give one provider at a time).
-    public func send(_ job: PushJob, to devices: [Device], logger: Logger, settled: @escaping @Sendable (Int, PushOutcome) -> Void) async {
-        let provider = devices.first?.push?.provider
-        guard let provider, let sender = senders[provider], devices.allSatisfy({ $0.push?.provider == provider }) else {
-            return await sendEach(job, to: devices, logger: logger, settled: settled)
-        }
-        await sender.send(job, to: devices, logger: logger, settled: settled)
-    }
-
     /// The one provider's health, `disabled` with none; with several, the
     /// worst of them (``providerHealth`` tells which).
     public var health: PushHealth {

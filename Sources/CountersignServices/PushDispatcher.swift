@@ -1,7 +1,6 @@
 import CountersignCore
 import Logging
 import ServiceLifecycle
-import Synchronization
 
 /// Takes push jobs from the broker's queue, finds the user's push-enabled
 /// devices and hands each message to the ``PushSender``.
@@ -48,10 +47,8 @@ public struct PushDispatcher: Service {
                 ($0, PromptFirstQueue(capacity: laneCapacity, isPrompt: \.job.isPrompt))
             })
         await withTaskGroup(of: Void.self) { group in
-            for (provider, lane) in lanes {
-                // A provider not configured here sends nothing: its devices one at a time, as always.
-                let perSend = provider.map { sender.devicesPerSend($0) } ?? 1
-                group.addTask { await drain(lane, perSend: perSend) }
+            for lane in lanes.values {
+                group.addTask { await drain(lane) }
             }
             for await job in queue.cancelOnGracefulShutdown() {
                 let devices: [Device]
@@ -81,46 +78,25 @@ public struct PushDispatcher: Service {
         }
     }
 
-    /// Sends one lane's messages, `maxConcurrent` at a time, a job's devices `perSend` to a call of the
-    /// sender (its choice: FCM's puts them on the wire together; the others send each device on its own). A
-    /// device's place in flight is given back as soon as its outcome is known: one that is retried holds one.
-    private func drain(_ lane: PromptFirstQueue<Sends>, perSend: Int) async {
-        let slots = SendSlots(maxConcurrent)
-        await withDiscardingTaskGroup { group in
+    /// Sends one lane's messages, `maxConcurrent` at a time.
+    private func drain(_ lane: PromptFirstQueue<Sends>) async {
+        await withTaskGroup(of: Void.self) { group in
+            var inFlight = 0
             for await sends in lane {
-                var rest = sends.devices[...]
-                while !rest.isEmpty {
-                    let devices = Array(rest.prefix(max(1, min(perSend, maxConcurrent))))
-                    rest = rest.dropFirst(devices.count)
-                    await slots.take(devices.count)
-                    group.addTask { await deliver(sends.job, to: devices, slots: slots) }
+                for device in sends.devices {
+                    if inFlight >= maxConcurrent {
+                        await group.next()
+                        inFlight -= 1
+                    }
+                    inFlight += 1
+                    group.addTask { await deliver(sends.job, to: device) }
                 }
             }
         }
     }
 
-    private func deliver(_ job: PushJob, to devices: [Device], slots: SendSlots) async {
-        let open = Mutex(Array(repeating: true, count: devices.count))
-        await sender.send(job, to: devices, logger: logger) { index, outcome in
-            // Told once per device: a second word about one is ignored.
-            let first = open.withLock { open -> Bool in
-                guard open.indices.contains(index), open[index] else { return false }
-                open[index] = false
-                return true
-            }
-            guard first else { return }
-            record(job, devices[index], outcome)
-            slots.give(1)
-        }
-        // A sender that ended without telling every outcome gives no place back twice, and keeps none.
-        let left = open.withLock { $0.filter { $0 }.count }
-        if left > 0 {
-            logger.error("push sender ended without an outcome for every device", metadata: ["devices": "\(left)"])
-            slots.give(left)
-        }
-    }
-
-    private func record(_ job: PushJob, _ device: Device, _ outcome: PushOutcome) {
+    private func deliver(_ job: PushJob, to device: Device) async {
+        let outcome = await sender.send(job, to: device, logger: logger)
         let provider = device.push?.provider ?? .fcm
         metrics.push(type: job.type, outcome: outcome, provider: provider)
         if outcome != .disabled {
@@ -129,43 +105,5 @@ public struct PushDispatcher: Service {
                     kind: .pushed, userID: device.userID, deviceID: device.id, requestRef: job.requestRef,
                     detail: "\(job.type): \(outcome.rawValue) (\(provider.rawValue))"))
         }
-    }
-}
-
-/// Places for sends in flight in one lane: its drain takes them before each call of the sender, and each
-/// device's outcome gives one back. One taker at a time (the lane's drain).
-final class SendSlots: Sendable {
-    private struct State {
-        var free: Int
-        var waiter: (needed: Int, continuation: CheckedContinuation<Void, Never>)?
-    }
-    private let state: Mutex<State>
-
-    init(_ count: Int) { state = Mutex(State(free: count)) }
-
-    /// Waits until `count` places are free, and takes them.
-    func take(_ count: Int) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let now: Bool = state.withLock { state in
-                guard state.free >= count else {
-                    state.waiter = (count, continuation)
-                    return false
-                }
-                state.free -= count
-                return true
-            }
-            if now { continuation.resume() }
-        }
-    }
-
-    func give(_ count: Int) {
-        let ready: CheckedContinuation<Void, Never>? = state.withLock { state in
-            state.free += count
-            guard let waiter = state.waiter, state.free >= waiter.needed else { return nil }
-            state.free -= waiter.needed
-            state.waiter = nil
-            return waiter.continuation
-        }
-        ready?.resume()
     }
 }

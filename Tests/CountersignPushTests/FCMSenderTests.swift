@@ -4,7 +4,6 @@ import FakeFCM
 import Foundation
 import Logging
 import NIOCore
-import Synchronization
 import Testing
 
 @testable import CountersignPush
@@ -295,80 +294,6 @@ import Testing
             // Already expired: nothing is sent at all.
             #expect(await harness.sender.send(FakeFCMHarness.prompt(expiresIn: -1), to: FakeFCMHarness.device("late"), logger: logger) == .dropped)
             #expect(!harness.fake.received.contains { $0.token == "late" })
-        }
-    }
-
-    /// A first attempt made in a send to many counts with its answer even when that came after the prompt
-    /// expired, as a single send's answer does: a dead token is disabled, not taken for a push too late.
-    @Test func aFirstAttemptsAnswerDecidesEvenAfterTheDeadline() async {
-        let dead = FakeFCMHarness.DeadTokens()
-        let delivery = PushDelivery(service: "FCM", deadTokens: dead)
-        let expired = FakeFCMHarness.prompt(expiresIn: -1)
-        var attempts = 0
-        let made = PushRefusal(.tokenDead, reason: "unregistered")
-        let outcome = await delivery.send(expired, to: FakeFCMHarness.device("gone"), token: "gone", logger: logger, made: made) {
-            attempts += 1
-        }
-        #expect(outcome == .tokenDead)
-        #expect(dead.tokens == ["gone"])
-        // No attempt was made for a prompt already expired: it is dropped unsent.
-        #expect(await delivery.send(expired, to: FakeFCMHarness.device("late"), token: "late", logger: logger) { attempts += 1 } == .dropped)
-        #expect(attempts == 0)
-    }
-
-    /// Each device's outcome as the sender tells it (`nil`: never told), in the order of `devices`.
-    static func send(_ sender: FCMSender, _ job: PushJob, to devices: [Device]) async -> [PushOutcome?] {
-        let told = Mutex([[PushOutcome]](repeating: [], count: devices.count))
-        await sender.send(job, to: devices, logger: Logger(label: "fcm-sender-test")) { index, outcome in
-            told.withLock { $0[index].append(outcome) }
-        }
-        // Told once each: a second outcome for a device shows as none.
-        return told.withLock { $0.map { $0.count == 1 ? $0[0] : nil } }
-    }
-
-    /// One send to many devices (on frames: every first attempt on the wire together) ends each device as a
-    /// send of its own would: sent, dead, retried after Retry-After, refused, or too large to send; in order.
-    @Test(arguments: FakeFCMHarness.Transport.allCases) func aSendToManyDevicesSettlesEachOnItsOwn(
-        transport: FakeFCMHarness.Transport
-    ) async throws {
-        try await FakeFCMHarness.run(transport: transport) { harness in
-            harness.fake.script("gone", [.unregistered])
-            harness.fake.script("flaky", [.unavailable(retryAfter: 1), .ok])
-            harness.fake.script("bad", [.invalidArgument, .ok])
-            let long = String(repeating: "t", count: 5_000)
-            let tokens = ["alive-1", "gone", "alive-2", "flaky", long, "bad", "alive-3", "alive-4"]
-            let outcomes = await Self.send(harness.sender, FakeFCMHarness.prompt(), to: tokens.map(FakeFCMHarness.device))
-            #expect(outcomes == [.sent, .tokenDead, .sent, .sent, .rejected, .rejected, .sent, .sent])
-            let received = harness.fake.received
-            for token in ["alive-1", "alive-2", "alive-3", "alive-4", "gone", "bad"] {
-                #expect(received.filter { $0.token == token }.count == 1, "\(token)")
-            }
-            #expect(!received.contains { $0.token == long })
-            let flaky = received.filter { $0.token == "flaky" }
-            #expect(flaky.count == 2)
-            if flaky.count == 2 { #expect(flaky[1].at.timeIntervalSince(flaky[0].at) >= 1.0) }
-            #expect(harness.deadTokens.tokens == ["gone"])
-            #expect(harness.fake.exchanges == 1)
-        }
-    }
-
-    /// In a send to many, an access token refused as stale is refreshed once and the refused messages are sent
-    /// again with the new one (the fake revokes the token at its first refusal); a job already expired sends
-    /// nothing to any of them.
-    @Test(arguments: FakeFCMHarness.Transport.allCases) func aSendToManyRefreshesAStaleTokenAndSendsNothingLate(
-        transport: FakeFCMHarness.Transport
-    ) async throws {
-        try await FakeFCMHarness.run(transport: transport) { harness in
-            let devices = ["a", "b", "c", "d"].map(FakeFCMHarness.device)
-            #expect(await Self.send(harness.sender, FakeFCMHarness.prompt(), to: devices) == Array(repeating: .sent, count: 4))
-            harness.fake.refuseNextAccessToken()
-            #expect(await Self.send(harness.sender, FakeFCMHarness.prompt(), to: devices) == Array(repeating: .sent, count: 4))
-            for device in devices { #expect(harness.fake.received.filter { $0.token == device.push?.token }.count == 2) }
-            #expect(harness.fake.received.count == 8)
-            #expect(harness.fake.exchanges == 2)
-            let late = ["late-1", "late-2", "late-3"].map(FakeFCMHarness.device)
-            #expect(await Self.send(harness.sender, FakeFCMHarness.prompt(expiresIn: -1), to: late) == Array(repeating: .dropped, count: 3))
-            #expect(harness.fake.received.count == 8)
         }
     }
 

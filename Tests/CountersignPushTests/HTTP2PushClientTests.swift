@@ -125,24 +125,6 @@ import Testing
         }
     }
 
-    /// Requests sent together, more than the connection's budget of streams: those it no longer takes go
-    /// on the next connection, and every one is answered.
-    @Test(.timeLimit(.minutes(5))) func requestsSentTogetherBeyondAConnectionsBudgetGoOnTheNext() async throws {
-        let server = try EarlyAnswerServer()
-        try await EarlyAnswerTests.serve(server) { base, caFile, _ in
-            let client = try HTTP2PushClient(
-                endpoint: base, caFile: caFile, connections: 2, streamsPerConnection: 3, connectTimeout: hangDetector)
-            let bodies = (0..<6).map { ByteBuffer(string: #"{"n":\#($0)}"#) }
-            let answers = await client.postAll(path: "/ok", headers: Self.headers, bodies: bodies, timeout: .seconds(30))
-            #expect(answers.count == 6)
-            #expect(answers.map { (try? $0.get())?.status } == Array(repeating: 200, count: 6))
-            // The three the first connection did not take are sent again at once, each on its own: on one
-            // more connection, or two when they race to open one.
-            #expect((2...3).contains(server.connections), "\(server.connections)")
-            await client.shutdown()
-        }
-    }
-
     /// An answer that breaks HTTP/2 on its own stream (a content-length its body does not have) fails that
     /// request alone: the requests in flight beside it on the same connection are answered.
     @Test(.timeLimit(.minutes(5))) func aMalformedAnswerFailsItsRequestOnly() async throws {

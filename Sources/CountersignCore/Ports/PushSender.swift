@@ -3,14 +3,6 @@ import Logging
 /// Delivers one push message to one device.
 public protocol PushSender: Sendable {
     func send(_ job: PushJob, to device: Device, logger: Logger) async -> PushOutcome
-    /// One job's message to each of `devices` (all of one provider): `settled` is told each device's
-    /// outcome, by its index in `devices`, as soon as it is known, and the call returns after the last. By
-    /// default each device's send runs on its own; a sender that can put many messages on the wire at once
-    /// does so.
-    func send(_ job: PushJob, to devices: [Device], logger: Logger, settled: @escaping @Sendable (Int, PushOutcome) -> Void) async
-    /// How many of a job's devices of `provider` the dispatcher hands to one call of
-    /// ``send(_:to:logger:settled:)``: one (the default) for a sender that gains nothing from more.
-    func devicesPerSend(_ provider: PushProvider) -> Int
     /// How push is doing, for `/healthz`.
     var health: PushHealth { get }
     /// Each configured provider's health; `/healthz` shows them one by one
@@ -21,24 +13,6 @@ public protocol PushSender: Sendable {
 }
 
 extension PushSender {
-    public func devicesPerSend(_ provider: PushProvider) -> Int { 1 }
-
-    public func send(_ job: PushJob, to devices: [Device], logger: Logger, settled: @escaping @Sendable (Int, PushOutcome) -> Void) async {
-        await sendEach(job, to: devices, logger: logger, settled: settled)
-    }
-
-    /// Each device's message sent on its own, at the same time.
-    public func sendEach(
-        _ job: PushJob, to devices: [Device], logger: Logger, settled: @escaping @Sendable (Int, PushOutcome) -> Void
-    ) async {
-        if devices.count == 1 { return settled(0, await send(job, to: devices[0], logger: logger)) }
-        await withDiscardingTaskGroup { group in
-            for (index, device) in devices.enumerated() {
-                group.addTask { settled(index, await send(job, to: device, logger: logger)) }
-            }
-        }
-    }
-
     public var health: PushHealth { .ok }
     public var providerHealth: [PushProvider: PushHealth] { [:] }
     public var offer: PushOffer { PushOffer(providers: []) }
