@@ -20,7 +20,7 @@ import argparse, os, resource, sys, time
 
 sys.path.insert(0, os.path.dirname(__file__))
 import suite  # noqa: E402
-from daemon import NoPostgres, PostgresServer  # noqa: E402,F401 (suite.py catches NoPostgres from here)
+from daemon import PostgresServer  # noqa: E402
 
 
 def measure(binary, held, idle_reader=0, approve_on="b"):

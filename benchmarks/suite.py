@@ -56,7 +56,7 @@ import argparse, http.client, json, os, platform, re, resource, selectors, shuti
 import subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon import free_port, percentile, rss_kib, wait_for_port  # noqa: E402
+from daemon import NoPostgres, free_port, percentile, rss_kib, wait_for_port  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PASSWORD = "correct horse battery"
@@ -831,7 +831,7 @@ def row_longpoll_cluster(args, rows):
     target = "≤ 12 KiB each; all within 0.5 s"
     try:
         held, before, after, early, answered, approved, took, arrived = cluster.measure(args.binary, args.held, args.idle_reader)
-    except cluster.NoPostgres as missing:
+    except NoPostgres as missing:
         rows.append((what, f"not measured: {missing}", target))
         return
     per = (after - before) * 1024 / held
