@@ -35,22 +35,18 @@ public enum AnswerSignature {
 
     /// Signs an answer (the reference device, `countersign device simulate`).
     public static func sign(_ payload: Payload, with key: ES256PrivateKey) async throws -> String {
-        try await lowS(with: key) { try await $0.sign(payload, header: ["typ": .string(type)]) }
+        try await signing(with: key) { try await $0.sign(payload, header: ["typ": .string(type)]) }
     }
 
-    /// Signs until the signature's `s` is low, as the daemon accepts only that
-    /// form (ECDSA signing is randomised: each try is low with probability ½).
-    static func lowS(with key: ES256PrivateKey, _ sign: (JWTKeyCollection) async throws -> String) async throws -> String {
+    /// One signature by `key`, as it comes: its `s` may be high or low, as a
+    /// phone's keystore would make it.
+    static func signing(with key: ES256PrivateKey, _ sign: (JWTKeyCollection) async throws -> String) async throws -> String {
         let keys = JWTKeyCollection()
         await keys.add(ecdsa: key)
-        for _ in 0..<64 {
-            let jws = try await sign(keys)
-            if SignatureForm.isCanonical(jws) { return jws }
-        }
-        throw JWTError.generic(identifier: "lowS", reason: "no low-S signature in 64 tries")
+        return try await sign(keys)
     }
 
-    /// Checks `jws` strictly: one canonical form (``SignatureForm``), ES256 only (the header must say so; `none`, HMAC
+    /// Checks `jws` strictly: canonical base64url (``SignatureForm``), `s` high or low, ES256 only (the header must say so; `none`, HMAC
     /// and a key in the header are refused), signed by `key`, every claim equal
     /// to `expected` (but `iat`), and `iat` within ``maxSkew`` of `now`.
     public static func verify(_ jws: String, key: DeviceKey, expected: Payload, now: Date) async -> Bool {

@@ -20,7 +20,7 @@ public enum PossessionProof {
     }
 
     public static func sign(deviceID: String, at date: Date, with key: ES256PrivateKey) async throws -> String {
-        try await AnswerSignature.lowS(with: key) { try await $0.sign(Payload(deviceId: deviceID, iat: Int(date.timeIntervalSince1970))) }
+        try await AnswerSignature.signing(with: key) { try await $0.sign(Payload(deviceId: deviceID, iat: Int(date.timeIntervalSince1970))) }
     }
 
     /// Whether `jws` is ES256, signed by `key`, for `deviceID`, and fresh. A

@@ -160,15 +160,25 @@ import Testing
         }
     }
 
-    /// A JWS put together by hand, so that its header can say anything, signed with `key`.
-    /// The signature has the form the daemon accepts (`s` low) unless `highS`.
-    static func handSigned(header: String, payload: AnswerSignature.Payload, key: P256.Signing.PrivateKey, highS: Bool = false) throws -> String {
+    /// A JWS put together by hand, so that its header can say anything, signed with `key`,
+    /// with its `s` high or low as asked (ECDSA is randomised: about every other signature is each).
+    static func handSigned(header: String, payload: AnswerSignature.Payload, key: P256.Signing.PrivateKey, highS: Bool? = nil) throws -> String {
         let input = base64url(Data(header.utf8)) + "." + base64url(try JSONEncoder().encode(payload))
-        // ECDSA is randomised: about every other signature has a low `s`.
         while true {
             let signature = try key.signature(for: Data(input.utf8)).rawRepresentation
-            if SignatureForm.hasLowS(Array(signature.suffix(32))) != highS { return input + "." + base64url(signature) }
+            if highS == nil || isHigh(Array(signature.suffix(32))) == highS { return input + "." + base64url(signature) }
         }
+    }
+
+    /// Half the order of P-256, big-endian: an `s` above it is "high".
+    static let halfOrder: [UInt8] = [
+        0x7F, 0xFF, 0xFF, 0xFF, 0x80, 0x00, 0x00, 0x00, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+        0xDE, 0x73, 0x7D, 0x56, 0xD3, 0x8B, 0xCF, 0x42, 0x79, 0xDC, 0xE5, 0x61, 0x7E, 0x31, 0x92, 0xA8,
+    ]
+
+    static func isHigh(_ s: [UInt8]) -> Bool {
+        for (byte, limit) in zip(s, halfOrder) where byte != limit { return byte > limit }
+        return false
     }
 
     /// trust.md: a key-bound device's fraud report is part of what it signs:
@@ -202,11 +212,12 @@ import Testing
         }
     }
 
-    /// trust.md: one signature has one text. A valid signature with a high `s`
-    /// and one whose last character carries padding bits are refused (401);
-    /// a proof of possession is used once by what it means, so a second
-    /// signature over the same claims is refused too.
-    @Test func aSignatureHasOneTextAndAProofOneUse() async throws {
+    /// trust.md: a valid signature with a high `s` is accepted as a low one is
+    /// (phones' keystores do not normalise `s`); one whose last character
+    /// carries padding bits, or that is not a string, is refused (401); a
+    /// proof of possession is used once by what it means, so a second
+    /// signature over the same claims, in either form, is refused.
+    @Test func aSignatureIsTakenInEitherFormAndAProofOnceByItsMeaning() async throws {
         try await withTestDaemon(configure: { $0.rateLimits[.respondPerDevice] = RateLimit(count: 100, window: 60) }) { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             let p256 = P256.Signing.PrivateKey()
@@ -214,15 +225,7 @@ import Testing
             let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             let header = #"{"alg":"ES256","typ":"countersign-answer+jwt"}"#
             let payload = phone.payload(id, code: code)
-            let high = try Self.handSigned(header: header, payload: payload, key: p256, highS: true)
-            // It is a valid ECDSA signature all the same: the refusal is the form's.
-            let parts = high.split(separator: ".")
-            let signature = try P256.Signing.ECDSASignature(rawRepresentation: try #require(DeviceKey.decode(String(parts[2]))))
-            #expect(p256.publicKey.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8)))
-            let refusedHigh = try await Self.respond(daemon, id, apiKey: phone.apiKey, code: code, signature: high)
-            #expect(refusedHigh.status == 401)
-            #expect(refusedHigh["error"] == "invalid_signature")
-            let low = try Self.handSigned(header: header, payload: payload, key: p256)
+            let low = try Self.handSigned(header: header, payload: payload, key: p256, highS: false)
             // 64 bytes are 86 characters; the last carries 2 bits and 4 that must be zero.
             let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
             let lastCharacter = try #require(low.last)
@@ -235,8 +238,19 @@ import Testing
                 #expect(answer.status == 401, "\(empty)")
                 #expect(answer["error"] == "invalid_signature")
             }
+            // Not a string at all: the same failed signature, not a malformed body.
+            for notText in [123, NSNull(), ["a"], ["alg": "ES256"]] as [any Sendable] {
+                let answer = try await daemon.call(
+                    .POST, "/api/mobile/approvals/\(id)/respond", json: ["decision": "approve", "numberCode": code, "signature": notText],
+                    apiKey: phone.apiKey)
+                #expect(answer.status == 401, "\(notText)")
+                #expect(answer["error"] == "invalid_signature")
+            }
             #expect(try await daemon.status(id)["status"] == "pending")
-            #expect(try await Self.respond(daemon, id, apiKey: phone.apiKey, code: code, signature: low).status == 200)
+            // A high `s` is as valid as a low one: the answer is taken.
+            let high = try Self.handSigned(header: header, payload: payload, key: p256, highS: true)
+            #expect(try await Self.respond(daemon, id, apiKey: phone.apiKey, code: code, signature: high).status == 200)
+            #expect(try await daemon.status(id)["status"] == "approved")
 
             // A new key's proof, then another text of the same claims (the same second): refused.
             let next = ES256PrivateKey()
@@ -291,6 +305,27 @@ import Testing
             // The same hand-made signature under the contract's header is accepted: the refusals were the headers'.
             let good = try Self.handSigned(header: #"{"alg":"ES256","typ":"countersign-answer+jwt"}"#, payload: payload, key: p256)
             #expect(try await Self.respond(daemon, id, apiKey: phone.apiKey, code: code, signature: good).status == 200)
+        }
+    }
+
+    /// trust.md: a signature nobody can check is a failed check. A device
+    /// without a key that sends one is refused as a forged answer is, and the
+    /// request stays pending; without one it answers as before.
+    @Test func aKeylessDeviceThatSendsASignatureIsRefused() async throws {
+        try await withTestDaemon { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let login = try await daemon.call(
+                .POST, "/api/mobile/auth/login",
+                json: ["email": Fixture.email, "password": Fixture.password, "deviceName": "Old app", "platform": "iOS"])
+            let keyless = try #require(login["apiKey"])
+            let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            for signature in ["garbage", "", "a.b.c"] {
+                let refused = try await Self.respond(daemon, id, apiKey: keyless, code: code, signature: signature)
+                #expect(refused.status == 401, "\(signature)")
+                #expect(refused["error"] == "invalid_signature")
+            }
+            #expect(try await daemon.status(id)["status"] == "pending")
+            #expect(try await daemon.respond(id, apiKey: keyless, code: code).status == 200)
         }
     }
 

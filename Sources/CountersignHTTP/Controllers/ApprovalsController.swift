@@ -81,7 +81,32 @@ struct ApprovalsController: Sendable {
         var numberCode: String?
         var reportFraud: Bool?
         /// ES256 JWS over the answer, from a key-bound device.
-        var signature: String?
+        var signature: Signature?
+
+        /// What came as `signature`: absent, or present as anything. Whatever
+        /// is wrong with it (not a string, `null`, empty, not a JWS) is a failed
+        /// signature, answered 401 as a forged one is, never 400.
+        enum Signature: Equatable {
+            case text(String)
+            case notText
+
+            var text: String? {
+                if case .text(let text) = self { return text }
+                return nil
+            }
+        }
+
+        enum CodingKeys: String, CodingKey { case decision, numberCode, reportFraud, signature }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            decision = try container.decode(ApprovalDecision.self, forKey: .decision)
+            numberCode = try container.decodeIfPresent(String.self, forKey: .numberCode)
+            reportFraud = try container.decodeIfPresent(Bool.self, forKey: .reportFraud)
+            if container.contains(.signature) {
+                signature = (try? container.decode(String.self, forKey: .signature)).map(Signature.text) ?? .notText
+            }
+        }
     }
 
     struct RespondAnswer: ResponseEncodable {
@@ -114,12 +139,21 @@ struct ApprovalsController: Sendable {
         }
         var auditContext = request.auditContext(context, deviceID: device.id)
         var keyBound = false
+        if deviceKeys != .off, device.publicKey == nil, signature != nil {
+            // A signature nobody can check is a failed check: a keyless device that sends one is refused.
+            context.logger.notice("answer refused: a signature from a device without a key", metadata: ["device": "\(device.id)"])
+            audit.record(
+                AuditEvent(
+                    kind: .signatureRefused, userID: device.userID, requestRef: ApprovalRequest.logReference(of: id), context: auditContext,
+                    detail: "answer signed by a device without a key"))
+            throw APIError.invalidSignature
+        }
         if deviceKeys != .off, let key = device.publicKey {
             // Checked before the broker sees the answer: a forged one changes nothing, not even to deny.
             // A fraud report is part of what is signed: it must be covered, and covered only when sent.
             let expected = AnswerSignature.Payload(
                 requestId: id, decision: body.decision.rawValue, numberCode: code, iat: 0, deviceId: device.id, fraud: reportFraud ? true : nil)
-            guard let signature, await AnswerSignature.verify(signature, key: key, expected: expected, now: Date()) else {
+            guard let signature = signature?.text, await AnswerSignature.verify(signature, key: key, expected: expected, now: Date()) else {
                 context.logger.notice("answer refused: signature missing or not valid", metadata: ["device": "\(device.id)"])
                 audit.record(
                     AuditEvent(
