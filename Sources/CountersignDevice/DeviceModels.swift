@@ -55,6 +55,8 @@ public enum DeviceNotice: Sendable, Equatable {
     case approvalResolved(requestID: String, status: String)
     /// A new device joined the account: tell the user, who can remove it if it is not theirs.
     case deviceAdded(name: String, platform: String, at: String)
+    /// Too many wrong codes for the account today: codes are refused until the operator unlocks it or the day ends.
+    case codesLocked
 
     /// The notice in a push's data; `nil` for anything else.
     public init?(pushData data: [String: String]) {
@@ -68,6 +70,8 @@ public enum DeviceNotice: Sendable, Equatable {
         case "device_added":
             guard let name = data["deviceName"], let platform = data["platform"], let at = data["at"] else { return nil }
             self = .deviceAdded(name: name, platform: platform, at: at)
+        case "codes_locked":
+            self = .codesLocked
         default:
             return nil
         }

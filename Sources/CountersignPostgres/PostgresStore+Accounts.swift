@@ -36,6 +36,8 @@ extension PostgresStore: AccountStore {
             // Live phone resets first, then the user: the order a completion takes its locks in.
             try await connection.run(
                 "SELECT id FROM approval_requests WHERE user_id = \(userID) AND state IN ('pending', 'approved') FOR UPDATE", self.logger)
+            try await connection.perform(
+                AccountSQL.auditOwnershipEnded(userID: userID, at: Date(), by: "password set by the operator (user passwd)"), self.logger)
             let changed = try await connection.perform(AccountSQL.setPassword(userID: userID, passwordHash: passwordHash), self.logger)
             if changed == 1 {
                 _ = try await Self.cancelLivePhoneResets(userID: userID, now: Date(), by: "the operator (user passwd)", connection, self.logger)
@@ -45,14 +47,14 @@ extension PostgresStore: AccountStore {
         if changed == 0 { throw AccountError.unknownUser }
     }
 
-    public func registerDevice(_ registration: DeviceRegistration, maxDevices: Int) async throws -> Device {
+    public func registerDevice(_ registration: DeviceRegistration, maxDevices: Int) async throws -> RegisteredDevice {
         try await transaction { connection in try await Self.registerDevice(registration, maxDevices: maxDevices, connection, self.logger) }
     }
 
     /// Registers a device inside the caller's transaction (login, enrollment).
     static func registerDevice(
         _ registration: DeviceRegistration, maxDevices: Int, _ connection: PostgresConnection, _ logger: Logger
-    ) async throws -> Device {
+    ) async throws -> RegisteredDevice {
         let userID = registration.userID
         // The user's row is locked first: two registrations at once count each other's device.
         try await connection.run("SELECT id FROM users WHERE id = \(userID) FOR UPDATE", logger)
@@ -64,19 +66,20 @@ extension PostgresStore: AccountStore {
         {
             push = nil
         }
-        // The same phone again for this user: replace that device, keeping its id.
+        // A login with a held push address replaces that device, never takes it over (see the SQLite store).
+        var replaced: Device?
         if let push,
             let existing = try await connection.fetch(AccountSQL.device(userID: userID, token: push.token).appending(" FOR UPDATE"), logger).first
         {
-            let device = try Device(row: existing).reregistered(registration, push: push)
-            try await connection.perform(AccountSQL.reregister(deviceID: device.id, registration, push: push), logger)
-            return device
+            let device = try Device(row: existing)
+            try await connection.perform(AccountSQL.deleteDevice(id: device.id), logger)
+            replaced = device
         }
         let count = try await connection.fetch(AccountSQL.deviceCount(userID: userID), logger).first?.get("n", as: Int.self) ?? 0
         guard count < maxDevices else { throw AccountError.tooManyDevices }
         let device = Device(registration, push: push)
         try await connection.perform(AccountSQL.insertDevice(device, apiKeyHash: registration.apiKeyHash), logger)
-        return device
+        return RegisteredDevice(device: device, replaced: replaced)
     }
 
     public func device(apiKeyHash: String) async throws -> Device? {

@@ -44,9 +44,10 @@ extension PostgresStore: EmailResetStore {
                 try await connection.run(
                     "SELECT id FROM approval_requests WHERE user_id = \(userID) AND state IN ('pending', 'approved') FOR UPDATE", self.logger)
             }
-            guard let userID = try await connection.fetch(EmailResetSQL.redeem(id: id, now: now), self.logger).first?.get("user_id", as: String.self),
-                try await connection.perform(AccountSQL.setPassword(userID: userID, passwordHash: passwordHash), self.logger) == 1
+            guard let userID = try await connection.fetch(EmailResetSQL.redeem(id: id, now: now), self.logger).first?.get("user_id", as: String.self)
             else { return nil }
+            try await connection.perform(AccountSQL.auditOwnershipEnded(userID: userID, at: now, by: "password set by an email reset"), self.logger)
+            guard try await connection.perform(AccountSQL.setPassword(userID: userID, passwordHash: passwordHash), self.logger) == 1 else { return nil }
             // One recovery at a time: a live phone reset must not overwrite this password later.
             return try await Self.cancelLivePhoneResets(userID: userID, now: now, by: "email reset", connection, self.logger)
         }

@@ -78,13 +78,27 @@ extension PostgresStore: IntegrationStore {
                 return nil
             }
             // A throw here (too many devices) rolls the whole transaction back: the code stays usable.
-            let device = try await Self.registerDevice(registration(try row.get("user_id")), maxDevices: maxDevices, connection, self.logger)
+            let device = try await Self.registerDevice(registration(try row.get("user_id")), maxDevices: maxDevices, connection, self.logger).device
             return (device, try row.get("integration_id"))
         }
     }
 
     public func user(email: String, reachableBy integrationID: String) async throws -> User? {
         try await fetch(IntegrationSQL.user(email: User.normalize(email: email), reachableBy: integrationID)).first.map(User.init(row:))
+    }
+
+    public func user(email: String, promptableBy integrationID: String) async throws -> (user: User, reached: Bool)? {
+        try await fetch(IntegrationSQL.user(email: User.normalize(email: email), promptableBy: integrationID)).first.map {
+            (try User(row: $0), try $0.get("reached", as: Bool.self))
+        }
+    }
+
+    public func integration(_ integrationID: String, reaches userID: String, all: Bool) async throws -> Bool {
+        try await fetch(IntegrationSQL.reaches(integrationID: integrationID, userID: userID, all: all)).count == 1
+    }
+
+    public func setPromptsAllUsers(integrationID: String, on: Bool) async throws -> Bool {
+        try await fetch(IntegrationSQL.setPromptsAllUsers(id: integrationID, on: on)).count == 1
     }
 
     public func user(email: String, ownedBy integrationID: String) async throws -> User? {

@@ -183,6 +183,15 @@ extension PostgresStore {
                 "ALTER TABLE devices ADD COLUMN push_options text",
             ]
         ),
+        (
+            // The same change as SQLite's v11-codes-and-reach.
+            "v11-codes-and-reach",
+            [
+                "ALTER TABLE users ADD COLUMN wrong_codes integer NOT NULL DEFAULT 0",
+                "ALTER TABLE users ADD COLUMN wrong_codes_since double precision",
+                "ALTER TABLE integrations ADD COLUMN prompt_all_users boolean NOT NULL DEFAULT false",
+            ]
+        ),
     ]
 
     /// Applies the missing versions in one transaction under an advisory lock:

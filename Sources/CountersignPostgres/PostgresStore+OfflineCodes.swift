@@ -12,6 +12,25 @@ extension PostgresStore: OfflineCodeStore {
         try await fetch(OfflineCodeSQL.takeCodeTry(requestID: requestID, limit: limit)).first?.get("wrong_codes")
     }
 
+    public func takeUserCodeTry(userID: String, limit: Int, window: TimeInterval, now: Date) async throws -> UserCodeTry {
+        if let count: Int = try await fetch(
+            OfflineCodeSQL.takeUserCodeTry(userID: userID, limit: limit, windowStart: now.addingTimeInterval(-window), now: now)
+        ).first?.get("wrong_codes") {
+            return .taken(count)
+        }
+        guard let row = try await fetch(OfflineCodeSQL.userCodeWindow(userID: userID)).first else { return .noUser }
+        let since: Date = try row.get("wrong_codes_since", as: Date?.self) ?? now
+        return .locked(until: since.addingTimeInterval(window))
+    }
+
+    public func giveBackUserCodeTry(userID: String) async throws {
+        try await fetch(OfflineCodeSQL.giveBackUserCodeTry(userID: userID))
+    }
+
+    public func unlockCodes(userID: String) async throws -> Bool {
+        try await fetch(OfflineCodeSQL.unlockCodes(userID: userID)).count == 1
+    }
+
     public func restoreBypassCode(userID: String, codeHash: String, usedAt: Date) async throws {
         try await fetch(OfflineCodeSQL.restoreBypassCode(userID: userID, codeHash: codeHash, usedAt: usedAt))
     }

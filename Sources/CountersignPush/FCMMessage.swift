@@ -118,6 +118,8 @@ public enum FCMMessageBuilder {
         case .deviceAdded(_, _, let deviceName, let platform, let at):
             return background(
                 token: token, data: ["type": "device_added", "deviceName": deviceName, "platform": platform, "at": Timestamp.string(at)], now: now)
+        case .codesLocked:
+            return background(token: token, data: ["type": "codes_locked"], now: now)
         }
     }
 
@@ -392,7 +394,7 @@ extension FCMMessageBuilder {
     static func clock(of job: PushJob, now: Date) -> Int {
         switch job {
         case .prompt(_, _, _, let expiresAt, _, _): Int(expiresAt.timeIntervalSince(now).rounded(.down))
-        case .resolved, .deviceAdded: Int(now.timeIntervalSince1970.rounded(.down))
+        case .resolved, .deviceAdded, .codesLocked: Int(now.timeIntervalSince1970.rounded(.down))
         }
     }
 }

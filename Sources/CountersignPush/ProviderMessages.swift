@@ -66,7 +66,7 @@ enum ProviderMessages {
         let ttl: Int =
             switch job {
             case .prompt(_, _, _, let expiresAt, _, _): max(1, Int(expiresAt.timeIntervalSince(now).rounded(.down)))
-            case .resolved, .deviceAdded: Int(FCMMessageBuilder.resolutionTTL)
+            case .resolved, .deviceAdded, .codesLocked: Int(FCMMessageBuilder.resolutionTTL)
             }
         let urgency = if case .prompt = job { "high" } else { "normal" }
         return WebPush(payload: data, ttl: ttl, urgency: urgency, topic: job.requestRef)

@@ -165,7 +165,7 @@ struct PushDelivery: Sendable {
     static func deadline(of job: PushJob, now: Date = Date()) -> Date {
         switch job {
         case .prompt(_, _, _, let expiresAt, _, _): expiresAt
-        case .resolved, .deviceAdded: now.addingTimeInterval(FCMMessageBuilder.resolutionTTL)
+        case .resolved, .deviceAdded, .codesLocked: now.addingTimeInterval(FCMMessageBuilder.resolutionTTL)
         }
     }
 }

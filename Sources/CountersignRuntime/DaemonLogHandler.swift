@@ -1,3 +1,4 @@
+import CountersignCore
 import Foundation
 import Logging
 
@@ -53,9 +54,13 @@ public struct DaemonLogHandler: LogHandler {
             let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
             line = String(decoding: data, as: UTF8.self)
         case .text:
-            let pretty = merged.isEmpty ? "" : " " + merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+            // Values often carry text from outside (a user agent, a push service's answer): each is
+            // escaped and quoted as needed, so that one event stays one line and no value adds a field.
+            let pretty =
+                merged.isEmpty ? "" : " " + merged.sorted { $0.key < $1.key }.map { "\(LogText.escaped($0.key))=\(LogText.field("\($0.value)"))" }
+                .joined(separator: " ")
             let head = journal ? "<\(Self.priority(event.level))>" : Self.timestamp() + " "
-            line = "\(head)\(event.level) \(label):\(pretty) [\(event.source)] \(event.message)"
+            line = "\(head)\(event.level) \(label):\(pretty) [\(event.source)] \(LogText.escaped("\(event.message)"))"
         }
         var bytes = Array(line.utf8)
         bytes.append(0x0A)

@@ -36,17 +36,18 @@ extension SQLiteStore: AccountStore {
 
     public func setPassword(userID: String, passwordHash: String) async throws {
         try await pool.write { db in
+            try db.perform(AccountSQL.auditOwnershipEnded(userID: userID, at: Date(), by: "password set by the operator (user passwd)"))
             if try db.perform(AccountSQL.setPassword(userID: userID, passwordHash: passwordHash)) == 0 { throw AccountError.unknownUser }
             _ = try Self.cancelLivePhoneResets(userID: userID, now: Date(), by: "the operator (user passwd)", db)
         }
     }
 
-    public func registerDevice(_ registration: DeviceRegistration, maxDevices: Int) async throws -> Device {
+    public func registerDevice(_ registration: DeviceRegistration, maxDevices: Int) async throws -> RegisteredDevice {
         try await pool.write { db in try Self.registerDevice(registration, maxDevices: maxDevices, db) }
     }
 
     /// Registers a device inside the caller's transaction (login, enrollment).
-    static func registerDevice(_ registration: DeviceRegistration, maxDevices: Int, _ db: Database) throws -> Device {
+    static func registerDevice(_ registration: DeviceRegistration, maxDevices: Int, _ db: Database) throws -> RegisteredDevice {
         let userID = registration.userID
         // A token another account's device holds stays with it: whoever presents it
         // must not silence that device's prompts, nor have their own prompts shown there.
@@ -56,17 +57,19 @@ extension SQLiteStore: AccountStore {
         if !registration.mayApproveResets, let token = push?.token, try db.exists(AccountSQL.device(userID: userID, token: token)) {
             push = nil
         }
-        // The same phone again for this user: replace that device, keeping its id.
+        // A login with the push address one of the user's devices holds: that device is
+        // replaced, never taken over. It is signed out here, and the login gets a new device
+        // (new id, new key): an identity changes only with the old key's proof.
+        var replaced: Device?
         if let push, let existing = try db.fetchFirst(AccountSQL.device(userID: userID, token: push.token)) {
-            let device = try Device(row: existing).reregistered(registration, push: push)
-            try db.perform(AccountSQL.reregister(deviceID: device.id, registration, push: push))
-            return device
+            replaced = try Device(row: existing)
+            try db.perform(AccountSQL.deleteDevice(id: try existing.get("id")))
         }
         let count = try db.fetchFirst(AccountSQL.deviceCount(userID: userID))?.get("n", as: Int.self) ?? 0
         guard count < maxDevices else { throw AccountError.tooManyDevices }
         let device = Device(registration, push: push)
         try db.perform(AccountSQL.insertDevice(device, apiKeyHash: registration.apiKeyHash))
-        return device
+        return RegisteredDevice(device: device, replaced: replaced)
     }
 
     public func device(apiKeyHash: String) async throws -> Device? {

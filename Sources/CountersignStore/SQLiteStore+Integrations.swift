@@ -63,6 +63,22 @@ extension SQLiteStore: IntegrationStore {
         }
     }
 
+    public func user(email: String, promptableBy integrationID: String) async throws -> (user: User, reached: Bool)? {
+        try readNow { db in
+            try db.fetchFirst(IntegrationSQL.user(email: User.normalize(email: email), promptableBy: integrationID)).map {
+                (try User(row: $0), try $0.get("reached", as: Bool.self))
+            }
+        }
+    }
+
+    public func integration(_ integrationID: String, reaches userID: String, all: Bool) async throws -> Bool {
+        try readNow { db in try db.exists(IntegrationSQL.reaches(integrationID: integrationID, userID: userID, all: all)) }
+    }
+
+    public func setPromptsAllUsers(integrationID: String, on: Bool) async throws -> Bool {
+        try await pool.write { db in try db.perform(IntegrationSQL.setPromptsAllUsers(id: integrationID, on: on)) == 1 }
+    }
+
     public func user(email: String, ownedBy integrationID: String) async throws -> User? {
         try readNow { db in try db.fetchFirst(IntegrationSQL.user(email: User.normalize(email: email), ownedBy: integrationID)).map(User.init(row:)) }
     }
@@ -100,7 +116,7 @@ extension SQLiteStore: IntegrationStore {
         try await pool.write { db in
             guard let row = try db.fetchFirst(IntegrationSQL.redeemEnrollment(codeHash: codeHash, now: now)) else { return nil }
             // A throw here (too many devices) rolls the whole transaction back: the code stays usable.
-            let device = try Self.registerDevice(registration(try row.get("user_id")), maxDevices: maxDevices, db)
+            let device = try Self.registerDevice(registration(try row.get("user_id")), maxDevices: maxDevices, db).device
             return (device, try row.get("integration_id"))
         }
     }

@@ -241,6 +241,16 @@ extension SQLiteStore {
                     ALTER TABLE devices ADD COLUMN push_options TEXT;
                     """)
         }
+        migrator.registerMigration("v11-codes-and-reach") { db in
+            // A user's wrong codes in the current day's window (every route and address
+            // counted together), and the integrations the operator let prompt every user.
+            try db.execute(
+                sql: """
+                    ALTER TABLE users ADD COLUMN wrong_codes INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE users ADD COLUMN wrong_codes_since REAL;
+                    ALTER TABLE integrations ADD COLUMN prompt_all_users INTEGER NOT NULL DEFAULT 0;
+                    """)
+        }
         return migrator
     }
 }

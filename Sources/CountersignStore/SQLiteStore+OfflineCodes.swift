@@ -14,6 +14,28 @@ extension SQLiteStore: OfflineCodeStore {
         try await group.write { db in try db.fetchFirst(OfflineCodeSQL.takeCodeTry(requestID: requestID, limit: limit))?.get("wrong_codes") }
     }
 
+    public func takeUserCodeTry(userID: String, limit: Int, window: TimeInterval, now: Date) async throws -> UserCodeTry {
+        try await group.write { db in
+            if let count: Int = try db.fetchFirst(
+                OfflineCodeSQL.takeUserCodeTry(userID: userID, limit: limit, windowStart: now.addingTimeInterval(-window), now: now))?.get(
+                    "wrong_codes")
+            {
+                return .taken(count)
+            }
+            guard let row = try db.fetchFirst(OfflineCodeSQL.userCodeWindow(userID: userID)) else { return .noUser }
+            let since: Date = try row.get("wrong_codes_since", as: Date?.self) ?? now
+            return .locked(until: since.addingTimeInterval(window))
+        }
+    }
+
+    public func giveBackUserCodeTry(userID: String) async throws {
+        _ = try await group.write { db in try db.perform(OfflineCodeSQL.giveBackUserCodeTry(userID: userID)) }
+    }
+
+    public func unlockCodes(userID: String) async throws -> Bool {
+        try await pool.write { db in try db.perform(OfflineCodeSQL.unlockCodes(userID: userID)) == 1 }
+    }
+
     public func restoreBypassCode(userID: String, codeHash: String, usedAt: Date) async throws {
         _ = try await group.write { db in try db.perform(OfflineCodeSQL.restoreBypassCode(userID: userID, codeHash: codeHash, usedAt: usedAt)) }
     }

@@ -135,7 +135,8 @@ struct AuditCommand: AsyncParsableCommand {
     static func textLine(_ event: AuditEvent) -> String {
         fields(event).compactMap { key, value in
             guard let value else { return nil }
-            return key == "time" || key == "kind" ? value : "\(key)=\(value.contains(" ") ? "\"\(value)\"" : value)"
+            // Every value that came from outside stays one field of one line (LogText).
+            return key == "time" || key == "kind" ? value : "\(key)=\(LogText.field(value))"
         }.joined(separator: " ")
     }
 

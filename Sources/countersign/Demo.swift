@@ -52,7 +52,11 @@ struct Demo: AsyncParsableCommand {
         }
         try await RunningServices.run(server.services, readiness: readiness, logger: logger) { port in
             print("The demo's daemon listens on http://127.0.0.1:\(port) (database in \(folder.path), removed at the end).\n")
-            let walk = Walkthrough(base: "http://127.0.0.1:\(port)", store: server.store, hasher: BcryptPasswordHasher(cost: bcryptCost))
+            let keyPath = configuration.email.secretKeyPath(
+                databasePath: configuration.databasePath, environment: ProcessInfo.processInfo.environment)
+            let walk = Walkthrough(
+                base: "http://127.0.0.1:\(port)", store: server.store, keys: try SecretKeyFile.load(path: keyPath, create: false, logger: logger),
+                hasher: BcryptPasswordHasher(cost: bcryptCost))
             if email {
                 try await walk.runEmail(to: to, printed: printer)
             } else {
@@ -84,7 +88,9 @@ extension Demo {
 
 struct Walkthrough {
     let base: String
-    let store: any UserAdministration
+    let store: any UserAdministration & OfflineCodeStore
+    /// The daemon's secret keys: the bypass code is stored as a keyed hash, as `user bypass-codes` stores it.
+    let keys: SecretKeys
     let hasher: BcryptPasswordHasher
 
     func run() async throws {
@@ -131,14 +137,23 @@ struct Walkthrough {
             "POST", "/api/mobile/auth/login",
             ["email": email, "password": newPassword, "deviceName": "Laptop", "platform": "web"])
 
-        step("Weeks later Ana's phone has no network (abroad, data off): she asks for another reset")
+        step("Weeks later Ana's phone is lost: she asks for another reset")
         let again = try await call(
             "POST", "/api/mobile/auth/reset/phone/initiate", ["email": email, "newPassword": "lantern staple orbit"])
         guard let secondID = again["requestId"] as? String else { throw CommandFailure("initiate gave no request id") }
-        guard let offlineCode = try await phone.offlineCode() else { throw CommandFailure("the phone got no offline secret at login") }
 
-        step("Her phone shows its offline code (\(offlineCode), a new one every 30 s, no network needed); she types it on the laptop")
-        _ = try await call("POST", "/api/mobile/auth/reset/phone/verify-code/\(secondID)", ["code": offlineCode])
+        // An offline code is typed into relying services' pages every day: it never resets a password.
+        step("The operator checks who she is and gives her a one-time code for password resets (countersign user bypass-codes \(email) --for-password-reset)")
+        guard let user = try await store.user(email: email) else { throw CommandFailure("no user \(email)") }
+        let bypass = BypassCode.generate()
+        let now = Date()
+        try await store.replaceBypassCodes(
+            userID: user.id, codeHashes: [BypassCode.hash(bypass, userID: user.id, keys: keys)], forPasswordReset: true,
+            expiresAt: now.addingTimeInterval(86400), now: now)
+        print("    bypass code \(BypassCode.display(bypass)), valid once, for a day\n")
+
+        step("She types it on the laptop where the reset waits for her phone")
+        _ = try await call("POST", "/api/mobile/auth/reset/phone/verify-code/\(secondID)", ["code": bypass])
         _ = try await call("GET", "/api/mobile/auth/reset/phone/status/\(secondID)")
         _ = try await call("POST", "/api/mobile/auth/reset/phone/complete/\(secondID)")
         print("Done: that is the whole flow. Run `countersign serve` for a real daemon.")

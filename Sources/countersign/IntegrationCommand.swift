@@ -11,7 +11,7 @@ struct IntegrationCommand: AsyncParsableCommand {
         abstract: "Manage integrations: the relying services that use the approvals API.",
         subcommands: [
             Add.self, List.self, RotateKey.self, SetWebhook.self, RotateWebhookSecret.self, Disable.self, Enable.self, Grant.self,
-            RevokeGrant.self,
+            RevokeGrant.self, PromptAllUsers.self,
         ]
     )
 
@@ -21,6 +21,10 @@ struct IntegrationCommand: AsyncParsableCommand {
         @Argument(help: "A unique name, shown on the phone: letters, digits, space, `_`, `.` or `-`, at most 64.") var name: String
         @Option(help: ArgumentHelp("Where its events are posted (https://, or http:// to a loopback host).", valueName: "url")) var webhookURL:
             String?
+        @Flag(
+            help: ArgumentHelp(
+                "Let it prompt every user with a device (a deployment's single sign-on or VPN); it gives no enrollment, listing or removal."
+            )) var promptAllUsers = false
         @OptionGroup var database: DatabaseOptions
 
         func run() async throws {
@@ -33,14 +37,18 @@ struct IntegrationCommand: AsyncParsableCommand {
             let key = Integration.newAPIKey()
             let secret = webhookURL.map { _ in Integration.newWebhookSecret() }
             let integration = Integration(
-                id: Integration.newID(), name: name, webhookURL: webhookURL, webhookSecret: secret, enabled: true, createdAt: Date())
+                id: Integration.newID(), name: name, webhookURL: webhookURL, webhookSecret: secret, enabled: true, createdAt: Date(),
+                promptsAllUsers: promptAllUsers)
             do {
                 try await store.createIntegration(integration, apiKeyHash: SecureToken.sha256Hex(key))
             } catch IntegrationError.nameTaken {
                 throw CommandFailure("an integration named \(name) already exists")
             }
             try await store.append([
-                AuditEvent(kind: .integrationAdded, detail: "integration \(name)" + (webhookURL.map { " with webhook to \(Self.host($0))" } ?? ""))
+                AuditEvent(
+                    kind: .integrationAdded,
+                    detail: "integration \(name)" + (webhookURL.map { " with webhook to \(Self.host($0))" } ?? "")
+                        + (promptAllUsers ? "; prompts all users" : ""))
             ])
             print("created integration \(name)")
             print("id:             \(integration.id)")
@@ -63,7 +71,9 @@ struct IntegrationCommand: AsyncParsableCommand {
             for integration in integrations {
                 let state = integration.enabled ? "enabled" : "disabled"
                 let webhook = integration.webhookURL.map { "webhook \($0)" } ?? "no webhook"
-                print("\(integration.id)  \(integration.name)  \(state)  \(webhook)  created \(integration.createdAt.formatted(.iso8601))")
+                let reach = integration.promptsAllUsers ? "prompts all users" : "prompts own and granted users"
+                print(
+                    "\(integration.id)  \(integration.name)  \(state)  \(reach)  \(webhook)  created \(integration.createdAt.formatted(.iso8601))")
             }
         }
     }
@@ -204,6 +214,32 @@ struct IntegrationCommand: AsyncParsableCommand {
             }
             try await store.append([AuditEvent(kind: .integrationGrantRevoked, userID: user.id, detail: "integration \(found.name)")])
             print("\(found.name) no longer reaches \(user.email); devices it enrolled stay until removed")
+        }
+    }
+}
+
+extension IntegrationCommand {
+    struct PromptAllUsers: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "prompt-all-users",
+            abstract: "Let an integration prompt every user with a device (on), or only its own and granted users (off).")
+        @Argument(help: "The integration's id or name.") var integration: String
+        @Argument(help: "on or off.") var setting: String
+        @OptionGroup var database: DatabaseOptions
+
+        func validate() throws {
+            guard setting == "on" || setting == "off" else { throw ValidationError("expected on or off, not \(setting)") }
+        }
+
+        func run() async throws {
+            let store = try await database.open()
+            let found = try await find(integration, in: store)
+            let on = setting == "on"
+            guard try await store.setPromptsAllUsers(integrationID: found.id, on: on) else { throw CommandFailure("no integration \(integration)") }
+            try await store.append([
+                AuditEvent(kind: .integrationPromptAllUsers, detail: "integration \(found.name); prompt all users \(setting)")
+            ])
+            print(on ? "\(found.name) may now prompt every user with a device" : "\(found.name) prompts only its own and granted users")
         }
     }
 }

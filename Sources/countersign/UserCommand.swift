@@ -28,6 +28,12 @@ struct UserCommand: AsyncParsableCommand {
                 let user = try await store.createUser(email: email, passwordHash: hash)
                 print("created user \(user.email) (id \(user.id))")
             } catch AccountError.emailTaken {
+                if let owner = try await store.user(email: email)?.ownerIntegrationID {
+                    let name = try await store.integration(id: owner)?.name ?? owner
+                    throw CommandFailure(
+                        "\(email) exists: integration \(name) created it (no password). "
+                            + "`countersign user passwd \(email)` gives it a password and takes the account over from the integration")
+                }
                 throw CommandFailure("a user with email \(email) already exists")
             }
         }
@@ -49,7 +55,8 @@ struct UserCommand: AsyncParsableCommand {
     }
 
     struct Unlock: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "End the prompt silence a fraud report put on a user.")
+        static let configuration = CommandConfiguration(
+            abstract: "End the prompt silence a fraud report put on a user, and the lock of too many wrong codes.")
         @Argument(help: "The user's email.") var email: String
         @OptionGroup var database: DatabaseOptions
 
@@ -57,8 +64,9 @@ struct UserCommand: AsyncParsableCommand {
             let store = try await database.open()
             guard let user = try await store.user(email: email) else { throw CommandFailure("no user with email \(email)") }
             try await store.silencePrompts(userID: user.id, until: nil)
+            _ = try await store.unlockCodes(userID: user.id)
             try await store.append([AuditEvent(kind: .userUnlocked, userID: user.id, detail: "countersign user unlock")])
-            print(user.isSilenced(at: Date()) ? "unlocked \(user.email): prompts resume" : "\(user.email) was not silenced; nothing to do")
+            print("unlocked \(user.email): " + (user.isSilenced(at: Date()) ? "prompts resume; " : "") + "codes are accepted again")
         }
     }
 

@@ -76,6 +76,15 @@ import Testing
             try await broker.initiate(email: OfflineCodeTests.email, newPasswordHash: "new", requester: ApprovalBrokerTests.requester).request
         }
 
+        /// A relying service's approval for the user: what offline codes answer (never a password reset).
+        func approval() async throws -> ApprovalRequest {
+            let prompt = ApprovalPrompt(
+                integrationID: "acme", integrationName: "Acme", userEmail: OfflineCodeTests.email, title: "Sign in?", body: "", context: [:])
+            return try await broker.initiate(
+                for: .user(id: userID), action: ApprovalAction(rawValue: "sign_in")!, newPasswordHash: nil,
+                requester: ApprovalBrokerTests.requester, prompt: prompt, draft: broker.draft())
+        }
+
         func answer(_ code: String, _ request: ApprovalRequest) async throws -> CodeAnswers.Outcome {
             try await codes.answer(
                 AnswerCode(code)!, to: request.id, integrationID: request.integrationID, context: .system, logger: Logger(label: "test"))
@@ -104,7 +113,8 @@ import Testing
                 DeviceRegistration(
                     userID: user.id, name: "phone", platform: "android", push: nil, apiKeyHash: "k", publicKey: nil,
                     mayApproveResets: mayApproveResets, offlineSecret: issued.sealed),
-                maxDevices: 20)
+                maxDevices: 20
+            ).device
             let broker = try await harness.broker()
             let clock = harness.clock
             let codes = CodeAnswers(
@@ -121,7 +131,7 @@ import Testing
     /// (device, step) once; nothing older than the last step used.
     @Test(arguments: Backend.available) func theStepWindowAndReplays(backend: Backend) async throws {
         try await Self.withSetup(backend) { setup in
-            let first = try await setup.reset()
+            let first = try await setup.approval()
             #expect(try await setup.answer(setup.code(-2), first) == .wrong)
             #expect(try await setup.answer(setup.code(2), first) == .wrong)
             guard case .approved(let approved) = try await setup.answer(setup.code(-1), first) else {
@@ -133,7 +143,7 @@ import Testing
             #expect(approved.deviceKeyBound == false)
             #expect(try await setup.harness.store.request(id: first.id)?.via == .offlineCode)
 
-            let second = try await setup.reset()
+            let second = try await setup.approval()
             #expect(try await setup.answer(setup.code(-1), second) == .wrong, "a code used once")
             guard case .approved = try await setup.answer(setup.code(1), second) else {
                 Issue.record("the next step's code was refused")
@@ -141,7 +151,7 @@ import Testing
             }
             // Thirty seconds on, the code of the step that was current is one back, but older than the last one used.
             setup.harness.clock.advance(30)
-            let third = try await setup.reset()
+            let third = try await setup.approval()
             #expect(try await setup.answer(setup.code(-1), third) == .wrong)
             guard case .approved = try await setup.answer(setup.code(1), third) else {
                 Issue.record("a code newer than the last one used was refused")
@@ -152,7 +162,7 @@ import Testing
 
     @Test(arguments: Backend.available) func theFifthWrongCodeDeniesTheRequest(backend: Backend) async throws {
         try await Self.withSetup(backend) { setup in
-            let request = try await setup.reset()
+            let request = try await setup.approval()
             let wrong = setup.code(0) == "000000" ? "000001" : "000000"
             for _ in 1...4 { #expect(try await setup.answer(wrong, request) == .wrong) }
             #expect(try await setup.harness.store.request(id: request.id)?.state == .pending)
@@ -168,7 +178,7 @@ import Testing
     /// Many wrong codes at once still deny exactly once, on the fifth.
     @Test(arguments: Backend.available) func parallelWrongCodesDenyOnce(backend: Backend) async throws {
         try await Self.withSetup(backend) { setup in
-            let request = try await setup.reset()
+            let request = try await setup.approval()
             let wrong = setup.code(0) == "000000" ? "000001" : "000000"
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<12 { group.addTask { _ = try? await setup.answer(wrong, request) } }
@@ -184,7 +194,7 @@ import Testing
         try await Self.withSetup(backend) { setup in
             for round in 0..<6 {
                 setup.harness.clock.advance(30)
-                let request = try await setup.reset()
+                let request = try await setup.approval()
                 let code = setup.code(0)
                 async let typed = Self.result { try await setup.answer(code, request) }
                 async let answered = Self.result {
@@ -223,16 +233,32 @@ import Testing
         }
     }
 
+    /// trust.md, "A code has one purpose": an offline code is typed into relying
+    /// services' pages, so it never approves a password reset, not even from a
+    /// device that may; it still approves the user's other approvals.
+    @Test(arguments: Backend.available) func anOfflineCodeNeverApprovesAPasswordReset(backend: Backend) async throws {
+        try await Self.withSetup(backend) { setup in
+            let reset = try await setup.reset()
+            #expect(setup.device.mayApproveResets)
+            #expect(try await setup.answer(setup.code(0), reset) == .wrong)
+            #expect(try await setup.harness.store.request(id: reset.id)?.state == .pending)
+            guard case .approved = try await setup.answer(setup.code(0), try await setup.approval()) else {
+                Issue.record("the code refused for the reset was spent")
+                return
+            }
+        }
+    }
+
     @Test(arguments: Backend.available) func withKeysRequiredAnUnboundDevicesCodeDoesNotCount(backend: Backend) async throws {
         try await Self.withSetup(backend, deviceKeys: .required) { setup in
-            let reset = try await setup.reset()
+            let reset = try await setup.approval()
             #expect(try await setup.answer(setup.code(0), reset) == .wrong)
         }
     }
 
     @Test(arguments: Backend.available) func withOfflineCodesOffNoCodeCounts(backend: Backend) async throws {
         try await Self.withSetup(backend, enabled: false) { setup in
-            let reset = try await setup.reset()
+            let reset = try await setup.approval()
             #expect(try await setup.answer(setup.code(0), reset) == .wrong)
         }
     }
@@ -267,7 +293,7 @@ import Testing
     /// only if it drew one of the five tries.
     @Test(arguments: Backend.available) func parallelGuessesAreCheckedAtMostFiveTimes(backend: Backend) async throws {
         try await Self.withSetup(backend) { setup in
-            let request = try await setup.reset()
+            let request = try await setup.approval()
             let right = setup.code(0)
             let wrong = right == "000000" ? "000001" : "000000"
             let outcomes = try await withThrowingTaskGroup(of: CodeAnswers.Outcome?.self) { group in

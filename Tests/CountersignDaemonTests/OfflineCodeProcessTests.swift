@@ -69,6 +69,39 @@ import Testing
         return (daemon, database)
     }
 
+    /// acme, a relying service the operator granted ana to: its approvals prompt her phones,
+    /// and the offline codes they show answer them (an offline code never answers a password reset).
+    struct Acme {
+        var base: String
+        var headers: [(String, String)]
+
+        func initiate() async throws -> (id: String, numberCode: String?) {
+            let (status, body) = try await DaemonProcessTests.http(
+                .POST, "\(base)/v1/approvals", json: json(["user": email, "action": "login", "title": "Sign in to Acme"]), headers: headers)
+            #expect(status == 201, "\(body)")
+            return (try #require(body["approvalId"] as? String), body["numberCode"] as? String)
+        }
+
+        func verify(_ id: String, _ code: String) async throws -> (Int, [String: any Sendable]) {
+            try await DaemonProcessTests.http(.POST, "\(base)/v1/approvals/\(id)/verify-code", json: json(["code": code]), headers: headers)
+        }
+
+        func status(_ id: String) async throws -> [String: any Sendable] {
+            try await DaemonProcessTests.http(.GET, "\(base)/v1/approvals/\(id)", headers: headers).1
+        }
+    }
+
+    static func acme(_ base: String, database: String) async throws -> Acme {
+        let integration = try await DaemonProcessTests.command(["integration", "add", "acme", "--database", database])
+        let key = try #require(
+            integration.output.split(separator: "\n").first { $0.hasPrefix("API key:") }.map {
+                $0.dropFirst("API key:".count).trimmingCharacters(in: .whitespaces)
+            }, "\(integration.output)")
+        let granted = try await DaemonProcessTests.command(["integration", "grant", "acme", email, "--database", database])
+        #expect(granted.status == 0, "\(granted.output)")
+        return Acme(base: base, headers: [("Authorization", "Bearer \(key)")])
+    }
+
     static func login(_ base: String, name: String = "Ana's phone") async throws -> (body: [String: any Sendable], phone: Phone?) {
         let (status, body) = try await DaemonProcessTests.http(
             .POST, "\(base)/api/mobile/auth/login",
@@ -111,11 +144,12 @@ import Testing
         return output.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    @Test func aPhoneResetIsApprovedWithTheCodeThePhoneShowsOffline() async throws {
+    @Test func anApprovalIsAnsweredWithTheCodeThePhoneShowsOfflineNeverAReset() async throws {
         try await MailDeliveryProcessTests.withFolder { folder in
             let (daemon, database) = try await Self.start(folder)
             defer { daemon.stop() }
             let base = daemon.base
+            let acme = try await Self.acme(base, database: database)
 
             // The login answer carries the secret once, and a URI an authenticator reads to the same codes.
             let (_, signedIn) = try await Self.login(base)
@@ -126,49 +160,52 @@ import Testing
             #expect(try await Self.pyotp(uri: phone.uri, time: 1_800_000_000) == (try phone.code(step: 1_800_000_000 / 30)))
 
             // Input that is not a code: 400 naming the field, and the request is untouched (no wrong code counted).
-            let (id, _) = try await Self.initiate(base)
+            let (id, _) = try await acme.initiate()
             for bad in ["12a456", "12345", "1234567", "", String(repeating: "9", count: 10_000), "１２３４５６"] {
-                let (status, body) = try await Self.verify(base, id, bad)
+                let (status, body) = try await acme.verify(id, bad)
                 #expect(status == 400, "\(bad.prefix(12))")
                 #expect(body["error"] as? String == "invalid_request")
                 #expect((body["message"] as? String)?.contains("`code`") == true, "\(body)")
             }
             let (notString, _) = try await DaemonProcessTests.http(
-                .POST, "\(base)/api/mobile/auth/reset/phone/verify-code/\(id)", json: #"{"code": 123456}"#)
+                .POST, "\(base)/v1/approvals/\(id)/verify-code", json: #"{"code": 123456}"#, headers: acme.headers)
             #expect(notString == 400)
-            #expect(try await Self.status(base, id)["status"] as? String == "pending")
+            #expect(try await acme.status(id)["status"] as? String == "pending")
 
             // A wrong code: one message, still pending. A code two steps old: the same.
-            let right = try phone.codeNow()
-            let wrong = right == "000000" ? "000001" : "000000"
-            let (refused, refusal) = try await Self.verify(base, id, wrong)
+            let wrong = try phone.codeNow() == "000000" ? "000001" : "000000"
+            let (refused, refusal) = try await acme.verify(id, wrong)
             #expect(refused == 400)
             #expect(refusal["error"] as? String == "invalid_code")
             #expect(refusal["message"] as? String == "That code is not valid.")
-            let (old, _) = try await Self.verify(base, id, try phone.code(step: Self.stepNow() - 2))
+            let (old, _) = try await acme.verify(id, try phone.code(step: Self.stepNow() - 2))
             #expect(old == 400)
-            #expect(try await Self.status(base, id)["status"] as? String == "pending")
+            #expect(try await acme.status(id)["status"] as? String == "pending")
+
+            // The code ana types into acme's page never resets her password: on the reset route it is a wrong code.
+            let right = try phone.codeNow()
+            let (reset, _) = try await Self.initiate(base)
+            let (notForResets, resetRefusal) = try await Self.verify(base, reset, right)
+            #expect(notForResets == 400)
+            #expect(resetRefusal["error"] as? String == "invalid_code")
+            #expect(try await Self.status(base, reset)["status"] as? String == "pending")
 
             // The right code approves, as the phone would have; the requester completes as usual.
-            let (approved, answer) = try await Self.verify(base, id, right)
+            let (approved, answer) = try await acme.verify(id, right)
             #expect(approved == 200, "\(answer)")
-            #expect(answer["requestId"] as? String == id)
+            #expect(answer["approvalId"] as? String == id)
             #expect(answer["status"] as? String == "approved")
-            let status = try await Self.status(base, id)
+            let status = try await acme.status(id)
             #expect(status["status"] as? String == "approved")
             #expect(status["via"] as? String == "offline_code")
-            let (completed, _) = try await DaemonProcessTests.http(.POST, "\(base)/api/mobile/auth/reset/phone/complete/\(id)")
+            let (completed, _) = try await DaemonProcessTests.http(.POST, "\(base)/v1/approvals/\(id)/complete", headers: acme.headers)
             #expect(completed == 200)
-            let (newPassword, _) = try await DaemonProcessTests.http(
-                .POST, "\(base)/api/mobile/auth/login",
-                json: Self.json(["email": Self.email, "password": "staple orbit lantern", "deviceName": "Laptop", "platform": "web"]))
-            #expect(newPassword == 200)
 
             // The same code again, on a new request: used once only.
-            let (next, _) = try await Self.initiate(base)
-            let (replayed, _) = try await Self.verify(base, next, right)
+            let (next, _) = try await acme.initiate()
+            let (replayed, _) = try await acme.verify(next, right)
             #expect(replayed == 400)
-            #expect(try await Self.status(base, next)["status"] as? String == "pending")
+            #expect(try await acme.status(next)["status"] as? String == "pending")
 
             // The trail names the path, and the device; the answer carried no signature.
             let approvals = try await TrustProcessTests.audit(database, kind: "approved") { !$0.isEmpty }
@@ -189,9 +226,10 @@ import Testing
 
     @Test func aKeyRefreshReplacesTheSecretAndVoidsTheOldOnesCodes() async throws {
         try await MailDeliveryProcessTests.withFolder { folder in
-            let (daemon, _) = try await Self.start(folder)
+            let (daemon, database) = try await Self.start(folder)
             defer { daemon.stop() }
             let base = daemon.base
+            let acme = try await Self.acme(base, database: database)
             let phone = try #require(try await Self.login(base).phone)
             let (refreshed, body) = try await DaemonProcessTests.http(
                 .POST, "\(base)/api/mobile/auth/refresh-key", json: Self.json(["password": Self.password]),
@@ -200,45 +238,46 @@ import Testing
             let secret = try #require((body["offline"] as? [String: any Sendable])?["secret"] as? String)
             #expect(secret != phone.secret)
 
-            let (id, _) = try await Self.initiate(base)
-            let (old, _) = try await Self.verify(base, id, try phone.codeNow())
+            let (id, _) = try await acme.initiate()
+            let (old, _) = try await acme.verify(id, try phone.codeNow())
             #expect(old == 400)
-            let (renewed, _) = try await Self.verify(base, id, try Self.code(secret: secret, step: Self.stepNow()))
+            let (renewed, _) = try await acme.verify(id, try Self.code(secret: secret, step: Self.stepNow()))
             #expect(renewed == 200)
         }
     }
 
-    @Test func theFifthWrongCodeDeniesAndWrongCodesPerAddressAreLimited() async throws {
+    @Test func theFifthWrongCodeDeniesAndWrongCodesPerUserAreLimited() async throws {
         try await MailDeliveryProcessTests.withFolder { folder in
-            let (daemon, database) = try await Self.start(folder, extra: ["--rate-limit", "verifyCodePerIP=7/900"])
+            let (daemon, database) = try await Self.start(folder, extra: ["--rate-limit", "verifyCodePerUser=7/900"])
             defer { daemon.stop() }
             let base = daemon.base
+            let acme = try await Self.acme(base, database: database)
             let phone = try #require(try await Self.login(base).phone)
             let right = try phone.codeNow()
             let wrong = right == "000000" ? "000001" : "000000"
 
-            let (id, _) = try await Self.initiate(base)
+            let (id, _) = try await acme.initiate()
             for attempt in 1...5 {
-                let (status, body) = try await Self.verify(base, id, wrong)
+                let (status, body) = try await acme.verify(id, wrong)
                 #expect(status == 400, "attempt \(attempt)")
                 #expect(body["error"] as? String == "invalid_code")
             }
-            #expect(try await Self.status(base, id)["status"] as? String == "denied")
+            #expect(try await acme.status(id)["status"] as? String == "denied")
             // Denied is final: the right code no longer approves.
-            let (after, body) = try await Self.verify(base, id, right)
+            let (after, body) = try await acme.verify(id, right)
             #expect(after == 409, "\(body)")
             let exhausted = try await TrustProcessTests.audit(database, kind: "offline_code_exhausted") { !$0.isEmpty }
             #expect(exhausted.count == 1)
 
-            // Seven wrong codes per address in the window: the 8th is refused before it is checked.
-            let (next, _) = try await Self.initiate(base)
+            // Seven wrong codes per (integration, user) in the window: the 8th is refused before it is checked.
+            let (next, _) = try await acme.initiate()
             for _ in 1...2 {
-                let (status, _) = try await Self.verify(base, next, wrong)
+                let (status, _) = try await acme.verify(next, wrong)
                 #expect(status == 400)
             }
-            let (limited, refusal) = try await Self.verify(base, next, wrong)
+            let (limited, refusal) = try await acme.verify(next, wrong)
             #expect(limited == 429, "\(refusal)")
-            #expect(try await Self.status(base, next)["status"] as? String == "pending")
+            #expect(try await acme.status(next)["status"] as? String == "pending")
         }
     }
 
@@ -246,23 +285,24 @@ import Testing
     /// the request ends as the winner said.
     @Test func anOfflineCodeAndTheDevicesAnswerRaceToOneWinner() async throws {
         try await MailDeliveryProcessTests.withFolder { folder in
-            let (daemon, _) = try await Self.start(
+            let (daemon, database) = try await Self.start(
                 folder, extra: ["--rate-limit", "resetInitiatePerEmail=100/900", "--rate-limit", "resetInitiatePerIP=100/900"])
             defer { daemon.stop() }
             let base = daemon.base
+            let acme = try await Self.acme(base, database: database)
             let phone = try #require(try await Self.login(base).phone)
             // Each round on a fresh step would need 30 s: other devices' codes are as good, one per round.
             var phones = [phone]
             for round in 1..<4 { phones.append(try #require(try await Self.login(base, name: "phone \(round)").phone)) }
             for round in phones.indices {
-                let (id, _) = try await Self.initiate(base)
+                let (id, _) = try await acme.initiate()
                 let code = try phones[round].codeNow()
-                async let typed = Self.verify(base, id, code)
+                async let typed = acme.verify(id, code)
                 async let denied = DaemonProcessTests.http(
                     .POST, "\(base)/api/mobile/approvals/\(id)/respond", json: Self.json(["decision": "deny"]),
                     headers: [("X-API-Key", phone.apiKey)])
                 let (byCode, byDevice) = try await (typed, denied)
-                let final = try await Self.status(base, id)["status"] as? String
+                let final = try await acme.status(id)["status"] as? String
                 #expect([byCode.0, byDevice.0].filter { $0 == 200 }.count == 1, "round \(round): \(byCode) \(byDevice)")
                 #expect([byCode.0, byDevice.0].contains(409), "round \(round): the loser hears the winner's state")
                 #expect(final == (byCode.0 == 200 ? "approved" : "denied"), "round \(round)")
@@ -388,11 +428,12 @@ import Testing
             let daemon = try await RunningDaemon.start(
                 ["--database", database, "--offline-codes", "off"], log: folder.appendingPathComponent("daemon.log"))
             defer { daemon.stop() }
+            let acme = try await Self.acme(daemon.base, database: database)
             let (body, none) = try await Self.login(daemon.base, name: "second phone")
             #expect(none == nil)
             #expect(body["offline"] == nil)
-            let (id, _) = try await Self.initiate(daemon.base)
-            let (refused, _) = try await Self.verify(daemon.base, id, try phone.codeNow())
+            let (id, _) = try await acme.initiate()
+            let (refused, _) = try await acme.verify(id, try phone.codeNow())
             #expect(refused == 400)
         }
     }
@@ -400,9 +441,10 @@ import Testing
     /// `countersign device simulate --offline-code` shows what an offline phone would, and that code approves.
     @Test func theSimulatedDevicesOfflineCodeApproves() async throws {
         try await MailDeliveryProcessTests.withFolder { folder in
-            let (daemon, _) = try await Self.start(folder)
+            let (daemon, database) = try await Self.start(folder)
             defer { daemon.stop() }
-            let (id, _) = try await Self.initiate(daemon.base)
+            let acme = try await Self.acme(daemon.base, database: database)
+            let (id, _) = try await acme.initiate()
             let (status, output) = try await DeviceSimulateTests.run(
                 [
                     "device", "simulate", "--url", daemon.base, "--email", Self.email, "--offline-code", "--seconds", "1", "--key-file",
@@ -410,18 +452,18 @@ import Testing
                 ], input: "\(Self.password)\n")
             #expect(status == 0, "\(output)")
             let shown = try #require(output.firstMatch(of: /offline code: ([0-9]{6})/)?.1, "\(output)")
-            let (approved, body) = try await Self.verify(daemon.base, id, String(shown))
+            let (approved, body) = try await acme.verify(id, String(shown))
             #expect(approved == 200, "\(body)")
-            #expect(try await Self.status(daemon.base, id)["via"] as? String == "offline_code")
+            #expect(try await acme.status(id)["via"] as? String == "offline_code")
         }
     }
 
-    /// The demo walks through a reset answered on the phone, then one answered by its offline code.
-    @Test func theDemoShowsAnApprovalByOfflineCode() async throws {
+    /// The demo walks through a reset answered on the phone, then one answered by an operator's bypass code.
+    @Test func theDemoShowsAResetApprovedByABypassCode() async throws {
         let (status, output) = try await DaemonProcessTests.command(["demo", "--bcrypt-cost", "4"])
         #expect(status == 0, "\(output)")
         #expect(output.contains(#""status":"approved","via":"push""#), "\(output)")
-        #expect(output.contains(#""status":"approved","via":"offline_code""#), "\(output)")
+        #expect(output.contains(#""status":"approved","via":"bypass_code""#), "\(output)")
         #expect(output.hasSuffix("Run `countersign serve` for a real daemon.\n"))
         #expect(output.firstMatch(of: /[A-Z2-7]{32}/) == nil, "the demo prints no offline secret")
         #expect(!output.contains("otpauth://totp/Countersign:"))

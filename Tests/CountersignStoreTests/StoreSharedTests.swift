@@ -199,12 +199,17 @@ extension StoreTests {
                     userID: user.id, name: "third", platform: "ios", push: .fcm("tok-3"), apiKeyHash: "k3", publicKey: nil, mayApproveResets: true),
                 maxDevices: 2)
         }
-        // The same phone again replaces its device: no new one, so no refusal.
+        // The same push address again replaces its device (signed out, a new one made): still two, so no refusal.
+        let held = try #require(try await store.devices(userID: user.id).first { $0.push == .fcm("tok-0") })
         let again = try await store.registerDevice(
             DeviceRegistration(
                 userID: user.id, name: "p0 again", platform: "ios", push: .fcm("tok-0"), apiKeyHash: "k0b", publicKey: nil, mayApproveResets: true),
             maxDevices: 2)
-        #expect(again.name == "p0 again")
+        #expect(again.device.name == "p0 again")
+        #expect(again.device.id != held.id)
+        #expect(again.replaced?.id == held.id)
+        #expect(try await store.device(id: held.id) == nil)
+        #expect(try await store.device(apiKeyHash: "k0") == nil, "the replaced device's key is refused")
         try await store.createEnrollment(codeHash: "code", userID: user.id, integrationID: "int_1", createdAt: now, expiresAt: now + 600)
         await #expect(throws: AccountError.tooManyDevices) { try await Self.enroll(store, "code", now: now, token: "tok-9", maxDevices: 2) }
         #expect(try await store.devices(userID: user.id).count == 2)
@@ -458,7 +463,8 @@ extension StoreTests {
             DeviceRegistration(
                 userID: user.id, name: "phone", platform: "ios", push: nil, apiKeyHash: "k1", publicKey: nil, mayApproveResets: true,
                 offlineSecret: Data([1, 2, 3])),
-            maxDevices: 20)
+            maxDevices: 20
+        ).device
         #expect(try await store.devices(userID: user.id).first?.offlineSecret == Data([1, 2, 3]))
         let sealed = Data([1, 2, 3])
         #expect(try await store.useOfflineStep(deviceID: device.id, step: 100, sealed: sealed, resetRight: true))
@@ -538,13 +544,14 @@ extension StoreTests {
         let bobs = try await store.registerDevice(userID: bob.id, name: "Pixel", platform: "android", push: web, apiKeyHash: "k3", publicKey: nil)
         #expect(bobs.push == nil)
         #expect(try await store.device(id: pixel.id)?.push == web)
-        // The same endpoint again for Ana replaces that device, with the keys it brings now.
+        // The same endpoint again for Ana replaces that device (a new one, the old one signed out), with the keys it brings now.
         var renewed = web
         renewed.webPushAuth = Data(repeating: 2, count: 16)
         let again = try await store.registerDevice(
             userID: ana.id, name: "Pixel 9", platform: "android", push: renewed, apiKeyHash: "k4", publicKey: nil)
-        #expect(again.id == pixel.id)
-        #expect(try await store.device(id: pixel.id)?.push == renewed)
+        #expect(again.id != pixel.id)
+        #expect(try await store.device(id: pixel.id) == nil)
+        #expect(try await store.device(id: again.id)?.push == renewed)
         // A dead endpoint is disabled only while the device still holds it.
         try await store.disablePush(deviceID: phone.id, token: "someone else's")
         #expect(try await store.device(id: phone.id)?.pushEnabled == true)

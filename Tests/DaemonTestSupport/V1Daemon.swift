@@ -13,11 +13,14 @@ enum V1Fixture {
 
 extension TestDaemon {
     /// Creates an integration as `countersign integration add` does; returns its id, API key and webhook secret.
-    func addIntegration(_ name: String, webhookURL: String? = nil) async throws -> (id: String, key: String, secret: String?) {
+    func addIntegration(
+        _ name: String, webhookURL: String? = nil, promptsAllUsers: Bool = false
+    ) async throws -> (id: String, key: String, secret: String?) {
         let key = Integration.newAPIKey()
         let secret = webhookURL.map { _ in Integration.newWebhookSecret() }
         let integration = Integration(
-            id: Integration.newID(), name: name, webhookURL: webhookURL, webhookSecret: secret, enabled: true, createdAt: Date())
+            id: Integration.newID(), name: name, webhookURL: webhookURL, webhookSecret: secret, enabled: true, createdAt: Date(),
+            promptsAllUsers: promptsAllUsers)
         try await server.store.createIntegration(integration, apiKeyHash: SecureToken.sha256Hex(key))
         return (integration.id, key, secret)
     }

@@ -105,19 +105,6 @@ extension Device {
             offlineSecret: registration.offlineSecret)
     }
 
-    /// The same phone registered again for its user: it keeps its id and takes the
-    /// registration's name, platform, address, key, right to approve resets and offline secret.
-    public func reregistered(_ registration: DeviceRegistration, push: PushAddress) -> Device {
-        var device = self
-        device.name = registration.name
-        device.platform = registration.platform
-        device.push = push
-        device.pushEnabled = true
-        device.publicKey = registration.publicKey
-        device.mayApproveResets = registration.mayApproveResets
-        device.offlineSecret = registration.offlineSecret
-        return device
-    }
 
     /// Whether a request now should record it as seen: at most once per ``lastSeenResolution``,
     /// so that most requests stay reads.

@@ -9,13 +9,18 @@ public struct User: Sendable, Equatable {
     public var createdAt: Date
     /// After a fraud report: until then, this user's requests prompt no device.
     public var silencedUntil: Date?
+    /// The integration that created this user (no password); `nil` for a password user.
+    public var ownerIntegrationID: String?
 
-    public init(id: String, email: String, passwordHash: String, createdAt: Date, silencedUntil: Date? = nil) {
+    public init(
+        id: String, email: String, passwordHash: String, createdAt: Date, silencedUntil: Date? = nil, ownerIntegrationID: String? = nil
+    ) {
         self.id = id
         self.email = email
         self.passwordHash = passwordHash
         self.createdAt = createdAt
         self.silencedUntil = silencedUntil
+        self.ownerIntegrationID = ownerIntegrationID
     }
 
     /// The bcrypt hash to check a password against: `nil` for a user an

@@ -55,4 +55,14 @@ public enum AuditKind: String, Sendable, CaseIterable, Codable {
     case bypassCodesIssued = "bypass_codes_issued"
     case bypassCodeUsed = "bypass_code_used"
     case bypassCodesRevoked = "bypass_codes_revoked"
+    /// A user's wrong codes reached the daily bound: every code is refused until the window ends or `user unlock`.
+    case codesLocked = "codes_locked"
+    /// A password was set for a user an integration created: it is that integration's no more.
+    case ownershipEnded = "ownership_ended"
+    /// A login brought the push address a device held: that device was signed out, a new one made.
+    case deviceReplaced = "device_replaced"
+    /// `POST /v1/users` named an email the integration cannot reach.
+    case emailUnavailable = "email_unavailable"
+    /// The operator let an integration prompt every user, or took that back.
+    case integrationPromptAllUsers = "integration_prompt_all_users"
 }

@@ -16,11 +16,15 @@ public struct Integration: Sendable, Equatable {
     /// The secret before the last `rotate-webhook-secret`, which signs too until `previousWebhookSecretUntil`.
     public var previousWebhookSecret: String?
     public var previousWebhookSecretUntil: Date?
+    /// The operator let it prompt every user with a device (`--prompt-all-users`): a
+    /// deployment's single sign-on or VPN. It gives no enrollment, listing or removal.
+    public var promptsAllUsers: Bool
 
     public init(
         id: String, name: String, webhookURL: String?, webhookSecret: String?, enabled: Bool, createdAt: Date,
-        previousWebhookSecret: String? = nil, previousWebhookSecretUntil: Date? = nil
+        previousWebhookSecret: String? = nil, previousWebhookSecretUntil: Date? = nil, promptsAllUsers: Bool = false
     ) {
+        self.promptsAllUsers = promptsAllUsers
         self.id = id
         self.name = name
         self.webhookURL = webhookURL

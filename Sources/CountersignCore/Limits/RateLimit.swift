@@ -30,6 +30,12 @@ public enum RateLimitName: String, Sendable, CaseIterable {
     case approvalsPerUserAllIntegrations
     case deviceKeyChangesPerDevice
     case verifyCodePerIP
+    /// Wrong codes on `/v1/approvals/{id}/verify-code`, per (integration, user).
+    case verifyCodePerUser
+    /// Wrong codes of one user across every route and address; kept in the database, cleared by `user unlock`.
+    case wrongCodesPerUserPerDay
+    /// `POST /v1/users` per integration (each may reveal that an email is taken).
+    case userCreatesPerIntegration
 
     public var defaultLimit: RateLimit {
         switch self {
@@ -50,6 +56,9 @@ public enum RateLimitName: String, Sendable, CaseIterable {
         case .approvalsPerUserAllIntegrations: RateLimit(count: 30, window: 60)
         case .deviceKeyChangesPerDevice: RateLimit(count: 5, window: 3600)
         case .verifyCodePerIP: RateLimit(count: 10, window: 900)
+        case .verifyCodePerUser: RateLimit(count: 10, window: 900)
+        case .wrongCodesPerUserPerDay: RateLimit(count: 30, window: 86400)
+        case .userCreatesPerIntegration: RateLimit(count: 60, window: 60)
         }
     }
 }

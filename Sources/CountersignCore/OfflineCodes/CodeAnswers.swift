@@ -13,6 +13,10 @@ public struct CodeAnswers: Sendable {
     let secrets: OfflineSecrets
     let deviceKeys: DeviceKeyPolicy
     let audit: AuditLog
+    /// Wrong codes a user may type across every route and address (`wrongCodesPerUserPerDay`).
+    let userBound: RateLimit
+    /// Where the user's devices are told that their codes are locked; `nil`: nobody is told.
+    let pushQueue: PushQueue?
     let now: @Sendable () -> Date
 
     /// Wrong codes one request takes; the last of them denies it.
@@ -20,6 +24,7 @@ public struct CodeAnswers: Sendable {
 
     public init(
         broker: ApprovalBroker, store: any OfflineCodeStore, secrets: OfflineSecrets, deviceKeys: DeviceKeyPolicy, audit: AuditLog,
+        userBound: RateLimit = RateLimitName.wrongCodesPerUserPerDay.defaultLimit, pushQueue: PushQueue? = nil,
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.broker = broker
@@ -27,7 +32,21 @@ public struct CodeAnswers: Sendable {
         self.secrets = secrets
         self.deviceKeys = deviceKeys
         self.audit = audit
+        self.userBound = userBound
+        self.pushQueue = pushQueue
         self.now = now
+    }
+
+    /// The user typed as many wrong codes as the day allows: every code for them is
+    /// refused until `until`, or until the operator runs `countersign user unlock`.
+    public struct Locked: Error, Equatable {
+        public var until: Date
+    }
+
+    /// The request whose code is typed, as it is before the code is looked at: who it is for.
+    public func request(_ id: String, integrationID: String?) async throws -> ApprovalRequest {
+        guard let request = try await broker.status(of: id, integrationID: integrationID) else { throw BrokerError.notFound }
+        return request
     }
 
     public enum Outcome: Sendable, Equatable {
@@ -44,10 +63,58 @@ public struct CodeAnswers: Sendable {
     /// however many guesses arrive at once, at most ``wrongCodesAllowed`` are
     /// ever checked, and the one that takes the last try denies the request if
     /// it is wrong.
+    ///
+    /// Before any of that, the try is counted against the user's bound across
+    /// routes (``userBound``): a user who used it up is ``Locked``, whatever the
+    /// code; a right code (or one never checked) gives its try back, and the
+    /// wrong code that uses the bound up tells the user's devices, once.
     public func answer(
         _ code: AnswerCode, to id: String, integrationID: String?, context: AuditContext, logger: Logger
     ) async throws -> Outcome {
-        guard let request = try await broker.status(of: id, integrationID: integrationID) else { throw BrokerError.notFound }
+        let request = try await request(id, integrationID: integrationID)
+        guard let userID = request.userID else {
+            return try await answer(code, to: request, integrationID: integrationID, context: context, logger: logger)
+        }
+        let taken: Int
+        switch try await store.takeUserCodeTry(userID: userID, limit: userBound.count, window: userBound.window, now: now()) {
+        case .taken(let count): taken = count
+        case .locked(let until):
+            logger.notice("code refused: the user's codes are locked", metadata: ["request": "\(request.logReference)"])
+            throw Locked(until: until)
+        case .noUser:
+            return try await answer(code, to: request, integrationID: integrationID, context: context, logger: logger)
+        }
+        let outcome: Outcome
+        do {
+            outcome = try await answer(code, to: request, integrationID: integrationID, context: context, logger: logger)
+        } catch {
+            try? await store.giveBackUserCodeTry(userID: userID)
+            throw error
+        }
+        switch outcome {
+        case .approved: try await store.giveBackUserCodeTry(userID: userID)
+        case .wrong where taken == userBound.count: lockedNow(userID: userID, request: request, context: context, logger: logger)
+        case .wrong: break
+        }
+        return outcome
+    }
+
+    /// The wrong code that used up the user's bound: audited, and the user's devices told (once per window).
+    private func lockedNow(userID: String, request: ApprovalRequest, context: AuditContext, logger: Logger) {
+        logger.warning("a user's codes are locked: too many wrong codes", metadata: ["user": "\(userID)"])
+        audit.record(
+            AuditEvent(
+                at: now(), kind: .codesLocked, userID: userID, requestRef: request.logReference, context: context,
+                detail: "\(userBound.count) wrong codes in \(Int(userBound.window)) s; `countersign user unlock` ends it"))
+        if pushQueue?.enqueue(.codesLocked(userID: userID)) != nil {
+            logger.warning("push queue full: dropped the oldest notice")
+        }
+    }
+
+    private func answer(
+        _ code: AnswerCode, to request: ApprovalRequest, integrationID: String?, context: AuditContext, logger: Logger
+    ) async throws -> Outcome {
+        let id = request.id
         switch request.state {
         case .pending: break
         case .expired: throw BrokerError.refused(.expired)
@@ -113,7 +180,8 @@ public struct CodeAnswers: Sendable {
         let userID = request.userID ?? "nobody:" + request.subject
         switch code {
         case .offline(let typed):
-            guard secrets.enabled else { return nil }
+            // A code a user types into relying services' pages never approves a password reset (trust.md).
+            guard secrets.enabled, request.action != .passwordReset else { return nil }
             let devices = try await store.devices(userID: userID).filter { Self.mayAnswer($0, request, deviceKeys: deviceKeys) }
             let current = TOTP.step(at: now())
             // Every device and every accepted step is computed and compared, whatever

@@ -20,12 +20,14 @@ public protocol DeviceDirectory: Sendable {
 public protocol DeviceAccountStore: DeviceDirectory {
     func user(email: String) async throws -> User?
     func user(id: String) async throws -> User?
-    /// Registers a device. A push token equal to one of the user's devices
-    /// replaces that device (its old key stops working); a push token that a
-    /// device of another user holds is not taken: the new device is pull only.
-    /// The device gets `publicKey` (or none), also when it replaces one of the same push token.
+    /// Registers a new device (a new id). A login whose push token one of the
+    /// user's devices holds replaces that device: it is signed out (its API key
+    /// and key stop working) in the same transaction, and named in the answer;
+    /// a device's identity is never taken over. An enrollment with such a token
+    /// is pull only. A push token that a device of another user holds is not
+    /// taken: the new device is pull only.
     /// A new device beyond `maxDevices` of the user throws ``AccountError/tooManyDevices``, creating nothing.
-    func registerDevice(_ registration: DeviceRegistration, maxDevices: Int) async throws -> Device
+    func registerDevice(_ registration: DeviceRegistration, maxDevices: Int) async throws -> RegisteredDevice
     /// Sets or replaces the key a device signs its answers with, if its key is
     /// still `current` (what the proofs were checked against): `false` when it changed meanwhile.
     func setDeviceKey(deviceID: String, key: DeviceKey, replacing current: DeviceKey?) async throws -> Bool
@@ -84,7 +86,20 @@ extension DeviceAccountStore {
             DeviceRegistration(
                 userID: userID, name: name, platform: platform, push: push, apiKeyHash: apiKeyHash, publicKey: publicKey,
                 mayApproveResets: true),
-            maxDevices: .max)
+            maxDevices: .max
+        ).device
+    }
+}
+
+/// A device just registered, and the device it replaced (signed out in the same transaction), if any.
+public struct RegisteredDevice: Sendable, Equatable {
+    public var device: Device
+    /// The user's device that held the push address the login brought.
+    public var replaced: Device?
+
+    public init(device: Device, replaced: Device? = nil) {
+        self.device = device
+        self.replaced = replaced
     }
 }
 

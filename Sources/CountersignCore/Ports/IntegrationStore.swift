@@ -25,6 +25,12 @@ public protocol IntegrationStore: Sendable {
     func ensureUser(email: String, integrationID: String) async throws -> (user: User, created: Bool)
     /// The user if the integration created it or the operator granted it to the integration.
     func user(email: String, reachableBy integrationID: String) async throws -> User?
+    /// The user named `email`, and whether the integration reaches it (created it, or was granted it).
+    func user(email: String, promptableBy integrationID: String) async throws -> (user: User, reached: Bool)?
+    /// Whether the integration may still prompt user `userID`: own, granted, or (`all`) any user with a device.
+    func integration(_ integrationID: String, reaches userID: String, all: Bool) async throws -> Bool
+    /// `--prompt-all-users` on or off; `false` for an unknown id.
+    func setPromptsAllUsers(integrationID: String, on: Bool) async throws -> Bool
     /// The user if the integration created it (a grant lets it enroll and list, not remove).
     func user(email: String, ownedBy integrationID: String) async throws -> User?
     /// Lets an integration enroll and list devices for a user it did not create; `false` if it already could.

@@ -16,6 +16,14 @@ public protocol OfflineCodeStore: Sendable {
     /// the code is checked: the number of this try (1 for the first), or `nil`
     /// when the request is not pending or has no try left (`limit` taken).
     func takeCodeTry(requestID: String, limit: Int) async throws -> Int?
+    /// Takes one of the wrong codes a user may type per `window` across every
+    /// route and address, before the code is checked: this try's number in the
+    /// window, or when the user has none left, when the window ends.
+    func takeUserCodeTry(userID: String, limit: Int, window: TimeInterval, now: Date) async throws -> UserCodeTry
+    /// Gives back a try ``takeUserCodeTry(userID:limit:window:now:)`` took, for a right code or one never checked.
+    func giveBackUserCodeTry(userID: String) async throws
+    /// Forgets the user's wrong codes (`countersign user unlock`); `false` for an unknown user.
+    func unlockCodes(userID: String) async throws -> Bool
     /// Uses the user's bypass code stored under `codeHash`, if it is unused and
     /// valid at `now` (and issued for password resets, when `passwordReset`):
     /// `true` for the one caller that used it.

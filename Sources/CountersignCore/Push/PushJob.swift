@@ -10,12 +10,14 @@ public enum PushJob: Sendable, Equatable {
     case resolved(requestID: String, userID: String, status: ApprovalState)
     /// A device joined the user: tell every other device (no secret, not the new one's key or token).
     case deviceAdded(userID: String, deviceID: String, deviceName: String, platform: String, at: Date)
+    /// The user typed too many wrong codes today: every code is refused until the window ends or the operator unlocks.
+    case codesLocked(userID: String)
 
     /// The request, named as logs and the audit trail name it.
     public var requestRef: String? {
         switch self {
         case .prompt(let id, _, _, _, _, _), .resolved(let id, _, _): ApprovalRequest.logReference(of: id)
-        case .deviceAdded: nil
+        case .deviceAdded, .codesLocked: nil
         }
     }
 
@@ -31,13 +33,14 @@ public enum PushJob: Sendable, Equatable {
         case .prompt: "approval_request"
         case .resolved: "approval_resolved"
         case .deviceAdded: "device_added"
+        case .codesLocked: "codes_locked"
         }
     }
 
     /// Whose devices get the message.
     public var userID: String {
         switch self {
-        case .prompt(_, let userID, _, _, _, _), .resolved(_, let userID, _), .deviceAdded(let userID, _, _, _, _): userID
+        case .prompt(_, let userID, _, _, _, _), .resolved(_, let userID, _), .deviceAdded(let userID, _, _, _, _), .codesLocked(let userID): userID
         }
     }
 }

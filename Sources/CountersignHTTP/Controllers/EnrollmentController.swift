@@ -32,8 +32,8 @@ struct EnrollmentController: Sendable {
     @Sendable func enroll(_ request: Request, context: AppRequestContext) async throws -> MobileAuthController.LoginAnswer {
         let body = try await request.decodeJSON(as: EnrollBody.self, context: context)
         let typed = body.enrollmentCode
-        let deviceName = try Field.text(body.deviceName, "deviceName", maxBytes: 100)
-        let platform = try Field.text(body.platform, "platform", maxBytes: 32)
+        let deviceName = try Field.name(body.deviceName, "deviceName", maxBytes: 100)
+        let platform = try Field.name(body.platform, "platform", maxBytes: 32)
         let push = try Field.pushAddress(push: body.push, fcmToken: body.fcmToken, policy: pushEndpoints)
         // With device keys off, a key sent is ignored, not checked.
         let key = deviceKeys == .off ? nil : try body.publicKey.map { try Field.deviceKey($0, "publicKey") }

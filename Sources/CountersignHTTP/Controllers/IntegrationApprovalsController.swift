@@ -113,8 +113,13 @@ struct IntegrationApprovalsController: Sendable {
         try await abuse.hit(
             .approvalsPerIntegration, integration.id, "Too many approvals created by this integration. Please slow down.", context: context,
             request: request)
-        guard let user = try await store.user(email: checked.user) else { throw APIError.userNotFound }
-        guard !(try await store.devices(userID: user.id)).isEmpty else { throw APIError.notEnrolled }
+        // Only a user the integration reaches: its own, granted to it, or (if the operator let it prompt
+        // everyone) any user with a device. Anyone else, existing, device-less or not, is the same 404:
+        // "has no device" (422) is told only of a user the integration reaches anyway.
+        guard let found = try await store.user(email: checked.user, promptableBy: integration.id) else { throw APIError.userNotFound }
+        let (user, reached) = found
+        guard reached || integration.promptsAllUsers else { throw APIError.userNotFound }
+        guard !(try await store.devices(userID: user.id)).isEmpty else { throw reached ? APIError.notEnrolled : APIError.userNotFound }
         // Per relying service and user, then a looser bound on the user's sum: one
         // integration cannot use up the budget of another for the same person.
         try await abuse.hit(
@@ -190,9 +195,27 @@ struct IntegrationApprovalsController: Sendable {
         @NullWhenAbsent var via: String?
     }
 
+    /// Approval `id` of `integration`, if its user is one the integration still reaches
+    /// (a password given to its user, a grant revoked, `--prompt-all-users` turned off
+    /// end its reach); else not found, as any other integration's approval is.
+    func reachable(_ id: String, integration: Integration) async throws -> ApprovalRequest {
+        try await Self.reachable(id, integration: integration, broker: broker, store: store)
+    }
+
+    static func reachable(
+        _ id: String, integration: Integration, broker: ApprovalBroker, store: any IntegrationStore & UserAdministration
+    ) async throws -> ApprovalRequest {
+        guard let approval = try await broker.status(of: id, integrationID: integration.id),
+            let userID = approval.recipient.accountID,
+            try await store.integration(integration.id, reaches: userID, all: integration.promptsAllUsers)
+        else { throw BrokerError.notFound }
+        return approval
+    }
+
     @Sendable func status(_ request: Request, context: AppRequestContext) async throws -> Response {
         let integration = try await authenticator.integration(for: request)
         let id = try context.parameters.require("approvalId")
+        _ = try await translating { try await reachable(id, integration: integration) }
         let wait = try request.longPollSeconds()
         let poll = StatusLongPoll(broker: broker, slots: longPolls)
         // Capped per client address, as the phone reset's status is: an integration's
@@ -214,6 +237,9 @@ struct IntegrationApprovalsController: Sendable {
         // What it holds, each parked poll keeps: three references, not the controller.
         { [authenticator, broker, store] request, context, woken in
             let integration = try await authenticator.integration(for: request)
+            guard (try? await Self.reachable(id, integration: integration, broker: broker, store: store)) != nil else {
+                throw APIError.approvalNotFound
+            }
             return try await Self.statusAnswer(
                 of: id, integrationID: integration.id, broker: broker, store: store, request: request, context: context, after: woken)
         }
@@ -259,7 +285,8 @@ struct IntegrationApprovalsController: Sendable {
         let id = try context.parameters.require("approvalId")
         _ = try await request.readBody(context: context)
         let approval = try await translating {
-            try await broker.complete(id, integrationID: integration.id, context: request.auditContext(context), logger: context.logger)
+            _ = try await reachable(id, integration: integration)
+            return try await broker.complete(id, integrationID: integration.id, context: request.auditContext(context), logger: context.logger)
         }
         return Done(status: approval.state)
     }
@@ -269,7 +296,8 @@ struct IntegrationApprovalsController: Sendable {
         let id = try context.parameters.require("approvalId")
         _ = try await request.readBody(context: context)
         let approval = try await translating {
-            try await broker.cancel(id, integrationID: integration.id, context: request.auditContext(context), logger: context.logger)
+            _ = try await reachable(id, integration: integration)
+            return try await broker.cancel(id, integrationID: integration.id, context: request.auditContext(context), logger: context.logger)
         }
         return Done(status: approval.state)
     }
@@ -284,10 +312,19 @@ struct IntegrationApprovalsController: Sendable {
         let integration = try await authenticator.integration(for: request)
         let id = try context.parameters.require("approvalId")
         let code = try Field.answerCode(try await request.decodeJSON(as: PhoneResetController.CodeBody.self, context: context).code)
-        let approved = try await translating {
-            try await codes.answer(code, to: id, integrationID: integration.id, abuse: abuse, context: context, request: request)
+        // Wrong codes are counted per (integration, user): the guesser is the end user the relying service
+        // serves, not the service's own address, so one user's guesses never lock out its other users.
+        let approval = try await translating { try await reachable(id, integration: integration) }
+        do {
+            let approved = try await translating {
+                try await codes.answer(
+                    code, to: id, integrationID: integration.id, counted: (.verifyCodePerUser, "\(integration.id):\(approval.subject)"),
+                    abuse: abuse, context: context, request: request)
+            }
+            return CodeAnswer(approvalId: approved.id, status: approved.state)
+        } catch let locked as CodeAnswers.Locked {
+            throw APIError.codesLocked(until: locked.until)
         }
-        return CodeAnswer(approvalId: approved.id, status: approved.state)
     }
 
     /// The broker's "not found" is this API's "no such approval".

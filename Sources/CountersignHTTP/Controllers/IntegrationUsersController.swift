@@ -35,8 +35,19 @@ struct IntegrationUsersController: Sendable {
         let integration = try await authenticator.integration(for: request)
         let body = try await request.decodeJSON(as: CreateBody.self, context: context)
         let email = User.normalize(email: try Field.email(body.email))
-        // An existing user stays whose it was: answering 200 gives the caller no reach.
+        // Each create may tell that an email is taken, as every sign-up does: bounded per integration.
+        try await abuse.hit(
+            .userCreatesPerIntegration, integration.id, "Too many users created by this integration. Please slow down.", context: context,
+            request: request)
+        // An existing user stays whose it was; one the integration does not reach is not given to it.
         let (user, created) = try await store.ensureUser(email: email, integrationID: integration.id)
+        if !created, try await store.user(email: email, reachableBy: integration.id) == nil {
+            context.logger.notice("user create refused: the email is another's", metadata: ["integration": "\(integration.name)"])
+            audit.record(
+                AuditEvent(
+                    kind: .emailUnavailable, userID: user.id, context: request.auditContext(context), detail: "integration \(integration.name)"))
+            throw APIError.emailUnavailable
+        }
         if created {
             context.logger.info("user created by an integration", metadata: ["user": "\(user.id)", "integration": "\(integration.name)"])
             audit.record(

@@ -84,8 +84,8 @@ struct MobileAuthController: Sendable {
         let body = try await request.decodeJSON(as: LoginBody.self, context: context)
         let email = try Field.email(body.email)
         let password = try Field.password(body.password)
-        let deviceName = try Field.text(body.deviceName, "deviceName", maxBytes: 100)
-        let platform = try Field.text(body.platform, "platform", maxBytes: 32)
+        let deviceName = try Field.name(body.deviceName, "deviceName", maxBytes: 100)
+        let platform = try Field.name(body.platform, "platform", maxBytes: 32)
         let push = try Field.pushAddress(push: body.push, fcmToken: body.fcmToken, policy: pushEndpoints)
         // With device keys off, a key sent is ignored, not checked.
         let key = deviceKeys == .off ? nil : try body.publicKey.map { try Field.deviceKey($0, "publicKey") }
@@ -122,9 +122,9 @@ struct MobileAuthController: Sendable {
         }
         let apiKey = SecureToken.apiKey()
         let secret = try offline.issue()
-        let device: Device
+        let registered: RegisteredDevice
         do {
-            device = try await accounts.registerDevice(
+            registered = try await accounts.registerDevice(
                 DeviceRegistration(
                     userID: user.id, name: deviceName, platform: platform, push: push,
                     apiKeyHash: SecureToken.sha256Hex(apiKey), publicKey: key, mayApproveResets: true, offlineSecret: secret?.sealed),
@@ -135,6 +135,15 @@ struct MobileAuthController: Sendable {
                     kind: .deviceRefused, userID: user.id, context: request.auditContext(context),
                     detail: "login: \(arrivals.maxPerUser) devices already"))
             throw APIError.tooManyDevices(arrivals.maxPerUser)
+        }
+        let device = registered.device
+        if let replaced = registered.replaced {
+            // Its push address came with this login: it is signed out, and this is a new device.
+            context.logger.notice("device replaced by a login with its push address", metadata: ["device": "\(replaced.id)", "by": "\(device.id)"])
+            audit.record(
+                AuditEvent(
+                    kind: .deviceReplaced, userID: user.id, context: request.auditContext(context, deviceID: replaced.id),
+                    detail: "signed out: a login brought its push address; new device \(device.id)"))
         }
         context.logger.info("device signed in", metadata: ["user": "\(user.id)", "device": "\(device.id)", "push": "\(device.pushEnabled)"])
         audit.record(

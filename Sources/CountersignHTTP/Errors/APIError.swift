@@ -59,6 +59,8 @@ extension APIError {
     static let wrongPassword = APIError(.unauthorized, "invalid_credentials", "Incorrect password.")
     static let notFound = APIError(.notFound, "not_found", "No such request.")
     static let approvalNotFound = APIError(.notFound, "not_found", "No such approval.")
+    static let emailUnavailable = APIError(
+        .conflict, "email_unavailable", "This email belongs to an account this integration cannot reach. Ask the operator for a grant.")
     static let deviceNotFound = APIError(.notFound, "not_found", "No such device for this user.")
     static let userNotFound = APIError(.notFound, "user_not_found", "No user has this email.")
     static let notEnrolled = APIError(

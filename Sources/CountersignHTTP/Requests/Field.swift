@@ -17,6 +17,16 @@ enum Field {
         return trimmed
     }
 
+    /// A name a person reads (a device's name, its platform): text, and no line or
+    /// paragraph separator or bidirectional control (U+202E would show `gpj.exe` as `exe.jpg`).
+    static func name(_ value: String, _ name: String, maxBytes: Int) throws -> String {
+        let checked = try text(value, name, maxBytes: maxBytes)
+        if checked.unicodeScalars.contains(where: LogText.isSeparatorOrBidi) {
+            throw APIError.invalidRequest("The field `\(name)` contains line separators or bidirectional control characters.")
+        }
+        return checked
+    }
+
     static func email(_ value: String) throws -> String {
         let email = try text(value, "email", maxBytes: 254)
         let parts = email.split(separator: "@", omittingEmptySubsequences: false)

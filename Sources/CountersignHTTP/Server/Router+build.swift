@@ -34,7 +34,8 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
         accounts: dependencies.store, pushQueue: dependencies.pushQueue, audit: dependencies.audit, maxPerUser: dependencies.maxDevicesPerUser)
     let offline = OfflineSecrets(keys: dependencies.secretKeys, enabled: dependencies.offlineCodes)
     let codes = CodeAnswers(
-        broker: dependencies.broker, store: dependencies.store, secrets: offline, deviceKeys: dependencies.deviceKeys, audit: dependencies.audit)
+        broker: dependencies.broker, store: dependencies.store, secrets: offline, deviceKeys: dependencies.deviceKeys, audit: dependencies.audit,
+        userBound: dependencies.rateLimits[.wrongCodesPerUserPerDay].limit, pushQueue: dependencies.pushQueue)
     let mobile = router.group("api/mobile")
     MobileAuthController(
         accounts: dependencies.store, hasher: dependencies.hasher, authenticator: authenticator, abuse: abuse, audit: dependencies.audit,

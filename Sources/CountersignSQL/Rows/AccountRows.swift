@@ -5,7 +5,7 @@ extension User {
     @inlinable public init(row: some SQLRow) throws {
         self.init(
             id: try row.get("id"), email: try row.get("email"), passwordHash: try row.get("password_hash"), createdAt: try row.get("created_at"),
-            silencedUntil: try row.get("silenced_until"))
+            silencedUntil: try row.get("silenced_until"), ownerIntegrationID: try row.get("owner_integration_id"))
     }
 }
 

@@ -26,8 +26,20 @@ public enum AccountSQL {
     public static let passwordHashPrefixes: SQLStatement =
         "SELECT DISTINCT substr(password_hash, 1, 7) AS prefix FROM users WHERE password_hash LIKE '$2%'"
 
+    /// Sets the password; a user given one is no integration's any more (trust.md): run
+    /// ``auditOwnershipEnded(userID:at:by:)`` first, in the same transaction.
     public static func setPassword(userID: String, passwordHash: String) -> SQLStatement {
-        "UPDATE users SET password_hash = \(passwordHash) WHERE id = \(userID) RETURNING id"
+        "UPDATE users SET password_hash = \(passwordHash), owner_integration_id = NULL WHERE id = \(userID) RETURNING id"
+    }
+
+    /// A user given a password is no integration's any more: the trail says which one it was, in the
+    /// transaction that sets the password (run before ``setPassword(userID:passwordHash:)``).
+    public static func auditOwnershipEnded(userID: String, at now: Date, by cause: String) -> SQLStatement {
+        """
+        INSERT INTO audit_events (at, kind, user_id, detail)
+        SELECT \(now), 'ownership_ended', u.id, 'integration ' || i.name || '; ' || \(cause)
+        FROM users u JOIN integrations i ON i.id = u.owner_integration_id WHERE u.id = \(userID)
+        """
     }
 
     public static func silence(userID: String, until: Date?) -> SQLStatement {
@@ -51,16 +63,6 @@ public enum AccountSQL {
         "UPDATE devices SET last_seen_at = \(now) WHERE id = \(deviceID) RETURNING id"
     }
 
-    /// The same phone registered again for its user: the device keeps its id; a new offline secret starts with no step used.
-    public static func reregister(deviceID: String, _ registration: DeviceRegistration, push: PushAddress) -> SQLStatement {
-        """
-        UPDATE devices SET name = \(registration.name), platform = \(registration.platform), push_provider = \(PushAddress.storedProvider(of: push)),
-            push_options = \(push.storedOptions), push_enabled = true, api_key_hash = \(registration.apiKeyHash),
-            public_key = \(registration.publicKey?.json), may_approve_resets = \(registration.mayApproveResets),
-            offline_secret = \(registration.offlineSecret), offline_step = NULL
-        WHERE id = \(deviceID) RETURNING id
-        """
-    }
 
     public static func insertDevice(_ device: Device, apiKeyHash: String) -> SQLStatement {
         """

@@ -6,9 +6,9 @@ public enum IntegrationSQL {
     /// A row only when it inserted (the name is free).
     public static func insert(_ integration: Integration, apiKeyHash: String) -> SQLStatement {
         """
-        INSERT INTO integrations (id, name, api_key_hash, webhook_url, webhook_secret, enabled, created_at)
+        INSERT INTO integrations (id, name, api_key_hash, webhook_url, webhook_secret, enabled, created_at, prompt_all_users)
         VALUES (\(integration.id), \(integration.name), \(apiKeyHash), \(integration.webhookURL), \(integration.webhookSecret),
-            \(integration.enabled), \(integration.createdAt))
+            \(integration.enabled), \(integration.createdAt), \(integration.promptsAllUsers))
         ON CONFLICT (name) DO NOTHING RETURNING id
         """
     }
@@ -19,6 +19,29 @@ public enum IntegrationSQL {
 
     public static func setKey(id: String, apiKeyHash: String) -> SQLStatement {
         "UPDATE integrations SET api_key_hash = \(apiKeyHash) WHERE id = \(id) RETURNING id"
+    }
+
+    public static func setPromptsAllUsers(id: String, on: Bool) -> SQLStatement {
+        "UPDATE integrations SET prompt_all_users = \(on) WHERE id = \(id) RETURNING id"
+    }
+
+    /// The user if the integration may prompt it: its own, granted to it, or (for an integration the operator let
+    /// prompt every user) any user with a device. Column `reached`: `true` for own or granted.
+    public static func user(email: String, promptableBy integrationID: String) -> SQLStatement {
+        """
+        SELECT u.*, (u.owner_integration_id IS NOT NULL AND u.owner_integration_id = \(integrationID))
+                OR EXISTS (SELECT 1 FROM integration_grants g WHERE g.user_id = u.id AND g.integration_id = \(integrationID)) AS reached
+        FROM users u WHERE u.email = \(email)
+        """
+    }
+
+    /// A row when the integration may still prompt user `userID` (the `/v1/approvals/{id}/…` routes).
+    public static func reaches(integrationID: String, userID: String, all: Bool) -> SQLStatement {
+        """
+        SELECT 1 AS reached FROM users u WHERE u.id = \(userID) AND (u.owner_integration_id = \(integrationID)
+            OR EXISTS (SELECT 1 FROM integration_grants g WHERE g.user_id = u.id AND g.integration_id = \(integrationID))
+            OR (\(all) AND EXISTS (SELECT 1 FROM devices d WHERE d.user_id = u.id)))
+        """
     }
 
     public static func setEnabled(id: String, enabled: Bool) -> SQLStatement {

@@ -21,6 +21,32 @@ public enum OfflineCodeSQL {
         """
     }
 
+    /// Counts a wrong-code try against the user's bound across routes (columns `wrong_codes`,
+    /// `wrong_codes_since`): a window that began at or before `windowStart` is over, and a new one
+    /// begins at `now`. No row when the user has used up the bound in the current window.
+    public static func takeUserCodeTry(userID: String, limit: Int, windowStart: Date, now: Date) -> SQLStatement {
+        """
+        UPDATE users SET
+            wrong_codes = CASE WHEN wrong_codes_since IS NULL OR wrong_codes_since <= \(windowStart) THEN 1 ELSE wrong_codes + 1 END,
+            wrong_codes_since = CASE WHEN wrong_codes_since IS NULL OR wrong_codes_since <= \(windowStart) THEN \(now) ELSE wrong_codes_since END
+        WHERE id = \(userID) AND (wrong_codes_since IS NULL OR wrong_codes_since <= \(windowStart) OR wrong_codes < \(limit))
+        RETURNING wrong_codes
+        """
+    }
+
+    /// A try ``takeUserCodeTry(userID:limit:windowStart:now:)`` took for a code that was right (or never checked).
+    public static func giveBackUserCodeTry(userID: String) -> SQLStatement {
+        "UPDATE users SET wrong_codes = wrong_codes - 1 WHERE id = \(userID) AND wrong_codes > 0 RETURNING id"
+    }
+
+    /// When the user's current window of wrong codes began (column `wrong_codes_since`).
+    public static func userCodeWindow(userID: String) -> SQLStatement { "SELECT wrong_codes_since FROM users WHERE id = \(userID)" }
+
+    /// The operator's `user unlock`: the user's wrong codes are forgotten.
+    public static func unlockCodes(userID: String) -> SQLStatement {
+        "UPDATE users SET wrong_codes = 0, wrong_codes_since = NULL WHERE id = \(userID) RETURNING id"
+    }
+
     public static func restoreBypassCode(userID: String, codeHash: String, usedAt: Date) -> SQLStatement {
         """
         UPDATE bypass_codes SET used_at = NULL WHERE user_id = \(userID) AND code_hash = \(codeHash) AND used_at = \(usedAt)
