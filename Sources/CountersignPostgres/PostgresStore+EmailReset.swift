@@ -47,7 +47,9 @@ extension PostgresStore: EmailResetStore {
             guard let userID = try await connection.fetch(EmailResetSQL.redeem(id: id, now: now), self.logger).first?.get("user_id", as: String.self)
             else { return nil }
             try await connection.perform(AccountSQL.auditOwnershipEnded(userID: userID, at: now, by: "password set by an email reset"), self.logger)
-            guard try await connection.perform(AccountSQL.setPassword(userID: userID, passwordHash: passwordHash), self.logger) == 1 else { return nil }
+            guard try await connection.perform(AccountSQL.setPassword(userID: userID, passwordHash: passwordHash), self.logger) == 1 else {
+                return nil
+            }
             // One recovery at a time: a live phone reset must not overwrite this password later.
             return try await Self.cancelLivePhoneResets(userID: userID, now: now, by: "email reset", connection, self.logger)
         }

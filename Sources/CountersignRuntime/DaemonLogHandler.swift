@@ -57,8 +57,11 @@ public struct DaemonLogHandler: LogHandler {
             // Values often carry text from outside (a user agent, a push service's answer): each is
             // escaped and quoted as needed, so that one event stays one line and no value adds a field.
             let pretty =
-                merged.isEmpty ? "" : " " + merged.sorted { $0.key < $1.key }.map { "\(LogText.escaped($0.key))=\(LogText.field("\($0.value)"))" }
-                .joined(separator: " ")
+                merged.isEmpty
+                ? ""
+                : " "
+                    + merged.sorted { $0.key < $1.key }.map { "\(LogText.escaped($0.key))=\(LogText.field("\($0.value)"))" }
+                    .joined(separator: " ")
             let head = journal ? "<\(Self.priority(event.level))>" : Self.timestamp() + " "
             line = "\(head)\(event.level) \(label):\(pretty) [\(event.source)] \(LogText.escaped("\(event.message)"))"
         }

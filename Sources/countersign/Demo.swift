@@ -143,7 +143,9 @@ struct Walkthrough {
         guard let secondID = again["requestId"] as? String else { throw CommandFailure("initiate gave no request id") }
 
         // An offline code is typed into relying services' pages every day: it never resets a password.
-        step("The operator checks who she is and gives her a one-time code for password resets (countersign user bypass-codes \(email) --for-password-reset)")
+        step(
+            "The operator checks who she is and gives her a one-time code for password resets (countersign user bypass-codes \(email) --for-password-reset)"
+        )
         guard let user = try await store.user(email: email) else { throw CommandFailure("no user \(email)") }
         let bypass = BypassCode.generate()
         let now = Date()

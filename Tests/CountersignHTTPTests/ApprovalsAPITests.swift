@@ -150,7 +150,7 @@ import Testing
             #expect(mismatch.status == 409)
             #expect(mismatch["error"] == "idempotency_mismatch")
             // The same key from another integration is another key.
-            let other = try await daemon.addIntegration("Other")
+            let other = try await daemon.addIntegration("Other", promptsAllUsers: true)
             let theirs = try await daemon.v1(.POST, "/v1/approvals", key: other.key, json: Self.approval, headers: key)
             #expect(theirs.status == 201)
             #expect(theirs["approvalId"] != answers[0]["approvalId"])
@@ -236,7 +236,7 @@ import Testing
             configure: { $0.rateLimits[.approvalsPerIntegration] = RateLimit(count: 2, window: 60) }, clock: ManualClock()
         ) { daemon in
             let acme = try await daemon.addIntegration("Acme")
-            let other = try await daemon.addIntegration("Other")
+            let other = try await daemon.addIntegration("Other", promptsAllUsers: true)
             var statuses: [Int] = []
             for email in ["a@example.com", "b@example.com", "c@example.com"] {
                 _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": email])
@@ -256,7 +256,7 @@ import Testing
     @Test func aNewerApprovalReplacesOnlyItsOwnIntegrationsPendingOne() async throws {
         try await withTestDaemon { daemon in
             let acme = try await daemon.addIntegration("Acme")
-            let other = try await daemon.addIntegration("Other")
+            let other = try await daemon.addIntegration("Other", promptsAllUsers: true)
             _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
             _ = try await daemon.enroll(Fixture.email, integrationKey: acme.key)
             let first = try #require(try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.approval)["approvalId"])
@@ -293,7 +293,7 @@ import Testing
         try await withTestDaemon { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             let phone = try await DeviceKeyTests.signIn(daemon)
-            let acme = try await daemon.addIntegration("Acme")
+            let acme = try await daemon.addIntegration("Acme", promptsAllUsers: true)
             let answer = try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.approval)
             let id = try #require(answer["approvalId"])
             let code = answer["numberCode"]
@@ -355,7 +355,7 @@ import Testing
             // Phone resets are silenced...
             let (silenced, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
             // ...the integration's sign-in still reaches the phone.
-            let acme = try await daemon.addIntegration("Acme")
+            let acme = try await daemon.addIntegration("Acme", promptsAllUsers: true)
             let approval = try #require(try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.approval)["approvalId"])
             let pending = try await daemon.call(.GET, "/api/mobile/approvals/pending", apiKey: deviceKey)
             let ids = (pending.json["approvals"] as? [[String: any Sendable]] ?? []).compactMap { $0["requestId"] as? String }
@@ -371,7 +371,7 @@ import Testing
         try await withTestDaemon { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             let (deviceKey, _) = try await daemon.login(Fixture.email, password: Fixture.password)
-            let acme = try await daemon.addIntegration("Acme")
+            let acme = try await daemon.addIntegration("Acme", promptsAllUsers: true)
             // An integration's approval and a phone reset for the same user live side by side.
             let approval = try #require(try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.approval)["approvalId"])
             try await Task.sleep(for: .milliseconds(20))  // created at distinct times

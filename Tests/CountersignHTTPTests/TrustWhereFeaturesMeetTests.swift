@@ -201,7 +201,9 @@ import Testing
             #expect(replaced.first?.deviceID == phone.deviceID)
             // Announced as any new device: the tablet hears of it.
             try await PushFlowTests.eventually {
-                pushes.deliveries.contains { if case .deviceAdded(_, other.deviceID, _, _, _) = $0.job { $0.deviceID == tablet.deviceID } else { false } }
+                pushes.deliveries.contains {
+                    if case .deviceAdded(_, other.deviceID, _, _, _) = $0.job { $0.deviceID == tablet.deviceID } else { false }
+                }
             }
         }
     }
@@ -220,10 +222,12 @@ import Testing
             }
             let user = try #require(try await daemon.server.store.user(email: Fixture.email))
             #expect(try await daemon.server.store.devices(userID: user.id).isEmpty, "nothing stored")
-            #expect(try await daemon.call(
-                .POST, "/api/mobile/auth/login",
-                json: ["email": Fixture.email, "password": Fixture.password, "deviceName": "Ana's phone ☎︎ (عربي)", "platform": "iOS"]).status
-                == 200)
+            #expect(
+                try await daemon.call(
+                    .POST, "/api/mobile/auth/login",
+                    json: ["email": Fixture.email, "password": Fixture.password, "deviceName": "Ana's phone ☎︎ (عربي)", "platform": "iOS"]
+                ).status
+                    == 200)
         }
     }
 }

@@ -105,7 +105,6 @@ extension Device {
             offlineSecret: registration.offlineSecret)
     }
 
-
     /// Whether a request now should record it as seen: at most once per ``lastSeenResolution``,
     /// so that most requests stay reads.
     public func isDueToBeSeen(at now: Date) -> Bool {

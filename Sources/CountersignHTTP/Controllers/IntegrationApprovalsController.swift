@@ -215,8 +215,8 @@ struct IntegrationApprovalsController: Sendable {
     @Sendable func status(_ request: Request, context: AppRequestContext) async throws -> Response {
         let integration = try await authenticator.integration(for: request)
         let id = try context.parameters.require("approvalId")
-        _ = try await translating { try await reachable(id, integration: integration) }
         let wait = try request.longPollSeconds()
+        _ = try await translating { try await reachable(id, integration: integration) }
         let poll = StatusLongPoll(broker: broker, slots: longPolls)
         // Capped per client address, as the phone reset's status is: an integration's
         // servers behind one address share its cap, whatever keys they hold.

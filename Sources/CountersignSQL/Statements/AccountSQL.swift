@@ -63,7 +63,6 @@ public enum AccountSQL {
         "UPDATE devices SET last_seen_at = \(now) WHERE id = \(deviceID) RETURNING id"
     }
 
-
     public static func insertDevice(_ device: Device, apiKeyHash: String) -> SQLStatement {
         """
         INSERT INTO devices (
