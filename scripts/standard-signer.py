@@ -71,9 +71,11 @@ def main() -> None:
         status, _ = call("POST", f"{base}/api/mobile/approvals/{started['requestId']}/respond",
                          {"decision": "approve", "numberCode": started.get("numberCode"), "signature": token}, api_key)
         results["answers"].append([status, high_s(token)])
-    for _ in range(proofs):
+    for index in range(proofs):
         new_key = ec.generate_private_key(ec.SECP256R1())
-        claims = {"deviceId": device_id, "iat": int(time.time())}
+        # A proof is used once by (device, key, iat): each change gets an iat of its own, as
+        # changes seconds apart would, so the old key's proof is not its own earlier one.
+        claims = {"deviceId": device_id, "iat": int(time.time()) - proofs + index}
         proof = jwt.encode(claims, new_key, algorithm="ES256")
         previous = jwt.encode(claims, key, algorithm="ES256")
         status, _ = call("PUT", f"{base}/api/mobile/device/public-key",

@@ -90,7 +90,7 @@ import Glibc
             #expect(apiKey.hasPrefix("csk_") && apiKey.count >= 47)
             #expect(secret.hasPrefix("whsec_") && secret.count >= 49)
             let listed = try await Self.countersign(["integration", "list", "--database", database])
-            #expect(listed.output.contains("Example Admin  enabled  webhook http://127.0.0.1:\(hookPort)/hook"))
+            #expect(listed.output.contains("Example Admin  enabled  prompts own and granted users  webhook http://127.0.0.1:\(hookPort)/hook"))
             #expect(!listed.output.contains(apiKey) && !listed.output.contains(secret))
 
             let log = folder.appendingPathComponent("daemon.log")

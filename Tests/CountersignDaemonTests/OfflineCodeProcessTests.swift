@@ -444,6 +444,8 @@ import Testing
             let (daemon, database) = try await Self.start(folder)
             defer { daemon.stop() }
             let acme = try await Self.acme(daemon.base, database: database)
+            // A device of ana's first: an approval needs one to prompt.
+            _ = try await Self.login(daemon.base)
             let (id, _) = try await acme.initiate()
             let (status, output) = try await DeviceSimulateTests.run(
                 [

@@ -40,8 +40,10 @@ import Glibc
             let phoneID = try #require((phone["device"] as? [String: any Sendable])?["id"] as? String)
 
             // act & check: ana is not acme's, whether acme asks to create her or not; an unknown email answers alike.
-            let (created, _) = try await DaemonProcessTests.http(.POST, "\(base)/v1/users", json: #"{"email":"\#(Self.email)"}"#, headers: acme)
-            #expect(created == 200)
+            let (created, unavailable) = try await DaemonProcessTests.http(
+                .POST, "\(base)/v1/users", json: #"{"email":"\#(Self.email)"}"#, headers: acme)
+            #expect(created == 409)
+            #expect(unavailable["error"] as? String == "email_unavailable")
             for email in [Self.email, "nobody@example.com"] {
                 let (status, body) = try await DaemonProcessTests.http(.POST, "\(base)/v1/users/\(email)/enrollments", headers: acme)
                 #expect(status == 404, "\(email)")

@@ -13,8 +13,8 @@ import Testing
 /// approvals per integration, key changes per device, links without `Host`.
 @Suite struct TrustLimitsTests {
     /// A device an integration enrolled cannot approve a password reset until the
-    /// user signs in on it with their password (the same push token): then that
-    /// device, keeping its id, may, with the key the sign-in gave; the enrolled key is gone.
+    /// user signs in with their password on it (the same push token): that makes a
+    /// new device, which may, and signs the enrolled one out; the enrolled key is gone.
     @Test func anEnrolledDeviceApprovesResetsOnlyOnceTheUserSignsInOnIt() async throws {
         try await withTestDaemon { daemon in
             let user = try await daemon.createUser(Fixture.email, password: Fixture.password)
@@ -27,7 +27,7 @@ import Testing
             #expect(refused["error"] == "forbidden")
 
             let (signedIn, deviceID) = try await daemon.login(Fixture.email, password: Fixture.password, device: "Tablet", fcmToken: "tablet-token")
-            #expect(deviceID == enrolled.deviceID)
+            #expect(deviceID != enrolled.deviceID)
             #expect(try await daemon.respond(id, apiKey: enrolled.apiKey, code: code).status == 401)
             #expect(try await daemon.respond(id, apiKey: signedIn, code: code).status == 200)
             #expect(try await daemon.status(id)["status"] == "approved")
@@ -92,8 +92,8 @@ import Testing
         ) { daemon in
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             _ = try await daemon.login(Fixture.email, password: Fixture.password)
-            let acme = try await daemon.addIntegration("Acme")
-            let other = try await daemon.addIntegration("Other")
+            let acme = try await daemon.addIntegration("Acme", promptsAllUsers: true)
+            let other = try await daemon.addIntegration("Other", promptsAllUsers: true)
             for _ in 0..<2 { #expect(try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: ApprovalsAPITests.approval).status == 201) }
             #expect(try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: ApprovalsAPITests.approval).status == 429)
             // Acme's budget is spent; Other's is not.
