@@ -10,7 +10,7 @@ import Testing
 
     @Test func aDeviceSignsInAnswersSignedAndKeepsItsIdentity() async throws {
         try await MailDeliveryProcessTests.withFolder { folder in
-            let (daemon, _) = try await OfflineCodeProcessTests.start(folder, extra: ["--rate-limit", "resetInitiatePerEmail=100/900"])
+            let (daemon, database) = try await OfflineCodeProcessTests.start(folder, extra: ["--rate-limit", "resetInitiatePerEmail=100/900"])
             defer { daemon.stop() }
             let keyFile = folder.appendingPathComponent("phone.json").path
             let phone = CountersignDevice(baseURL: daemon.base + "/", store: FileKeyStore(path: keyFile))
@@ -47,10 +47,11 @@ import Testing
             }
             #expect(try await OfflineCodeProcessTests.status(daemon.base, second)["status"] as? String == "denied")
 
-            // The offline code it shows approves where the requester waits.
-            let (third, _) = try await OfflineCodeProcessTests.initiate(daemon.base)
+            // The offline code it shows approves where a relying service's requester waits (never a password reset).
+            let acme = try await OfflineCodeProcessTests.acme(daemon.base, database: database)
+            let (third, _) = try await acme.initiate()
             let code = try #require(try await again.offlineCode())
-            let (verified, _) = try await OfflineCodeProcessTests.verify(daemon.base, third, code)
+            let (verified, _) = try await acme.verify(third, code)
             #expect(verified == 200)
 
             // A fraud report is signed with its denial, and silences the user's prompts.

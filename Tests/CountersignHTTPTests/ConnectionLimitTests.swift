@@ -175,7 +175,8 @@ import Testing
             }
         ) { daemon in
             let acme = try await daemon.addIntegration("Acme")
-            let other = try await daemon.addIntegration("Other")
+            // Another relying service the operator let prompt every user: the same user, the same address.
+            let other = try await daemon.addIntegration("Other", promptsAllUsers: true)
             #expect(try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email]).status == 201)
             try await daemon.enroll(Fixture.email, integrationKey: acme.key)
             let first = try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: V1Fixture.approval)

@@ -80,11 +80,11 @@ import Testing
     @Test func oneDecoderReadsEitherStoresColumns() throws {
         let sqlite = Row(columns: [
             "id": .text("u1"), "email": .text("a@example.com"), "password_hash": .text("$2b$10$abc"), "created_at": .integer(1_700_000_000),
-            "silenced_until": .null,
+            "silenced_until": .null, "owner_integration_id": .null,
         ])
         let postgres = Row(columns: [
             "id": .text("u1"), "email": .text("a@example.com"), "password_hash": .text("$2b$10$abc"), "created_at": .real(1_700_000_000),
-            "silenced_until": .real(1_700_000_060),
+            "silenced_until": .real(1_700_000_060), "owner_integration_id": .text("int_1"),
         ])
         let fromSQLite = try User(row: sqlite)
         let fromPostgres = try User(row: postgres)
@@ -92,6 +92,7 @@ import Testing
         #expect(fromSQLite.createdAt == fromPostgres.createdAt)
         #expect(fromSQLite.silencedUntil == nil)
         #expect(fromPostgres.silencedUntil == Date(timeIntervalSince1970: 1_700_000_060))
+        #expect(fromSQLite.ownerIntegrationID == nil && fromPostgres.ownerIntegrationID == "int_1")
         #expect(try Row(columns: ["b": .integer(1)]).get("b", as: Bool.self))
         #expect(try !Row(columns: ["b": .bool(false)]).get("b", as: Bool.self))
     }
