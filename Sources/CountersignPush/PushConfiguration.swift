@@ -14,6 +14,8 @@ public struct PushConfiguration: Sendable, Equatable {
     public var webPush: WebPushConfiguration?
     /// Which Web Push endpoints devices may register and the daemon posts to.
     public var endpoints = PushEndpointPolicy()
+    /// Sends in flight to one Web Push endpoint host within the Web Push lane (`--push-per-host-in-flight`).
+    public var perHostInFlight = 4
 
     public init(serviceAccountFile: String? = nil, endpoint: String = "https://fcm.googleapis.com", caFile: String? = nil) {
         self.serviceAccountFile = serviceAccountFile

@@ -124,7 +124,9 @@ public func buildApplication(
             ExpiryService(broker: broker, interval: .milliseconds(250), logger: logger),
             AuditWriter(log: audit, store: store, logger: logger),
             MaintenanceService(store: store, retention: configuration.retention, logger: logger),
-            PushDispatcher(queue: pushQueue, accounts: store, sender: sender, audit: audit, metrics: metrics, logger: logger),
+            PushDispatcher(
+                queue: pushQueue, accounts: store, sender: sender, audit: audit, metrics: metrics, logger: logger,
+                maxPerHost: configuration.push.perHostInFlight),
             RefusalReporter(limits: dependencies.rateLimits, audit: audit, logger: logger),
         ]
         // Other nodes' transitions wake this node's long polls.

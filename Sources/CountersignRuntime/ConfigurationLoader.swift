@@ -79,6 +79,8 @@ public struct ConfigurationLoader {
     public static let vapidSubject = Setting(flag: "--vapid-subject", environment: "COUNTERSIGN_VAPID_SUBJECT", fileKey: "webpush.vapidSubject")
     public static let pushAllowPrivateEndpoints = Setting(
         flag: "--push-allow-private-endpoints", environment: "COUNTERSIGN_PUSH_ALLOW_PRIVATE_ENDPOINTS", fileKey: "pushAllowPrivateEndpoints")
+    public static let pushPerHostInFlight = Setting(
+        flag: "--push-per-host-in-flight", environment: "COUNTERSIGN_PUSH_PER_HOST_IN_FLIGHT", fileKey: "pushPerHostInFlight")
     public static let smtpURL = Setting(flag: "--smtp-url", environment: "COUNTERSIGN_SMTP_URL", fileKey: "smtp.url", isSecret: true)
     public static let smtpUser = Setting(flag: "--smtp-user", environment: "COUNTERSIGN_SMTP_USER", fileKey: "smtp.user")
     public static let smtpPasswordFile = Setting(
@@ -101,7 +103,8 @@ public struct ConfigurationLoader {
         retention,
         rateLimits, trustedProxies, idleTimeout, requestTimeout, headTimeout, longPollsPerAddress, longPollsTotal, maxDevicesPerUser,
         connectionsPerAddress, fcmServiceAccount, fcmEndpoint,
-        fcmCAFile, apnsKeyFile, apnsKeyID, apnsTeamID, apnsURL, apnsCAFile, vapidKeyFile, vapidSubject, pushAllowPrivateEndpoints, smtpURL, smtpUser,
+        fcmCAFile, apnsKeyFile, apnsKeyID, apnsTeamID, apnsURL, apnsCAFile, vapidKeyFile, vapidSubject, pushAllowPrivateEndpoints,
+        pushPerHostInFlight, smtpURL, smtpUser,
         smtpPasswordFile, smtpFrom, smtpTLS, smtpCAFile, publicURL, resetLinkTemplate, emailCodeTTL,
         mailTemplates, secretKeyFile, deviceKeys, offlineCodes,
     ]
@@ -490,6 +493,11 @@ public struct ConfigurationLoader {
         }
         push.caFile = try value(Self.fcmCAFile, expected: path, parse: { $0.isEmpty ? nil : $0 })
         push.endpoints.allowsPrivate = try value(Self.pushAllowPrivateEndpoints, expected: "on or off", parse: Self.parseOnOff) ?? false
+        if let perHost = try value(
+            Self.pushPerHostInFlight, expected: "a whole number from 1 to 1000", parse: { Int($0).flatMap { (1...1000).contains($0) ? $0 : nil } })
+        {
+            push.perHostInFlight = perHost
+        }
         push.apns = try apnsConfiguration()
         push.webPush = try webPushConfiguration()
         return push

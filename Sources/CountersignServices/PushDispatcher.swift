@@ -1,6 +1,8 @@
 import CountersignCore
+import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 /// Takes push jobs from the broker's queue, finds the user's push-enabled
 /// devices and hands each message to the ``PushSender``.
@@ -12,6 +14,10 @@ import ServiceLifecycle
 /// hold up the FCM and APNs prompts of every other user. A lane is a
 /// ``PromptFirstQueue`` of jobs with their devices, bounded like the push
 /// queue: prompts first, the oldest dropped when a stalled lane fills up.
+/// Within a lane, sends to one endpoint host a device chose (Web Push) are
+/// bounded too (``maxPerHost``, `--push-per-host-in-flight`): one account's
+/// devices pointed at a host that never answers hold that many slots at most,
+/// and their other sends wait for that host alone (``HostSlots``).
 public struct PushDispatcher: Service {
     let queue: PushQueue
     let accounts: any PushTargetStore
@@ -21,10 +27,16 @@ public struct PushDispatcher: Service {
     let logger: Logger
     /// Sends in flight per lane.
     var maxConcurrent = 64
+    /// Sends in flight to one Web Push endpoint host within a lane.
+    var maxPerHost: Int
     /// Jobs waiting in one lane before the oldest of its kind is dropped.
     var laneCapacity = 10_000
 
-    public init(queue: PushQueue, accounts: any PushTargetStore, sender: any PushSender, audit: AuditLog, metrics: AppMetrics, logger: Logger) {
+    public init(
+        queue: PushQueue, accounts: any PushTargetStore, sender: any PushSender, audit: AuditLog, metrics: AppMetrics, logger: Logger,
+        maxPerHost: Int = PushDispatcher.defaultMaxPerHost
+    ) {
+        self.maxPerHost = maxPerHost
         self.queue = queue
         self.accounts = accounts
         self.sender = sender
@@ -32,6 +44,9 @@ public struct PushDispatcher: Service {
         self.metrics = metrics
         self.logger = logger
     }
+
+    /// The default of `--push-per-host-in-flight`.
+    public static let defaultMaxPerHost = 4
 
     /// One job's devices that one lane sends to.
     struct Sends: Sendable {
@@ -78,21 +93,72 @@ public struct PushDispatcher: Service {
         }
     }
 
-    /// Sends one lane's messages, `maxConcurrent` at a time.
+    /// One message to one device, and the endpoint host it is bounded under.
+    struct Send: Sendable {
+        let job: PushJob
+        let device: Device
+        let host: String?
+    }
+
+    /// The host a send is bounded under: a Web Push endpoint's (the device chose it);
+    /// `nil` for FCM and APNs, whose one host is the provider's own.
+    static func endpointHost(_ device: Device) -> String? {
+        guard let push = device.push, push.provider == .webPush else { return nil }
+        return URL(string: push.token)?.host?.lowercased() ?? ""
+    }
+
+    /// ``HostSlots`` shared by a lane's drain and the tasks that end its sends.
+    final class SharedHostSlots: Sendable {
+        private let slots: Mutex<HostSlots<Send>>
+
+        init(perHost: Int) { slots = Mutex(HostSlots(perHost: perHost)) }
+
+        func admit(_ send: Send) -> HostSlots<Send>.Admission {
+            slots.withLock { $0.admit(send, host: send.host, isPrompt: send.job.isPrompt) }
+        }
+
+        /// `send` ended: its host's next waiting send, if any.
+        func finished(_ send: Send) -> Send? { slots.withLock { $0.finished(host: send.host) } }
+    }
+
+    /// Sends one lane's messages, `maxConcurrent` at a time and ``maxPerHost`` per endpoint host.
+    /// A send whose host is at its bound waits for that host alone: the task that ends a send to
+    /// a host takes that host's next waiting send (prompts first), keeping its lane slot, so the
+    /// lane's other hosts never wait behind it.
     private func drain(_ lane: PromptFirstQueue<Sends>) async {
+        let hosts = SharedHostSlots(perHost: maxPerHost)
         await withTaskGroup(of: Void.self) { group in
             var inFlight = 0
             for await sends in lane {
                 for device in sends.devices {
+                    let send = Send(job: sends.job, device: device, host: Self.endpointHost(device))
+                    switch hosts.admit(send) {
+                    case .wait(let dropped):
+                        if let dropped { dropPush(dropped, reason: "too many sends wait for this endpoint host") }
+                        continue
+                    case .start:
+                        break
+                    }
                     if inFlight >= maxConcurrent {
                         await group.next()
                         inFlight -= 1
                     }
                     inFlight += 1
-                    group.addTask { await deliver(sends.job, to: device) }
+                    group.addTask {
+                        var next: Send? = send
+                        while let current = next {
+                            await deliver(current.job, to: current.device)
+                            next = hosts.finished(current)
+                        }
+                    }
                 }
             }
         }
+    }
+
+    private func dropPush(_ send: Send, reason: String) {
+        logger.warning("push dropped: \(reason)", metadata: ["type": "\(send.job.type)", "device": "\(send.device.id)"])
+        metrics.push(type: send.job.type, outcome: .dropped, provider: send.device.push?.provider ?? .fcm)
     }
 
     private func deliver(_ job: PushJob, to device: Device) async {

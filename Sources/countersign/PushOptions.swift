@@ -48,6 +48,12 @@ struct PushOptions: ParsableArguments {
             "Accept Web Push endpoints on private, loopback and link-local addresses, and http:// (tests, closed networks); the variable and key take \"on\"."
         ))
     var pushAllowPrivateEndpoints = false
+    @Option(
+        name: Setting.pushPerHostInFlight.name,
+        help: Setting.pushPerHostInFlight.help(
+            "Sends in flight to one Web Push endpoint host: a host that never answers holds no more of the Web Push lane's 64.",
+            default: "4", value: "count"))
+    var pushPerHostInFlight: String?
 
     var flags: [String: String] {
         [
@@ -55,6 +61,7 @@ struct PushOptions: ParsableArguments {
             Setting.apnsKeyFile.flag: apnsKeyFile, Setting.apnsKeyID.flag: apnsKeyID, Setting.apnsTeamID.flag: apnsTeamID,
             Setting.apnsURL.flag: apnsURL, Setting.apnsCAFile.flag: apnsCAFile, Setting.vapidSubject.flag: vapidSubject,
             Setting.vapidKeyFile.flag: vapidKeyFile, Setting.pushAllowPrivateEndpoints.flag: pushAllowPrivateEndpoints ? "on" : nil,
+            Setting.pushPerHostInFlight.flag: pushPerHostInFlight,
         ].compactMapValues { $0 }
     }
 }

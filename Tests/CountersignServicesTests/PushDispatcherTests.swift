@@ -51,8 +51,10 @@ import Testing
         devices.append(Self.device("bob-apns", user: "bob", .apns(token: String(repeating: "ab", count: 32), topic: "t", environment: .production)))
         let sender = StalledWebPush()
         let queue = PushQueue()
+        // One host for all twenty: the per-host bound is lifted here, so that the lane's own bound (8) is what holds.
         var dispatcher = PushDispatcher(
-            queue: queue, accounts: Devices(devices), sender: sender, audit: AuditLog(), metrics: AppMetrics(), logger: Logger(label: "test"))
+            queue: queue, accounts: Devices(devices), sender: sender, audit: AuditLog(), metrics: AppMetrics(), logger: Logger(label: "test"),
+            maxPerHost: 64)
         dispatcher.maxConcurrent = 8
         let running = Task { try await dispatcher.run() }
         let expires = Date().addingTimeInterval(3600)
@@ -73,5 +75,104 @@ import Testing
         }
         #expect(sender.delivered.withLock { $0.count } == 62)
         running.cancel()
+    }
+
+    /// Web Push sends to one host wait until released; the others are answered at once.
+    final class BlackHoleHost: PushSender {
+        var offer: PushOffer { PushOffer(providers: [.fcm, .webPush]) }
+        let delivered = Mutex<[String]>([])
+        let stalled = Mutex<[CheckedContinuation<Void, Never>]>([])
+        let mostStalled = Mutex(0)
+
+        func send(_ job: PushJob, to device: Device, logger: Logger) async -> PushOutcome {
+            if device.push?.token.hasPrefix("https://black-hole.example/") == true {
+                await withCheckedContinuation { continuation in
+                    stalled.withLock { list in
+                        list.append(continuation)
+                        mostStalled.withLock { $0 = max($0, list.count) }
+                    }
+                }
+            }
+            delivered.withLock { $0.append("\(device.id):\(job.type)") }
+            return .sent
+        }
+
+        func releaseOne() {
+            stalled.withLock { $0.isEmpty ? nil : $0.removeFirst() }?.resume()
+        }
+    }
+
+    /// trust.md: within a lane, sends to one endpoint host are bounded, so one
+    /// account's twenty devices pointed at a host that never answers take no
+    /// more than that many slots; another user's Web Push prompt goes out at
+    /// once, and the host's waiting sends go out, prompts first, as it answers.
+    @Test func aHostThatNeverAnswersHoldsNoMoreThanItsShareOfTheLane() async throws {
+        let hole = PushAddress.webPush(endpoint: "https://black-hole.example/x", key: Data(count: 65), auth: Data(count: 16))
+        let other = PushAddress.webPush(endpoint: "https://push.example.net/ana", key: Data(count: 65), auth: Data(count: 16))
+        var devices = (0..<20).map { Self.device("mallory-\($0)", user: "mallory", hole) }
+        devices.append(Self.device("ana-web", user: "ana", other))
+        let sender = BlackHoleHost()
+        let queue = PushQueue()
+        // The lane's 64 slots, and the default per-host bound of 4.
+        let dispatcher = PushDispatcher(
+            queue: queue, accounts: Devices(devices), sender: sender, audit: AuditLog(), metrics: AppMetrics(), logger: Logger(label: "test"),
+            maxPerHost: 4)
+        let running = Task { try await dispatcher.run() }
+        let expires = Date().addingTimeInterval(3600)
+        let requester = RequesterInfo(ip: "203.0.113.7", userAgent: nil)
+        // 100 prompts for the black hole, more than the lane's 64, then a notice for it, then ana's prompt.
+        for round in 0..<5 {
+            queue.enqueue(.prompt(requestID: "m\(round)", userID: "mallory", action: .passwordReset, expiresAt: expires, requester: requester))
+        }
+        queue.enqueue(.resolved(requestID: "m0", userID: "mallory", status: .cancelled))
+        queue.enqueue(.prompt(requestID: "a", userID: "ana", action: .passwordReset, expiresAt: expires, requester: requester))
+        // Bounded only to turn a hang into a failure.
+        for _ in 0..<500 where !sender.delivered.withLock({ $0.contains("ana-web:approval_request") }) {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(sender.delivered.withLock { $0 } == ["ana-web:approval_request"])
+        #expect(sender.stalled.withLock { $0.count } == 4)
+        // As the host answers, its waiting sends follow, four at a time: every prompt before the notice.
+        for _ in 0..<2000 where sender.delivered.withLock({ $0.count }) < 121 {
+            sender.releaseOne()
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        let delivered = sender.delivered.withLock { $0 }
+        #expect(delivered.count == 121)
+        #expect(sender.mostStalled.withLock { $0 } == 4)
+        let lastPrompt = try #require(delivered.lastIndex { $0.hasSuffix(":approval_request") && $0.hasPrefix("mallory") })
+        let firstNotice = try #require(delivered.firstIndex { $0.hasSuffix(":approval_resolved") })
+        #expect(lastPrompt < firstNotice, "prompts before notices")
+        running.cancel()
+    }
+
+    @Test func hostSlotsBoundAHostAndHandItsWaitingSendsOnPromptsFirst() {
+        var slots = HostSlots<String>(perHost: 2, waitingPerHost: 3)
+        #expect(slots.admit("p1", host: "h", isPrompt: true).started)
+        #expect(slots.admit("p2", host: "h", isPrompt: true).started)
+        #expect(!slots.admit("n1", host: "h", isPrompt: false).started)
+        #expect(!slots.admit("p3", host: "h", isPrompt: true).started)
+        #expect(slots.admit("x", host: "other", isPrompt: true).started, "another host is not held up")
+        #expect(slots.admit("y", host: nil, isPrompt: false).started, "a provider's own host is the lane's to bound")
+        #expect(!slots.admit("p4", host: "h", isPrompt: true).started)
+        // Full: the oldest notice makes room.
+        guard case .wait(let dropped) = slots.admit("p5", host: "h", isPrompt: true) else {
+            Issue.record("p5 started past the bound")
+            return
+        }
+        #expect(dropped == "n1")
+        #expect(slots.finished(host: "h") == "p3")
+        #expect(slots.finished(host: "h") == "p4")
+        #expect(slots.finished(host: "h") == "p5")
+        #expect(slots.finished(host: "h") == nil)
+        #expect(slots.finished(host: "h") == nil)
+        #expect(slots.admit("p6", host: "h", isPrompt: true).started, "both slots free again")
+    }
+}
+
+extension HostSlots.Admission {
+    var started: Bool {
+        if case .start = self { return true }
+        return false
     }
 }
