@@ -75,11 +75,23 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Outbound HTTP to URLs others chose (Web Push endpoints, webhooks): each host
+        // resolved once, its addresses checked, the connection made to a checked one.
+        .target(
+            name: "CountersignOutbound",
+            dependencies: [
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // FCM HTTP v1: service account, OAuth token, message builder, sender.
         .target(
             name: "CountersignPush",
             dependencies: [
                 "CountersignCore",
+                "CountersignOutbound",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -99,6 +111,7 @@ let package = Package(
             name: "CountersignWebhooks",
             dependencies: [
                 "CountersignCore",
+                "CountersignOutbound",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -343,6 +356,7 @@ let package = Package(
         .testTarget(
             name: "CountersignPushTests",
             dependencies: [
+                "CountersignOutbound",
                 "TestSupport",
                 "CountersignCore",
                 "CountersignPush",
@@ -355,6 +369,7 @@ let package = Package(
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -394,6 +409,7 @@ let package = Package(
                 "CountersignCore",
                 "CountersignRuntime",
                 "CountersignWebhooks",
+                "CountersignOutbound",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import CountersignCore
+import CountersignOutbound
 import Foundation
 import Logging
 import NIOCore
@@ -40,13 +41,22 @@ public enum PushSetup {
             if let webPush = configuration.webPush {
                 let key = try VAPIDKeyFile.load(path: webPush.vapidKeyFile, create: webPush.createKey, logger: logger)
                 let vapid = try await VAPIDSigner(key: key, subject: webPush.subject)
-                let client = try makeClient(caFile: nil)
-                services.append(HTTPClientService(client: client))
+                // Endpoints are the devices' choice: each host is resolved once, checked, and connected to where it was checked.
+                let policy = configuration.endpoints
+                let base = try clientConfiguration(caFile: nil)
+                let clients = CheckedHTTPClients(
+                    allows: { _, address in policy.allows(address: address) },
+                    makeClient: { dnsOverride in
+                        var pinned = base
+                        pinned.dnsOverride = dnsOverride
+                        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: pinned)
+                    })
+                services.append(HTTPClientService(checked: clients))
                 senders[.webPush] = WebPushSender(
-                    vapid: vapid, client: client, configuration: .init(endpoints: configuration.endpoints), deadTokens: deadTokens)
+                    vapid: vapid, clients: clients, configuration: .init(endpoints: configuration.endpoints), deadTokens: deadTokens)
             }
         } catch {
-            for service in services { try? await service.client.shutdown() }
+            for service in services { try? await service.shutdown() }
             throw error
         }
         guard !senders.isEmpty else { return nil }
@@ -105,6 +115,15 @@ public enum PushSetup {
     public static func makeClient(
         caFile: String?, connectTimeout: TimeAmount = .seconds(10), readTimeout: TimeAmount = .seconds(15)
     ) throws -> HTTPClient {
+        HTTPClient(
+            eventLoopGroupProvider: .singleton,
+            configuration: try clientConfiguration(caFile: caFile, connectTimeout: connectTimeout, readTimeout: readTimeout))
+    }
+
+    /// The configuration of ``makeClient(caFile:connectTimeout:readTimeout:)``.
+    static func clientConfiguration(
+        caFile: String?, connectTimeout: TimeAmount = .seconds(10), readTimeout: TimeAmount = .seconds(15)
+    ) throws -> HTTPClient.Configuration {
         var tls = TLSConfiguration.makeClientConfiguration()
         if let caFile {
             guard FileManager.default.isReadableFile(atPath: caFile) else {
@@ -130,6 +149,6 @@ public enum PushSetup {
         // No distributed tracing here: without a tracer the client skips a span,
         // and a second parse of the URL, on every send.
         configuration.tracing.tracer = nil
-        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        return configuration
     }
 }

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import CountersignCore
+import CountersignOutbound
 import Crypto
 import Foundation
 import JWTKit
@@ -28,13 +29,14 @@ public final class WebPushSender: PushSender {
     }
 
     public let vapid: VAPIDSigner
-    private let client: HTTPClient
+    /// One client per endpoint host, connecting only to an address it checked.
+    private let clients: CheckedHTTPClients
     private let configuration: Configuration
     private let delivery: PushDelivery
 
-    public init(vapid: VAPIDSigner, client: HTTPClient, configuration: Configuration, deadTokens: (any PushTokenStore)?) {
+    public init(vapid: VAPIDSigner, clients: CheckedHTTPClients, configuration: Configuration, deadTokens: (any PushTokenStore)?) {
         self.vapid = vapid
-        self.client = client
+        self.clients = clients
         self.configuration = configuration
         self.delivery = PushDelivery(
             service: "Web Push", maxAttempts: configuration.maxAttempts, baseBackoff: configuration.baseBackoff, deadTokens: deadTokens)
@@ -59,7 +61,17 @@ public final class WebPushSender: PushSender {
         guard let url = URL(string: endpoint), let audience = VAPIDSigner.audience(of: url) else {
             throw PushRefusal(.tokenDead, reason: "bad_endpoint")
         }
-        try await checkAddresses(of: url)
+        // The host is resolved and every address checked; the client connects to a checked one.
+        let client: HTTPClient
+        do {
+            client = try await clients.client(for: url)
+        } catch CheckedHTTPClients.Refusal.noAddress {
+            throw PushRefusal(.retryable, reason: "dns", detail: "no address for the endpoint's host")
+        } catch CheckedHTTPClients.Refusal.forbidden(let address) {
+            throw PushRefusal(
+                .tokenDead, reason: "private_address",
+                detail: "the endpoint's host resolves to \(address.count == 4 ? "a private IPv4" : "a private IPv6") address")
+        }
         let body: Data
         do {
             body = try WebPushEncryption.encrypt(message.payload, p256dh: p256dh, auth: auth)
@@ -94,64 +106,6 @@ public final class WebPushSender: PushSender {
         // our configuration: it is that device's push failing, not `auth_error`.
         case 429, 500...599: return PushRefusal(.retryable, reason: reason, retryAfter: retryAfter)
         default: return PushRefusal(.rejected, reason: reason, detail: detail)
-        }
-    }
-
-    /// Refuses an endpoint whose host resolves to an address the policy
-    /// forbids (a name the device chose, pointed at the daemon's own network).
-    private func checkAddresses(of url: URL) async throws {
-        guard !configuration.endpoints.allowsPrivate, let host = url.host else { return }
-        let addresses = try await Self.resolve(host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")))
-        if addresses.isEmpty { throw PushRefusal(.retryable, reason: "dns", detail: "no address for the endpoint's host") }
-        if let forbidden = addresses.first(where: { !configuration.endpoints.allows(address: $0) }) {
-            throw PushRefusal(
-                .tokenDead, reason: "private_address",
-                detail: "the endpoint's host resolves to \(forbidden.count == 4 ? "a private IPv4" : "a private IPv6") address")
-        }
-    }
-
-    /// Threads of their own for the system resolver, which blocks: a device's
-    /// name on a slow DNS server holds one of these, never one of the pool the
-    /// password hashing runs on.
-    static let resolverPool: NIOThreadPool = {
-        let pool = NIOThreadPool(numberOfThreads: 4)
-        pool.start()
-        return pool
-    }()
-
-    /// The host's addresses (4 or 16 bytes each), from the system resolver on its own threads.
-    static func resolve(_ host: String) async throws -> [[UInt8]] {
-        if let literal = IPNetwork.address(host) { return [literal] }
-        return try await resolverPool.runIfActive {
-            var hints = addrinfo()
-            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-            var list: UnsafeMutablePointer<addrinfo>?
-            guard getaddrinfo(host, nil, &hints, &list) == 0, let first = list else { return [] }
-            defer { freeaddrinfo(first) }
-            var addresses: [[UInt8]] = []
-            var entry: UnsafeMutablePointer<addrinfo>? = first
-            while let current = entry {
-                if let address = current.pointee.ai_addr {
-                    switch Int32(address.pointee.sa_family) {
-                    case AF_INET:
-                        address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
-                            var value = $0.pointee.sin_addr
-                            addresses.append(withUnsafeBytes(of: &value) { Array($0) })
-                        }
-                    case AF_INET6:
-                        address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
-                            var value = $0.pointee.sin6_addr
-                            let bytes = withUnsafeBytes(of: &value) { Array($0) }
-                            // IPv4-mapped addresses are checked as the IPv4 address they carry.
-                            let mapped = bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF
-                            addresses.append(mapped ? Array(bytes[12...]) : bytes)
-                        }
-                    default: break
-                    }
-                }
-                entry = current.pointee.ai_next
-            }
-            return addresses
         }
     }
 }

@@ -1,37 +1,48 @@
 import AsyncHTTPClient
+import CountersignCore
+import CountersignOutbound
+import Foundation
 import NIOCore
 import ServiceLifecycle
-import Synchronization
 
-/// The HTTP client of every webhook, made at the first delivery (a daemon
-/// whose integrations have no webhook never opens one) and shut down with the
-/// service group: HTTP/2 where the receiver offers it, no redirect followed.
+/// The HTTP clients of webhooks, one per receiver host, made at a host's first
+/// delivery (a daemon whose integrations have no webhook never opens one) and
+/// shut down with the service group: HTTP/2 where the receiver offers it, no
+/// redirect followed. Each host is resolved once per client and connected to
+/// where it was checked (``CheckedHTTPClients``): `http://` only to a loopback
+/// address, so a name that answers loopback first and another address later
+/// cannot carry an unencrypted event away.
 public final class WebhookClient: Service, Sendable {
-    private let made = Mutex<HTTPClient?>(nil)
+    private let clients: CheckedHTTPClients
 
-    public init() {}
+    public init(resolver: any HostResolver = SystemResolver()) {
+        clients = CheckedHTTPClients(
+            resolver: resolver,
+            allows: { scheme, address in scheme == "https" || Self.isLoopback(address) },
+            makeClient: { dnsOverride in
+                var configuration = HTTPClient.Configuration()
+                configuration.httpVersion = .automatic
+                configuration.redirectConfiguration = .disallow
+                configuration.timeout = .init(connect: .seconds(10), read: .seconds(10))
+                // A refused connection fails the attempt at once: the outbox retries with its own
+                // back-off, and `webhook list` shows why instead of an attempt that hangs for 10 s.
+                configuration.connectionPool.retryConnectionEstablishment = false
+                configuration.dnsOverride = dnsOverride
+                return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+            })
+    }
 
-    func client() -> HTTPClient {
-        made.withLock { made in
-            if let client = made { return client }
-            var configuration = HTTPClient.Configuration()
-            configuration.httpVersion = .automatic
-            configuration.redirectConfiguration = .disallow
-            configuration.timeout = .init(connect: .seconds(10), read: .seconds(10))
-            // A refused connection fails the attempt at once: the outbox retries with its own
-            // back-off, and `webhook list` shows why instead of an attempt that hangs for 10 s.
-            configuration.connectionPool.retryConnectionEstablishment = false
-            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-            made = client
-            return client
-        }
+    func client(for url: URL) async throws -> HTTPClient { try await clients.client(for: url) }
+
+    /// 127.0.0.0/8 or ::1.
+    static func isLoopback(_ address: [UInt8]) -> Bool {
+        address.count == 4 ? address[0] == 127 : address == [UInt8](repeating: 0, count: 15) + [1]
     }
 
     public func run() async throws {
         try? await gracefulShutdown()
-        try await made.withLock { made in
-            defer { made = nil }
-            return made
-        }?.shutdown()
+        await shutdown()
     }
+
+    func shutdown() async { await clients.shutdown() }
 }

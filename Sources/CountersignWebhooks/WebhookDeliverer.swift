@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import CountersignCore
+import CountersignOutbound
 import Foundation
 import Logging
 import NIOCore
@@ -63,12 +64,16 @@ public struct WebhookDeliverer: OutboxDeliverer {
         request.body = .bytes(ByteBuffer(bytes: item.payload))
         let host = URL(string: url)?.host ?? "?"
         do {
-            let response = try await client.client().execute(request, timeout: timeout, logger: logger)
+            // Resolved once per client, checked (http:// only to a loopback address), and connected where it was checked.
+            guard let target = URL(string: url) else { return .failed("integration \(integration.name): \(url) is not a URL") }
+            let response = try await client.client(for: target).execute(request, timeout: timeout, logger: logger)
             // Read (and bound) the answer so the connection can be reused; its content does not matter.
             _ = try? await response.body.collect(upTo: 64 * 1024)
             let status = Int(response.status.code)
             if (200..<300).contains(status) { return .delivered("integration \(integration.name): HTTP \(status) from \(host)") }
             return .retry("integration \(integration.name): HTTP \(status) from \(host)")
+        } catch let refusal as CheckedHTTPClients.Refusal {
+            return .retry("integration \(integration.name): \(host): \(refusal)")
         } catch {
             return .retry("integration \(integration.name): \(host): \(Self.describe(error))")
         }

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import CountersignCore
+import CountersignOutbound
 import Crypto
 import Foundation
 import JWTKit
@@ -163,9 +164,12 @@ import Testing
     /// The endpoint's host is resolved before each push: a name that resolves
     /// to a private address is refused, whatever it looked like when it was registered.
     @Test func aHostResolvingToAPrivateAddressIsRefusedAtSendTime() async throws {
-        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        let policy = PushEndpointPolicy()
+        let clients = CheckedHTTPClients(
+            allows: { _, address in policy.allows(address: address) },
+            makeClient: { _ in HTTPClient(eventLoopGroupProvider: .singleton) })
         let vapid = try await VAPIDSigner(key: P256.Signing.PrivateKey(), subject: "mailto:ops@example.com")
-        let sender = WebPushSender(vapid: vapid, client: client, configuration: .init(), deadTokens: nil)
+        let sender = WebPushSender(vapid: vapid, clients: clients, configuration: .init(), deadTokens: nil)
         let message = try #require(ProviderMessages.webPush(for: Self.prompt(expiresIn: 3600), now: Date()))
         let receiver = P256.KeyAgreement.PrivateKey().publicKey.x963Representation
         for endpoint in ["https://localhost:9/push", "https://127.1:9/push", "https://[::1]:9/push"] {
@@ -176,7 +180,7 @@ import Testing
                 #expect(refusal.kind == .tokenDead && refusal.reason == "private_address", "\(endpoint): \(refusal)")
             }
         }
-        try await client.shutdown()
+        await clients.shutdown()
     }
 
     // MARK: Credentials

@@ -34,7 +34,7 @@ import Testing
             #expect(fake.rejections.isEmpty)
             #expect(streams.openConnections == 1)
             #expect(sender.connectionCount == 1, "only the token exchange's client")
-            try await service.client.shutdown()
+            try await service.shutdown()
             try await sender.shutdownOpenedConnections()
             #expect(streams.openConnections == 0)
         }
@@ -55,7 +55,7 @@ import Testing
             #expect(sender.streams == nil)
             #expect(await sender.send(FakeFCMHarness.prompt(), to: FakeFCMHarness.device("token-http"), logger: Logger(label: "t")) == .sent)
             try await sender.shutdownOpenedConnections()
-            try await service.client.shutdown()
+            try await service.shutdown()
         }
     }
 }
