@@ -36,8 +36,9 @@ extension PostgresStore: AccountStore {
             // Live phone resets first, then the user: the order a completion takes its locks in.
             try await connection.run(
                 "SELECT id FROM approval_requests WHERE user_id = \(userID) AND state IN ('pending', 'approved') FOR UPDATE", self.logger)
-            try await connection.perform(
-                AccountSQL.auditOwnershipEnded(userID: userID, at: Date(), by: "password set by the operator (user passwd)"), self.logger)
+            for statement in AccountSQL.endOwnership(userID: userID, at: Date(), by: "password set by the operator (user passwd)") {
+                try await connection.perform(statement, self.logger)
+            }
             let changed = try await connection.perform(AccountSQL.setPassword(userID: userID, passwordHash: passwordHash), self.logger)
             if changed == 1 {
                 _ = try await Self.cancelLivePhoneResets(userID: userID, now: Date(), by: "the operator (user passwd)", connection, self.logger)

@@ -85,8 +85,9 @@ extension PostgresStore: ApprovalStore {
                     throw PostgresStoreError.corrupt("approved request \(request.logReference) holds no password hash")
                 }
                 try await connection.perform(ApprovalSQL.replaceEmailResets(userID: userID, at: transition.at), self.logger)
-                try await connection.perform(
-                    AccountSQL.auditOwnershipEnded(userID: userID, at: transition.at, by: "password set by a phone reset"), self.logger)
+                for statement in AccountSQL.endOwnership(userID: userID, at: transition.at, by: "password set by a phone reset") {
+                    try await connection.perform(statement, self.logger)
+                }
                 try await connection.perform(AccountSQL.setPassword(userID: userID, passwordHash: hash), self.logger)
             }
             // Delivered to every node's listener when this transaction commits.

@@ -46,7 +46,9 @@ extension PostgresStore: EmailResetStore {
             }
             guard let userID = try await connection.fetch(EmailResetSQL.redeem(id: id, now: now), self.logger).first?.get("user_id", as: String.self)
             else { return nil }
-            try await connection.perform(AccountSQL.auditOwnershipEnded(userID: userID, at: now, by: "password set by an email reset"), self.logger)
+            for statement in AccountSQL.endOwnership(userID: userID, at: now, by: "password set by an email reset") {
+                try await connection.perform(statement, self.logger)
+            }
             guard try await connection.perform(AccountSQL.setPassword(userID: userID, passwordHash: passwordHash), self.logger) == 1 else {
                 return nil
             }

@@ -190,6 +190,18 @@ extension PostgresStore {
                 "ALTER TABLE users ADD COLUMN wrong_codes integer NOT NULL DEFAULT 0",
                 "ALTER TABLE users ADD COLUMN wrong_codes_since double precision",
                 "ALTER TABLE integrations ADD COLUMN prompt_all_users boolean NOT NULL DEFAULT false",
+                """
+                INSERT INTO audit_events (at, kind, user_id, detail)
+                SELECT extract(epoch FROM now())::double precision, 'ownership_ended', u.id,
+                    'integration ' || i.name || '; the user had a password before this version'
+                FROM users u JOIN integrations i ON i.id = u.owner_integration_id WHERE u.password_hash != ''
+                """,
+                """
+                DELETE FROM enrollments WHERE used_at IS NULL AND EXISTS (
+                    SELECT 1 FROM users u WHERE u.id = enrollments.user_id AND u.password_hash != ''
+                        AND u.owner_integration_id = enrollments.integration_id)
+                """,
+                "UPDATE users SET owner_integration_id = NULL WHERE password_hash != '' AND owner_integration_id IS NOT NULL",
             ]
         ),
     ]

@@ -13,18 +13,19 @@ extension PostgresStore: OfflineCodeStore {
     }
 
     public func takeUserCodeTry(userID: String, limit: Int, window: TimeInterval, now: Date) async throws -> UserCodeTry {
-        if let count: Int = try await fetch(
+        if let row = try await fetch(
             OfflineCodeSQL.takeUserCodeTry(userID: userID, limit: limit, windowStart: now.addingTimeInterval(-window), now: now)
-        ).first?.get("wrong_codes") {
-            return .taken(count)
+        ).first {
+            // Read as the shared rows read times (Unix seconds), not as PostgresNIO's own dates.
+            return .taken(try row.get("wrong_codes"), windowStart: Date(timeIntervalSince1970: try row.real("wrong_codes_since") ?? 0))
         }
         guard let row = try await fetch(OfflineCodeSQL.userCodeWindow(userID: userID)).first else { return .noUser }
-        let since: Date = try row.get("wrong_codes_since", as: Date?.self) ?? now
+        let since = try row.real("wrong_codes_since").map(Date.init(timeIntervalSince1970:)) ?? now
         return .locked(until: since.addingTimeInterval(window))
     }
 
-    public func giveBackUserCodeTry(userID: String) async throws {
-        try await fetch(OfflineCodeSQL.giveBackUserCodeTry(userID: userID))
+    public func giveBackUserCodeTry(userID: String, windowStart: Date) async throws {
+        try await fetch(OfflineCodeSQL.giveBackUserCodeTry(userID: userID, windowStart: windowStart))
     }
 
     public func unlockCodes(userID: String) async throws -> Bool {

@@ -36,7 +36,9 @@ extension SQLiteStore: AccountStore {
 
     public func setPassword(userID: String, passwordHash: String) async throws {
         try await pool.write { db in
-            try db.perform(AccountSQL.auditOwnershipEnded(userID: userID, at: Date(), by: "password set by the operator (user passwd)"))
+            for statement in AccountSQL.endOwnership(userID: userID, at: Date(), by: "password set by the operator (user passwd)") {
+                try db.perform(statement)
+            }
             if try db.perform(AccountSQL.setPassword(userID: userID, passwordHash: passwordHash)) == 0 { throw AccountError.unknownUser }
             _ = try Self.cancelLivePhoneResets(userID: userID, now: Date(), by: "the operator (user passwd)", db)
         }

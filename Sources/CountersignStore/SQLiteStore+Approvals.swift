@@ -82,7 +82,9 @@ extension SQLiteStore: ApprovalStore {
                     throw DatabaseError(message: "approved request \(request.logReference) holds no password hash")
                 }
                 try db.perform(ApprovalSQL.replaceEmailResets(userID: userID, at: transition.at))
-                try db.perform(AccountSQL.auditOwnershipEnded(userID: userID, at: transition.at, by: "password set by a phone reset"))
+                for statement in AccountSQL.endOwnership(userID: userID, at: transition.at, by: "password set by a phone reset") {
+                    try db.perform(statement)
+                }
                 try db.perform(AccountSQL.setPassword(userID: userID, passwordHash: hash))
             }
             return true

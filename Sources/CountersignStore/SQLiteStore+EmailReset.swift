@@ -34,7 +34,7 @@ extension SQLiteStore: EmailResetStore {
     public func redeemEmailReset(id: String, passwordHash: String, now: Date) async throws -> [CancelledReset]? {
         try await pool.write { db in
             guard let userID = try db.fetchFirst(EmailResetSQL.redeem(id: id, now: now))?.get("user_id", as: String.self) else { return nil }
-            try db.perform(AccountSQL.auditOwnershipEnded(userID: userID, at: now, by: "password set by an email reset"))
+            for statement in AccountSQL.endOwnership(userID: userID, at: now, by: "password set by an email reset") { try db.perform(statement) }
             guard try db.perform(AccountSQL.setPassword(userID: userID, passwordHash: passwordHash)) == 1 else { return nil }
             // One recovery at a time: a live phone reset must not overwrite this password later.
             return try Self.cancelLivePhoneResets(userID: userID, now: now, by: "email reset", db)

@@ -244,11 +244,22 @@ extension SQLiteStore {
         migrator.registerMigration("v11-codes-and-reach") { db in
             // A user's wrong codes in the current day's window (every route and address
             // counted together), and the integrations the operator let prompt every user.
+            // A password ends an integration's ownership: users given one before this
+            // version are no integration's from now on (audited), and the codes it issued
+            // for them stop working.
             try db.execute(
                 sql: """
                     ALTER TABLE users ADD COLUMN wrong_codes INTEGER NOT NULL DEFAULT 0;
                     ALTER TABLE users ADD COLUMN wrong_codes_since REAL;
                     ALTER TABLE integrations ADD COLUMN prompt_all_users INTEGER NOT NULL DEFAULT 0;
+                    INSERT INTO audit_events (at, kind, user_id, detail)
+                    SELECT (julianday('now') - 2440587.5) * 86400.0, 'ownership_ended', u.id,
+                        'integration ' || i.name || '; the user had a password before this version'
+                    FROM users u JOIN integrations i ON i.id = u.owner_integration_id WHERE u.password_hash != '';
+                    DELETE FROM enrollments WHERE used_at IS NULL AND EXISTS (
+                        SELECT 1 FROM users u WHERE u.id = enrollments.user_id AND u.password_hash != ''
+                            AND u.owner_integration_id = enrollments.integration_id);
+                    UPDATE users SET owner_integration_id = NULL WHERE password_hash != '' AND owner_integration_id IS NOT NULL;
                     """)
         }
         return migrator

@@ -16,11 +16,10 @@ extension SQLiteStore: OfflineCodeStore {
 
     public func takeUserCodeTry(userID: String, limit: Int, window: TimeInterval, now: Date) async throws -> UserCodeTry {
         try await group.write { db in
-            if let count: Int = try db.fetchFirst(
-                OfflineCodeSQL.takeUserCodeTry(userID: userID, limit: limit, windowStart: now.addingTimeInterval(-window), now: now))?.get(
-                    "wrong_codes")
+            if let row = try db.fetchFirst(
+                OfflineCodeSQL.takeUserCodeTry(userID: userID, limit: limit, windowStart: now.addingTimeInterval(-window), now: now))
             {
-                return .taken(count)
+                return .taken(try row.get("wrong_codes"), windowStart: try row.get("wrong_codes_since"))
             }
             guard let row = try db.fetchFirst(OfflineCodeSQL.userCodeWindow(userID: userID)) else { return .noUser }
             let since: Date = try row.get("wrong_codes_since", as: Date?.self) ?? now
@@ -28,8 +27,8 @@ extension SQLiteStore: OfflineCodeStore {
         }
     }
 
-    public func giveBackUserCodeTry(userID: String) async throws {
-        _ = try await group.write { db in try db.perform(OfflineCodeSQL.giveBackUserCodeTry(userID: userID)) }
+    public func giveBackUserCodeTry(userID: String, windowStart: Date) async throws {
+        _ = try await group.write { db in try db.perform(OfflineCodeSQL.giveBackUserCodeTry(userID: userID, windowStart: windowStart)) }
     }
 
     public func unlockCodes(userID: String) async throws -> Bool {

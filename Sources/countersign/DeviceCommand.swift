@@ -25,7 +25,10 @@ struct DeviceCommand: AsyncParsableCommand {
                     device.push.map { device.pushEnabled ? "push \($0.described)" : "push off (\($0.provider.rawValue) token rejected)" }
                     ?? "pull only"
                 let key = device.publicKey.map { "key \($0.thumbprint)" } ?? "no key"
-                print("\(device.id)  \(device.name)  \(device.platform)  \(push)  \(key)  since \(device.createdAt.formatted(.iso8601))")
+                // Names came from phones: escaped (LogText), so none can reorder or break the line.
+                print(
+                    "\(device.id)  \(LogText.escaped(device.name))  \(LogText.escaped(device.platform))  \(push)  \(key)  since \(device.createdAt.formatted(.iso8601))"
+                )
             }
         }
     }

@@ -284,7 +284,7 @@ struct WebhookCommand: AsyncParsableCommand {
                 let reference = event.map { ApprovalRequest.logReference(of: $0.data.approvalId) } ?? "?"
                 var line = "\(entry.id)  \(event?.type ?? "?")  request \(reference)  \(state)"
                 line += "  attempts \(entry.attempts)  created \(entry.createdAt.formatted(.iso8601))"
-                if let error = entry.lastError { line += "  last error: \(error)" }
+                if let error = entry.lastError { line += "  last error: \(LogText.escaped(error))" }
                 print(line)
             }
         }

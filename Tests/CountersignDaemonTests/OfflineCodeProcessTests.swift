@@ -281,6 +281,38 @@ import Testing
         }
     }
 
+    /// trust.md: a user's wrong codes are bounded per day across routes, kept in the
+    /// database (the CLI, another process, lifts it), and the lock is told only to
+    /// the relying service: on the public reset route a locked user's code is a
+    /// wrong code, as an unknown email's is.
+    @Test func aUsersDailyBoundLocksEveryCodeUntilTheOperatorUnlocks() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            let (daemon, database) = try await Self.start(folder, extra: ["--rate-limit", "wrongCodesPerUserPerDay=2/86400"])
+            defer { daemon.stop() }
+            let base = daemon.base
+            let acme = try await Self.acme(base, database: database)
+            let phone = try #require(try await Self.login(base).phone)
+            let wrong = try phone.codeNow() == "000000" ? "000001" : "000000"
+            let (id, _) = try await acme.initiate()
+            #expect(try await acme.verify(id, wrong).0 == 400)
+            #expect(try await acme.verify(id, wrong).0 == 400)
+            let (locked, body) = try await acme.verify(id, try phone.codeNow())
+            #expect(locked == 429, "\(body)")
+            let lock = try await TrustProcessTests.audit(database, kind: "codes_locked") { !$0.isEmpty }
+            #expect(lock.count == 1)
+            // On the reset route the lock looks like any wrong code.
+            let (reset, _) = try await Self.initiate(base)
+            let (refused, refusal) = try await Self.verify(base, reset, "1234567890")
+            #expect(refused == 400)
+            #expect(refusal["error"] as? String == "invalid_code")
+
+            let (unlocked, output) = try await DaemonProcessTests.command(["user", "unlock", Self.email, "--database", database])
+            #expect(unlocked == 0, "\(output)")
+            let (approved, answer) = try await acme.verify(id, try phone.codeNow())
+            #expect(approved == 200, "\(answer)")
+        }
+    }
+
     /// An offline code typed while the phone answers: one of them wins, and
     /// the request ends as the winner said.
     @Test func anOfflineCodeAndTheDevicesAnswerRaceToOneWinner() async throws {

@@ -40,4 +40,41 @@ import Testing
             #expect(health == 200)
         }
     }
+
+    /// trust.md, "a password ends ownership": before schema v11 a password given to an
+    /// integration's user left it the integration's. Upgrading ends that ownership
+    /// (audited) and voids the codes that integration issued for the user.
+    @Test func upgradingEndsTheOwnershipOfUsersWhoHaveAPassword() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            let database = folder.appendingPathComponent("countersign.sqlite").path
+            try FileManager.default.copyItem(atPath: Self.fixture.path, toPath: database)
+            // As v10 left it: ana, who has a password, still owned by the integration, with an unused code of its.
+            let setup = """
+                import sqlite3, sys
+                c = sqlite3.connect(sys.argv[1])
+                integration = c.execute("SELECT id FROM integrations").fetchone()[0]
+                user = c.execute("SELECT id FROM users").fetchone()[0]
+                c.execute("UPDATE users SET owner_integration_id = ?", (integration,))
+                c.execute("INSERT INTO enrollments (code_hash, user_id, integration_id, created_at, expires_at) VALUES ('h', ?, ?, 0, 9e9)",
+                    (user, integration))
+                c.commit()
+                """
+            let (prepared, said) = try await onOwnThread { try runToEnd("/usr/bin/env", ["python3", "-c", setup, database]) }
+            #expect(prepared == 0, "\(said)")
+            let (listed, output) = try await DaemonProcessTests.command(["integration", "list", "--database", database])
+            #expect(listed == 0, "\(output)")
+            let check = """
+                import sqlite3, sys
+                c = sqlite3.connect(sys.argv[1])
+                print(c.execute("SELECT owner_integration_id FROM users").fetchone()[0])
+                print(c.execute("SELECT count(*) FROM enrollments").fetchone()[0])
+                print(c.execute("SELECT detail FROM audit_events WHERE kind = 'ownership_ended'").fetchone()[0])
+                """
+            let (checked, rows) = try await onOwnThread { try runToEnd("/usr/bin/env", ["python3", "-c", check, database]) }
+            #expect(checked == 0, "\(rows)")
+            #expect(
+                rows.split(separator: "\n").map(String.init)
+                    == ["None", "0", "integration Fixture Admin; the user had a password before this version"], "\(rows)")
+        }
+    }
 }

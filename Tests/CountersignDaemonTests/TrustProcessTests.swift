@@ -104,6 +104,32 @@ import Glibc
         }
     }
 
+    /// trust.md, "Text from outside stays data": a user agent with a quote cannot add
+    /// fields to `countersign audit`'s text; one event is one line.
+    @Test func aQuoteFromOutsideAddsNoFieldToTheAuditOrTheLog() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            let database = folder.appendingPathComponent("countersign.sqlite").path
+            let added = try await DeviceSimulateTests.run(
+                ["user", "add", Self.email, "--database", database, "--bcrypt-cost", "4"], input: "correct horse\n")
+            #expect(added.status == 0, "\(added.output)")
+            let log = folder.appendingPathComponent("daemon.log")
+            let daemon = try await RunningDaemon.start(["--database", database], log: log)
+            defer { daemon.stop() }
+            let hostile = #"Mozilla/5.0" kind=password_changed user=root"#
+            let (status, _) = try await DaemonProcessTests.http(
+                .POST, "\(daemon.base)/api/mobile/auth/login",
+                json: #"{"email":"\#(Self.email)","password":"wrong","deviceName":"x","platform":"ios"}"#, headers: [("User-Agent", hostile)])
+            #expect(status == 401)
+            _ = try await Self.audit(database, kind: "login_failed") { !$0.isEmpty }
+            let (listed, text) = try await DaemonProcessTests.command(["audit", "--database", database, "--kind", "login_failed"])
+            #expect(listed == 0, "\(text)")
+            let line = try #require(text.split(separator: "\n").first { $0.contains("login_failed") }.map(String.init), "\(text)")
+            // The whole value is one quoted field, its quote escaped: what follows it is the next real field.
+            let value = #"userAgent="Mozilla/5.0\" kind=password_changed user=root""#
+            #expect(line.contains(value + " detail=") || line.hasSuffix(value), "\(line)")
+        }
+    }
+
     /// trust.md: what the daemon and the CLI create is owner-only whatever the
     /// umask, a database file left open to others is tightened at start, and
     /// the CLI hashes at the cost of the daemon's config file.

@@ -168,6 +168,11 @@ import Testing
             #expect(locked["error"] == "rate_limited")
             #expect(try await daemon.v1(.GET, "/v1/approvals/\(second)", key: globex.key)["status"] == "pending")
             #expect(try await daemon.waitForAudit(.codesLocked).first?.userID == boUser.id)
+            // On the public reset route the lock answers as a wrong code does, as for an unknown email.
+            let (reset, _) = try await daemon.initiate("bo@example.com", newPassword: Fixture.newPassword)
+            let hidden = try await daemon.call(.POST, "/api/mobile/auth/reset/phone/verify-code/\(reset)", json: ["code": "1234567890"])
+            #expect(hidden.status == 400)
+            #expect(hidden["error"] == "invalid_code")
             try await PushFlowTests.eventually { pushes.deliveries.contains { $0.job == .codesLocked(userID: boUser.id) } }
             #expect(pushes.deliveries.filter { $0.job == .codesLocked(userID: boUser.id) }.map(\.deviceID) == [bo.deviceID])
 

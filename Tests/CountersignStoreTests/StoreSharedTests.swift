@@ -598,4 +598,55 @@ extension StoreTests {
             #expect(error.description.contains("newer release"))
         }
     }
+
+    /// trust.md: a user's wrong codes across routes are counted in the database per window;
+    /// a try is given back only to its own window, and `user unlock` forgets them; a password
+    /// ends an integration's ownership (audited) and voids its codes; reach is own, granted or all.
+    @Test(arguments: Backend.available) func aUsersWrongCodesAndReachAreKept(backend: Backend) async throws {
+        let store = try await open(backend)
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let ana = try await store.createUser(email: "ana@example.com", passwordHash: "h")
+        guard case .taken(1, let start) = try await store.takeUserCodeTry(userID: ana.id, limit: 2, window: 86400, now: now) else {
+            Issue.record("the first try was not taken")
+            return
+        }
+        #expect(start == now)
+        #expect(try await store.takeUserCodeTry(userID: ana.id, limit: 2, window: 86400, now: now + 1) == .taken(2, windowStart: now))
+        #expect(try await store.takeUserCodeTry(userID: ana.id, limit: 2, window: 86400, now: now + 2) == .locked(until: now + 86400))
+        // A try of another window is not given back to this one.
+        try await store.giveBackUserCodeTry(userID: ana.id, windowStart: now - 86400)
+        #expect(try await store.takeUserCodeTry(userID: ana.id, limit: 2, window: 86400, now: now + 3) == .locked(until: now + 86400))
+        try await store.giveBackUserCodeTry(userID: ana.id, windowStart: now)
+        #expect(try await store.takeUserCodeTry(userID: ana.id, limit: 2, window: 86400, now: now + 4) == .taken(2, windowStart: now))
+        // The window ends: a new one begins.
+        #expect(try await store.takeUserCodeTry(userID: ana.id, limit: 2, window: 86400, now: now + 86400) == .taken(1, windowStart: now + 86400))
+        #expect(try await store.takeUserCodeTry(userID: ana.id, limit: 2, window: 86400, now: now + 86401) == .taken(2, windowStart: now + 86400))
+        #expect(try await store.unlockCodes(userID: ana.id))
+        #expect(try await store.takeUserCodeTry(userID: ana.id, limit: 2, window: 86400, now: now + 86402) == .taken(1, windowStart: now + 86402))
+        #expect(try await store.takeUserCodeTry(userID: "nobody", limit: 2, window: 86400, now: now) == .noUser)
+
+        // Reach: own, granted, or (all) any user with a device.
+        try await store.createIntegration(
+            Integration(id: "int_1", name: "Acme", webhookURL: nil, webhookSecret: nil, enabled: true, createdAt: now), apiKeyHash: "kh")
+        let (bo, _) = try await store.ensureUser(email: "bo@example.com", integrationID: "int_1")
+        #expect(try await store.integration("int_1", reaches: bo.id, all: false))
+        #expect(try await store.integration("int_1", reaches: ana.id, all: false) == false)
+        #expect(try await store.integration("int_1", reaches: ana.id, all: true) == false, "no device")
+        _ = try await store.registerDevice(userID: ana.id, name: "p", platform: "ios", push: nil, apiKeyHash: "ka", publicKey: nil)
+        #expect(try await store.integration("int_1", reaches: ana.id, all: true))
+        #expect(try await store.user(email: "ana@example.com", promptableBy: "int_1")?.reached == false)
+        #expect(try await store.user(email: "bo@example.com", promptableBy: "int_1")?.reached == true)
+        #expect(try await store.setPromptsAllUsers(integrationID: "int_1", on: true))
+        #expect(try await store.integration(id: "int_1")?.promptsAllUsers == true)
+
+        // A password ends ownership, audited, and the integration's unused codes for the user die.
+        try await store.createEnrollment(codeHash: "bo-1", userID: bo.id, integrationID: "int_1", createdAt: now, expiresAt: now + 600)
+        try await store.setPassword(userID: bo.id, passwordHash: "h2")
+        #expect(try await store.user(id: bo.id)?.ownerIntegrationID == nil)
+        #expect(try await store.integration("int_1", reaches: bo.id, all: false) == false)
+        #expect(try await Self.enroll(store, "bo-1", now: now) == nil)
+        let ended = try await store.auditEvents(since: nil, email: nil, kind: .ownershipEnded, limit: 10)
+        #expect(ended.map(\.userID) == [bo.id])
+        #expect(ended.first?.detail == "integration Acme; password set by the operator (user passwd)")
+    }
 }

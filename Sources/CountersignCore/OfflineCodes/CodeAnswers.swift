@@ -75,11 +75,16 @@ public struct CodeAnswers: Sendable {
         guard let userID = request.userID else {
             return try await answer(code, to: request, integrationID: integrationID, context: context, logger: logger)
         }
-        let taken: Int
+        let (taken, windowStart): (Int, Date)
         switch try await store.takeUserCodeTry(userID: userID, limit: userBound.count, window: userBound.window, now: now()) {
-        case .taken(let count): taken = count
+        case .taken(let count, let start): (taken, windowStart) = (count, start)
         case .locked(let until):
             logger.notice("code refused: the user's codes are locked", metadata: ["request": "\(request.logReference)"])
+            // On the phone-reset route, which anyone may call, a locked user's code is a wrong code like any
+            // other (the request's try is taken, the 5th denies): a lock must not tell that an account exists.
+            guard integrationID != nil else {
+                return try await answer(code, to: request, integrationID: integrationID, context: context, logger: logger, checked: false)
+            }
             throw Locked(until: until)
         case .noUser:
             return try await answer(code, to: request, integrationID: integrationID, context: context, logger: logger)
@@ -87,12 +92,13 @@ public struct CodeAnswers: Sendable {
         let outcome: Outcome
         do {
             outcome = try await answer(code, to: request, integrationID: integrationID, context: context, logger: logger)
-        } catch {
-            try? await store.giveBackUserCodeTry(userID: userID)
-            throw error
+        } catch let refusal as BrokerError {
+            // Refused before the code was looked at (no longer pending, no try left): not a guess.
+            try? await store.giveBackUserCodeTry(userID: userID, windowStart: windowStart)
+            throw refusal
         }
         switch outcome {
-        case .approved: try await store.giveBackUserCodeTry(userID: userID)
+        case .approved: try await store.giveBackUserCodeTry(userID: userID, windowStart: windowStart)
         case .wrong where taken == userBound.count: lockedNow(userID: userID, request: request, context: context, logger: logger)
         case .wrong: break
         }
@@ -111,8 +117,9 @@ public struct CodeAnswers: Sendable {
         }
     }
 
+    /// `checked: false`: the code is refused unseen (its user's codes are locked), as a wrong one is.
     private func answer(
-        _ code: AnswerCode, to request: ApprovalRequest, integrationID: String?, context: AuditContext, logger: Logger
+        _ code: AnswerCode, to request: ApprovalRequest, integrationID: String?, context: AuditContext, logger: Logger, checked: Bool = true
     ) async throws -> Outcome {
         let id = request.id
         switch request.state {
@@ -127,7 +134,7 @@ public struct CodeAnswers: Sendable {
             let state = try await broker.status(of: id, integrationID: integrationID)?.state ?? .denied
             throw BrokerError.refused(state == .expired ? .expired : .conflict(state))
         }
-        if let match = try await match(code, for: request, logger: logger) {
+        if checked, let match = try await match(code, for: request, logger: logger) {
             var context = context
             context.deviceID = match.deviceID
             do {

@@ -20,8 +20,9 @@ public protocol OfflineCodeStore: Sendable {
     /// route and address, before the code is checked: this try's number in the
     /// window, or when the user has none left, when the window ends.
     func takeUserCodeTry(userID: String, limit: Int, window: TimeInterval, now: Date) async throws -> UserCodeTry
-    /// Gives back a try ``takeUserCodeTry(userID:limit:window:now:)`` took, for a right code or one never checked.
-    func giveBackUserCodeTry(userID: String) async throws
+    /// Gives back a try ``takeUserCodeTry(userID:limit:window:now:)`` took in the window that began at
+    /// `windowStart`, for a right code or one never checked; nothing once another window began.
+    func giveBackUserCodeTry(userID: String, windowStart: Date) async throws
     /// Forgets the user's wrong codes (`countersign user unlock`); `false` for an unknown user.
     func unlockCodes(userID: String) async throws -> Bool
     /// Uses the user's bypass code stored under `codeHash`, if it is unused and

@@ -32,7 +32,11 @@ public enum LogText {
     /// empty or holds a space, `=` or a quote, so that it reads back as one field.
     public static func field(_ value: String) -> String {
         let escaped = escaped(value)
-        let quoted = value.isEmpty || value.unicodeScalars.contains { $0 == " " || $0 == "=" || $0 == "\"" || $0 == "\\" }
+        let quoted =
+            value.isEmpty
+            || value.unicodeScalars.contains {
+                $0 == "=" || $0 == "\"" || $0 == "\\" || $0 == "\u{FF1D}" || $0.properties.generalCategory == .spaceSeparator
+            }
         return quoted ? "\"" + escaped + "\"" : escaped
     }
 

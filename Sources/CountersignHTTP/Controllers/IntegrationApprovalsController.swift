@@ -107,12 +107,6 @@ struct IntegrationApprovalsController: Sendable {
         let integration = try await authenticator.integration(for: request)
         let checked = try Self.check(try await request.decodeJSON(as: CreateBody.self, context: context))
         let key = try Self.idempotencyKey(request)
-        // Hashed only when a repeat has to be recognised.
-        let requestHash = key == nil ? "" : checked.hash
-        if let key, let earlier = try await firstAnswer(integration: integration, key: key, requestHash: requestHash) { return earlier }
-        try await abuse.hit(
-            .approvalsPerIntegration, integration.id, "Too many approvals created by this integration. Please slow down.", context: context,
-            request: request)
         // Only a user the integration reaches: its own, granted to it, or (if the operator let it prompt
         // everyone) any user with a device. Anyone else, existing, device-less or not, is the same 404:
         // "has no device" (422) is told only of a user the integration reaches anyway.
@@ -120,6 +114,13 @@ struct IntegrationApprovalsController: Sendable {
         let (user, reached) = found
         guard reached || integration.promptsAllUsers else { throw APIError.userNotFound }
         guard !(try await store.devices(userID: user.id)).isEmpty else { throw reached ? APIError.notEnrolled : APIError.userNotFound }
+        // A repeat answers as the first create did, while the user is still reached (checked above).
+        // Hashed only when a repeat has to be recognised.
+        let requestHash = key == nil ? "" : checked.hash
+        if let key, let earlier = try await firstAnswer(integration: integration, key: key, requestHash: requestHash) { return earlier }
+        try await abuse.hit(
+            .approvalsPerIntegration, integration.id, "Too many approvals created by this integration. Please slow down.", context: context,
+            request: request)
         // Per relying service and user, then a looser bound on the user's sum: one
         // integration cannot use up the budget of another for the same person.
         try await abuse.hit(

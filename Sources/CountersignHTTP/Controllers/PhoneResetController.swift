@@ -171,13 +171,10 @@ struct PhoneResetController: Sendable {
     @Sendable func verifyCode(_ request: Request, context: AppRequestContext) async throws -> CodeAnswer {
         let id = try context.parameters.require("requestId")
         let code = try Field.answerCode(try await request.decodeJSON(as: CodeBody.self, context: context).code)
-        // Wrong codes here are counted per client address: whoever types at this route is the guesser.
-        do {
-            let approved = try await codes.answer(
-                code, to: id, integrationID: nil, counted: (.verifyCodePerIP, context.clientKey), abuse: abuse, context: context, request: request)
-            return CodeAnswer(requestId: approved.id, status: approved.state)
-        } catch let locked as CodeAnswers.Locked {
-            throw APIError.codesLocked(until: locked.until)
-        }
+        // Wrong codes here are counted per client address: whoever types at this route is the guesser. A user
+        // whose codes are locked gets the wrong code's answer here, as an unknown email does.
+        let approved = try await codes.answer(
+            code, to: id, integrationID: nil, counted: (.verifyCodePerIP, context.clientKey), abuse: abuse, context: context, request: request)
+        return CodeAnswer(requestId: approved.id, status: approved.state)
     }
 }

@@ -27,19 +27,27 @@ public enum AccountSQL {
         "SELECT DISTINCT substr(password_hash, 1, 7) AS prefix FROM users WHERE password_hash LIKE '$2%'"
 
     /// Sets the password; a user given one is no integration's any more (trust.md): run
-    /// ``auditOwnershipEnded(userID:at:by:)`` first, in the same transaction.
+    /// ``endOwnership(userID:at:by:)`` first, in the same transaction.
     public static func setPassword(userID: String, passwordHash: String) -> SQLStatement {
         "UPDATE users SET password_hash = \(passwordHash), owner_integration_id = NULL WHERE id = \(userID) RETURNING id"
     }
 
-    /// A user given a password is no integration's any more: the trail says which one it was, in the
-    /// transaction that sets the password (run before ``setPassword(userID:passwordHash:)``).
-    public static func auditOwnershipEnded(userID: String, at now: Date, by cause: String) -> SQLStatement {
-        """
-        INSERT INTO audit_events (at, kind, user_id, detail)
-        SELECT \(now), 'ownership_ended', u.id, 'integration ' || i.name || '; ' || \(cause)
-        FROM users u JOIN integrations i ON i.id = u.owner_integration_id WHERE u.id = \(userID)
-        """
+    /// A user given a password is no integration's any more (trust.md): in the transaction that sets
+    /// the password, before ``setPassword(userID:passwordHash:)`` clears the owner, the trail says which
+    /// integration it was and that integration's unused enrollment codes for the user stop working.
+    public static func endOwnership(userID: String, at now: Date, by cause: String) -> [SQLStatement] {
+        [
+            """
+            INSERT INTO audit_events (at, kind, user_id, detail)
+            SELECT \(now), 'ownership_ended', u.id, 'integration ' || i.name || '; ' || \(cause)
+            FROM users u JOIN integrations i ON i.id = u.owner_integration_id WHERE u.id = \(userID)
+            """,
+            """
+            DELETE FROM enrollments WHERE user_id = \(userID) AND used_at IS NULL
+                AND integration_id = (SELECT owner_integration_id FROM users WHERE id = \(userID))
+            RETURNING code_hash
+            """,
+        ]
     }
 
     public static func silence(userID: String, until: Date?) -> SQLStatement {

@@ -30,13 +30,17 @@ public enum OfflineCodeSQL {
             wrong_codes = CASE WHEN wrong_codes_since IS NULL OR wrong_codes_since <= \(windowStart) THEN 1 ELSE wrong_codes + 1 END,
             wrong_codes_since = CASE WHEN wrong_codes_since IS NULL OR wrong_codes_since <= \(windowStart) THEN \(now) ELSE wrong_codes_since END
         WHERE id = \(userID) AND (wrong_codes_since IS NULL OR wrong_codes_since <= \(windowStart) OR wrong_codes < \(limit))
-        RETURNING wrong_codes
+        RETURNING wrong_codes, wrong_codes_since
         """
     }
 
-    /// A try ``takeUserCodeTry(userID:limit:windowStart:now:)`` took for a code that was right (or never checked).
-    public static func giveBackUserCodeTry(userID: String) -> SQLStatement {
-        "UPDATE users SET wrong_codes = wrong_codes - 1 WHERE id = \(userID) AND wrong_codes > 0 RETURNING id"
+    /// A try ``takeUserCodeTry(userID:limit:windowStart:now:)`` took for a code that was right (or never checked),
+    /// given back only to the window it was taken in.
+    public static func giveBackUserCodeTry(userID: String, windowStart: Date) -> SQLStatement {
+        """
+        UPDATE users SET wrong_codes = wrong_codes - 1
+        WHERE id = \(userID) AND wrong_codes > 0 AND wrong_codes_since = \(windowStart) RETURNING id
+        """
     }
 
     /// When the user's current window of wrong codes began (column `wrong_codes_since`).
