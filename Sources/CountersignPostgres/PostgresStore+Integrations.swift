@@ -83,10 +83,6 @@ extension PostgresStore: IntegrationStore {
         }
     }
 
-    public func user(email: String, reachableBy integrationID: String) async throws -> User? {
-        try await fetch(IntegrationSQL.user(email: User.normalize(email: email), reachableBy: integrationID)).first.map(User.init(row:))
-    }
-
     public func user(email: String, promptableBy integrationID: String) async throws -> (user: User, reached: Bool)? {
         try await fetch(IntegrationSQL.user(email: User.normalize(email: email), promptableBy: integrationID)).first.map {
             (try User(row: $0), try $0.get("reached", as: Bool.self))

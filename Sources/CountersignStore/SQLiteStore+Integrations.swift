@@ -57,12 +57,6 @@ extension SQLiteStore: IntegrationStore {
         }
     }
 
-    public func user(email: String, reachableBy integrationID: String) async throws -> User? {
-        try readNow { db in
-            try db.fetchFirst(IntegrationSQL.user(email: User.normalize(email: email), reachableBy: integrationID)).map(User.init(row:))
-        }
-    }
-
     public func user(email: String, promptableBy integrationID: String) async throws -> (user: User, reached: Bool)? {
         try readNow { db in
             try db.fetchFirst(IntegrationSQL.user(email: User.normalize(email: email), promptableBy: integrationID)).map {

@@ -8,8 +8,8 @@ import Testing
 /// accepted by the real binary. Our own signer once retried until `s` was low
 /// and hid that half of all honest signatures were refused.
 @Suite struct StandardClientSignatureTests {
-    static let email = "ana@example.com"
-    static let password = "correct horse"
+    static let email = OfflineCodeProcessTests.email
+    static let password = OfflineCodeProcessTests.password
 
     /// The repository's `scripts/standard-signer.py`.
     static var script: String {
@@ -19,16 +19,11 @@ import Testing
 
     @Test func everyHonestSignatureOfAStandardLibraryIsAccepted() async throws {
         try await MailDeliveryProcessTests.withFolder { folder in
-            let database = folder.appendingPathComponent("countersign.sqlite").path
-            let added = try await DeviceSimulateTests.run(
-                ["user", "add", Self.email, "--database", database, "--bcrypt-cost", "4"], input: "\(Self.password)\n")
-            #expect(added.status == 0, "\(added.output)")
             // Room for 24 resets and 12 key changes in a minute; nothing else differs from the defaults.
             let limits = [
                 "resetInitiatePerEmail=100/900", "resetInitiatePerIP=100/900", "respondPerDevice=100/60", "deviceKeyChangesPerDevice=100/3600",
             ].flatMap { ["--rate-limit", $0] }
-            let daemon = try await RunningDaemon.start(
-                ["--database", database, "--bcrypt-cost", "4"] + limits, log: folder.appendingPathComponent("daemon.log"))
+            let (daemon, _) = try await OfflineCodeProcessTests.start(folder, extra: ["--bcrypt-cost", "4"] + limits)
             defer { daemon.stop() }
 
             let (status, output) = try await onOwnThread {

@@ -104,16 +104,59 @@ import Glibc
         }
     }
 
+    /// trust.md: the operator decides who an integration reaches. `integration
+    /// prompt-all-users` turns prompting every user with a device on and off
+    /// (audited, shown by `integration list`); `user add` for an email an
+    /// integration created says so and names `user passwd`, which takes the
+    /// account over (audited `ownership_ended`).
+    @Test func theOperatorDecidesWhomAnIntegrationReaches() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            let (daemon, database) = try await OfflineCodeProcessTests.start(folder)
+            defer { daemon.stop() }
+            let base = daemon.base
+            let acme = try await OfflineCodeProcessTests.acme(base, database: database)
+            _ = try await OfflineCodeProcessTests.login(base)
+            let sso = try await DaemonProcessTests.command(["integration", "add", "sso", "--database", database])
+            let ssoKey = try #require(
+                sso.output.split(separator: "\n").first { $0.hasPrefix("API key:") }.map {
+                    $0.dropFirst("API key:".count).trimmingCharacters(in: .whitespaces)
+                }, "\(sso.output)")
+            let prompt = #"{"user":"\#(Self.email)","action":"login","title":"VPN"}"#
+            let bearer = [("Authorization", "Bearer \(ssoKey)")]
+            #expect(try await DaemonProcessTests.http(.POST, "\(base)/v1/approvals", json: prompt, headers: bearer).0 == 404)
+            #expect(try await DaemonProcessTests.command(["integration", "prompt-all-users", "sso", "on", "--database", database]).status == 0)
+            #expect(try await DaemonProcessTests.http(.POST, "\(base)/v1/approvals", json: prompt, headers: bearer).0 == 201)
+            let listed = try await DaemonProcessTests.command(["integration", "list", "--database", database])
+            #expect(listed.output.contains("sso  enabled  prompts all users"), "\(listed.output)")
+            #expect(try await DaemonProcessTests.command(["integration", "prompt-all-users", "sso", "off", "--database", database]).status == 0)
+            #expect(try await DaemonProcessTests.http(.POST, "\(base)/v1/approvals", json: prompt, headers: bearer).0 == 404)
+            let switched = try await Self.audit(database, kind: "integration_prompt_all_users") { $0.count >= 2 }
+            #expect(Set(switched.map { $0["detail"] ?? "" }) == ["integration sso; prompt all users off", "integration sso; prompt all users on"])
+
+            // bo is acme's: `user add` says so and names the way to take the account over.
+            let (created, _) = try await DaemonProcessTests.http(
+                .POST, "\(base)/v1/users", json: #"{"email":"bo@example.com"}"#, headers: acme.headers)
+            #expect(created == 201)
+            let taken = try await DeviceSimulateTests.run(
+                ["user", "add", "bo@example.com", "--database", database, "--bcrypt-cost", "4"], input: "a new password\n")
+            #expect(taken.status != 0)
+            #expect(taken.output.contains("integration acme created it"), "\(taken.output)")
+            #expect(taken.output.contains("countersign user passwd bo@example.com"), "\(taken.output)")
+            let passwd = try await DeviceSimulateTests.run(
+                ["user", "passwd", "bo@example.com", "--database", database, "--bcrypt-cost", "4"], input: "a new password\n")
+            #expect(passwd.status == 0, "\(passwd.output)")
+            let ended = try await Self.audit(database, kind: "ownership_ended") { !$0.isEmpty }
+            #expect(ended.first?["detail"] == "integration acme; password set by the operator (user passwd)")
+            let (gone, _) = try await DaemonProcessTests.http(.GET, "\(base)/v1/users/bo@example.com/devices", headers: acme.headers)
+            #expect(gone == 404)
+        }
+    }
+
     /// trust.md, "Text from outside stays data": a user agent with a quote cannot add
     /// fields to `countersign audit`'s text; one event is one line.
-    @Test func aQuoteFromOutsideAddsNoFieldToTheAuditOrTheLog() async throws {
+    @Test func aQuoteFromOutsideAddsNoFieldToTheAudit() async throws {
         try await MailDeliveryProcessTests.withFolder { folder in
-            let database = folder.appendingPathComponent("countersign.sqlite").path
-            let added = try await DeviceSimulateTests.run(
-                ["user", "add", Self.email, "--database", database, "--bcrypt-cost", "4"], input: "correct horse\n")
-            #expect(added.status == 0, "\(added.output)")
-            let log = folder.appendingPathComponent("daemon.log")
-            let daemon = try await RunningDaemon.start(["--database", database], log: log)
+            let (daemon, database) = try await OfflineCodeProcessTests.start(folder)
             defer { daemon.stop() }
             let hostile = #"Mozilla/5.0" kind=password_changed user=root"#
             let (status, _) = try await DaemonProcessTests.http(

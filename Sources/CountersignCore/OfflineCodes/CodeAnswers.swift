@@ -44,7 +44,7 @@ public struct CodeAnswers: Sendable {
     }
 
     /// The request whose code is typed, as it is before the code is looked at: who it is for.
-    public func request(_ id: String, integrationID: String?) async throws -> ApprovalRequest {
+    private func request(_ id: String, integrationID: String?) async throws -> ApprovalRequest {
         guard let request = try await broker.status(of: id, integrationID: integrationID) else { throw BrokerError.notFound }
         return request
     }

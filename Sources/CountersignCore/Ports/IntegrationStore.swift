@@ -23,8 +23,6 @@ public protocol IntegrationStore: Sendable {
     /// A user with no password (approvals only), owned by `integrationID`; an
     /// existing user is returned as is, with `created` false (and its owner unchanged).
     func ensureUser(email: String, integrationID: String) async throws -> (user: User, created: Bool)
-    /// The user if the integration created it or the operator granted it to the integration.
-    func user(email: String, reachableBy integrationID: String) async throws -> User?
     /// The user named `email`, and whether the integration reaches it (created it, or was granted it).
     func user(email: String, promptableBy integrationID: String) async throws -> (user: User, reached: Bool)?
     /// Whether the integration may still prompt user `userID`: own, granted, or (`all`) any user with a device.
@@ -64,6 +62,11 @@ public protocol IntegrationStore: Sendable {
 }
 
 extension IntegrationStore {
+    /// The user if the integration created it or the operator granted it to the integration.
+    public func user(email: String, reachableBy integrationID: String) async throws -> User? {
+        try await user(email: email, promptableBy: integrationID).flatMap { $0.reached ? $0.user : nil }
+    }
+
     /// A code for an enabled integration, whatever its key.
     public func createEnrollment(codeHash: String, userID: String, integrationID: String, createdAt: Date, expiresAt: Date) async throws {
         _ = try await createEnrollment(

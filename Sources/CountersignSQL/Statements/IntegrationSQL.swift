@@ -84,14 +84,6 @@ public enum IntegrationSQL {
         """
     }
 
-    /// The user, if the integration created it or was granted it.
-    public static func user(email: String, reachableBy integrationID: String) -> SQLStatement {
-        """
-        SELECT * FROM users u WHERE email = \(email) AND (u.owner_integration_id = \(integrationID)
-            OR EXISTS (SELECT 1 FROM integration_grants g WHERE g.user_id = u.id AND g.integration_id = \(integrationID)))
-        """
-    }
-
     public static func user(email: String, ownedBy integrationID: String) -> SQLStatement {
         "SELECT * FROM users WHERE email = \(email) AND owner_integration_id = \(integrationID)"
     }
