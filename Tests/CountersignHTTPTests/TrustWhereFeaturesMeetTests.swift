@@ -184,6 +184,35 @@ import Testing
         }
     }
 
+    /// The phone-reset route takes reset bypass codes only: the phone's offline
+    /// code there is a wrong code (the 5th denies the request), and wrong codes
+    /// there are counted per client address.
+    @Test func anOfflineCodeOnTheResetRouteIsAWrongCodeCountedPerAddress() async throws {
+        try await withTestDaemon(configure: { $0.rateLimits[.verifyCodePerIP] = RateLimit(count: 6, window: 900) }) { daemon in
+            try await daemon.createUser(Fixture.email, password: Fixture.password)
+            let login = try await daemon.call(
+                .POST, "/api/mobile/auth/login",
+                json: ["email": Fixture.email, "password": Fixture.password, "deviceName": "Phone", "platform": "iOS"])
+            let offline = try #require(login.json["offline"] as? [String: any Sendable])
+            let text = try #require(offline["secret"] as? String)
+            let secret = try #require(Base32.decode(text))
+            let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            for attempt in 1...5 {
+                // The right offline code of each moment, never accepted here.
+                let answer = try await daemon.call(.POST, "/api/mobile/auth/reset/phone/verify-code/\(id)", json: ["code": Self.codeNow(secret)])
+                #expect(answer.status == 400, "attempt \(attempt)")
+                #expect(answer["error"] == "invalid_code")
+            }
+            #expect(try await daemon.status(id)["status"] == "denied")
+            // The 6th wrong code from this address is the last the limit takes; the 7th is refused unchecked.
+            let (next, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            #expect(try await daemon.call(.POST, "/api/mobile/auth/reset/phone/verify-code/\(next)", json: ["code": "1234567890"]).status == 400)
+            let limited = try await daemon.call(.POST, "/api/mobile/auth/reset/phone/verify-code/\(next)", json: ["code": "1234567890"])
+            #expect(limited.status == 429)
+            #expect(try await daemon.status(next)["status"] == "pending")
+        }
+    }
+
     /// A login that brings the push address one of the user's devices holds
     /// makes a new device and signs that one out: same address, new id, new
     /// key, announced; the old key is refused from then on.
