@@ -296,7 +296,8 @@ import Testing
             let (id, _) = try await acme.initiate()
             #expect(try await acme.verify(id, wrong).0 == 400)
             #expect(try await acme.verify(id, wrong).0 == 400)
-            let (locked, body) = try await acme.verify(id, try phone.codeNow())
+            // The right code as an authenticator app computes it (pyotp, from the otpauth:// URI).
+            let (locked, body) = try await acme.verify(id, try await Self.pyotp(uri: phone.uri, time: Int64(Date().timeIntervalSince1970)))
             #expect(locked == 429, "\(body)")
             let lock = try await TrustProcessTests.audit(database, kind: "codes_locked") { !$0.isEmpty }
             #expect(lock.count == 1)
@@ -308,7 +309,7 @@ import Testing
 
             let (unlocked, output) = try await DaemonProcessTests.command(["user", "unlock", Self.email, "--database", database])
             #expect(unlocked == 0, "\(output)")
-            let (approved, answer) = try await acme.verify(id, try phone.codeNow())
+            let (approved, answer) = try await acme.verify(id, try await Self.pyotp(uri: phone.uri, time: Int64(Date().timeIntervalSince1970)))
             #expect(approved == 200, "\(answer)")
         }
     }
