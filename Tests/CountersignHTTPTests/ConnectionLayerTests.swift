@@ -17,7 +17,7 @@ import Testing
         try await withTestDaemon(.socket) { daemon in
             let connection = try RawConnection(port: try ConnectionLimitTests.port(daemon))
             connection.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-            let answer = try #require(await connection.waitForClose(limit: .seconds(25))).text
+            let answer = try #require(await connection.waitForClose(limit: .seconds(90))).text
             #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer)")
             let fields = Self.fields(answer)
             #expect(fields["server"] == "countersign")
@@ -36,7 +36,7 @@ import Testing
         try await withTestDaemon(.socket) { daemon in
             let connection = try RawConnection(port: try ConnectionLimitTests.port(daemon))
             connection.send("GET /healthz HTTP/1.1\r\nHost 127.0.0.1\r\n\r\n")
-            let answer = try #require(await connection.waitForClose(limit: .seconds(25)), "still open").text
+            let answer = try #require(await connection.waitForClose(limit: .seconds(90)), "still open").text
             #expect(answer.hasPrefix("HTTP/1.1 400"), "\(answer)")
         }
     }
@@ -49,12 +49,12 @@ import Testing
             let asking = try RawConnection(port: port)
             asking.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             asking.closeWriting()
-            let answer = try #require(await asking.waitForClose(limit: .seconds(25)), "still open").text
+            let answer = try #require(await asking.waitForClose(limit: .seconds(90)), "still open").text
             #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer)")
 
             let silent = try RawConnection(port: port)
             silent.closeWriting()
-            #expect(try #require(await silent.waitForClose(limit: .seconds(25)), "still open").text == "")
+            #expect(try #require(await silent.waitForClose(limit: .seconds(90)), "still open").text == "")
         }
     }
 
@@ -95,7 +95,7 @@ import Testing
             connection.send(
                 "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
                     + "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            let text = try #require(await connection.waitForClose(limit: .seconds(25)), "still open").text
+            let text = try #require(await connection.waitForClose(limit: .seconds(90)), "still open").text
             #expect(text.components(separatedBy: "HTTP/1.1 200").count == 2, "one answer: \(text)")
         }
     }

@@ -157,9 +157,13 @@ extension StoreTests {
         let store = try await open(backend)
         let now = Date()
         let user = try await store.createUser(email: "ana@example.com", passwordHash: "old")
-        let pendingOne = pending("p1", user: user, at: now)
+        // Live for an hour: on a machine kept busy the test may take more than a request's minute.
+        var pendingOne = pending("p1", user: user, at: now)
+        pendingOne.expiresAt = now + 3600
         _ = try await store.insert(pendingOne)
         var approvedOne = pending("p2", user: user, at: now)
+        approvedOne.expiresAt = now + 3600
+        approvedOne.completionWindow = 3600
         approvedOne.subject = "other"
         _ = try await store.insert(approvedOne)
         var machine = ApprovalStateMachine(approvedOne)
