@@ -32,6 +32,8 @@ struct IntegrationApprovalsController: Sendable {
         var context: [String: String]?
         var ttl: Int?
         var numberMatching: Bool?
+        var wait: Int?
+        var code: String?
     }
 
     /// A create as checked: what it means, hashed to recognise a repeat.
@@ -43,6 +45,19 @@ struct IntegrationApprovalsController: Sendable {
         var context: [String: String]
         var ttl: Int?
         var numberMatching: Bool?
+        /// Seconds the create waits for the approval's end (``waited(_:seconds:integration:request:context:)``).
+        var wait: Int?
+        /// An offline or bypass code the user typed with the request (a VPN's `password,123456`):
+        /// checked as `verify-code` checks it, and answered as a `wait` is. Not part of the
+        /// hash that recognises a repeat: a secret is not kept, even hashed.
+        var code: AnswerCode?
+
+        enum CodingKeys: String, CodingKey {
+            case user, action, title, body, context, ttl, numberMatching, wait
+        }
+
+        /// What the create answers with: the approval as it starts, or its end.
+        var answersWithEnd: Bool { wait != nil || code != nil }
 
         var hash: String {
             let encoder = JSONEncoder()
@@ -90,8 +105,12 @@ struct IntegrationApprovalsController: Sendable {
         if let ttl = body.ttl, !(10...300).contains(ttl) {
             throw APIError.invalidRequest("The field `ttl` must be a whole number of seconds from 10 to 300.")
         }
+        if let wait = body.wait, !(1...APILimits.maxCreateWaitSeconds).contains(wait) {
+            throw APIError.invalidRequest("The field `wait` must be a whole number of seconds from 1 to \(APILimits.maxCreateWaitSeconds).")
+        }
         return Checked(
-            user: user, action: body.action, title: title, body: text, context: checkedContext, ttl: body.ttl, numberMatching: body.numberMatching)
+            user: user, action: body.action, title: title, body: text, context: checkedContext, ttl: body.ttl, numberMatching: body.numberMatching,
+            wait: body.wait, code: try body.code.map(Field.answerCode))
     }
 
     /// `Idempotency-Key`: at most 255 printable ASCII characters.
@@ -117,7 +136,9 @@ struct IntegrationApprovalsController: Sendable {
         // A repeat answers as the first create did, while the user is still reached (checked above).
         // Hashed only when a repeat has to be recognised.
         let requestHash = key == nil ? "" : checked.hash
-        if let key, let earlier = try await firstAnswer(integration: integration, key: key, requestHash: requestHash) { return earlier }
+        if let key, let earlier = try await firstCreate(integration: integration, key: key, requestHash: requestHash) {
+            return try await answer(earlier, checked: checked, integration: integration, request: request, context: context)
+        }
         try await abuse.hit(
             .approvalsPerIntegration, integration.id, "Too many approvals created by this integration. Please slow down.", context: context,
             request: request)
@@ -153,14 +174,98 @@ struct IntegrationApprovalsController: Sendable {
                 idempotency: record,
                 context: request.auditContext(context),
                 logger: context.logger)
+            if let code = checked.code {
+                return try await answer(draft.id, code: code, user: user.id, integration: integration, request: request, context: context)
+            }
+            if let wait = checked.wait {
+                return try await waited(draft.id, seconds: wait, integration: integration, request: request, context: context)
+            }
             return try JSONAnswer.response(Self.answer(draft), status: .created)
         } catch is IdempotencyKeyTaken {
             // A concurrent create with the same key won: answer as it did.
-            guard let key, let earlier = try await firstAnswer(integration: integration, key: key, requestHash: requestHash) else {
+            guard let key, let earlier = try await firstCreate(integration: integration, key: key, requestHash: requestHash) else {
                 throw APIError.internalError
             }
-            return earlier
+            return try await answer(earlier, checked: checked, integration: integration, request: request, context: context)
         }
+    }
+
+    /// A repeated create's answer: the first one's, or, with `wait`, the end of the same
+    /// approval (a RADIUS retransmission waits on the approval its first sending made).
+    private func answer(
+        _ earlier: IdempotencyRecord, checked: Checked, integration: Integration, request: Request, context: AppRequestContext
+    ) async throws -> Response {
+        if checked.answersWithEnd {
+            // With a code, pending only while the first call checks it.
+            let seconds = checked.wait ?? Self.codeCheckWaitSeconds
+            return try await waited(earlier.approvalID, seconds: seconds, integration: integration, request: request, context: context)
+        }
+        return try JSONAnswer.response(json: try keys.open(earlier.answer), status: .created)
+    }
+
+    /// How long a repeat of a create with a code waits for the first call's check.
+    static let codeCheckWaitSeconds = 10
+
+    /// A create with a code: the code is checked as `verify-code` checks it (counted per
+    /// integration and user, and against the user's daily bound). Right: the approval is
+    /// completed, 200. Wrong: it is cancelled (the phone's prompt goes away), 403.
+    private func answer(
+        _ id: String, code: AnswerCode, user userID: String, integration: Integration, request: Request, context: AppRequestContext
+    ) async throws -> Response {
+        do {
+            _ = try await codes.answer(
+                code, to: id, integrationID: integration.id, counted: (.verifyCodePerUser, "\(integration.id):\(userID)"), abuse: abuse,
+                context: context, request: request)
+        } catch let locked as CodeAnswers.Locked {
+            _ = try? await broker.cancel(id, integrationID: integration.id, context: request.auditContext(context), logger: context.logger)
+            throw APIError.codesLocked(until: locked.until)
+        } catch let error as APIError where error.status == .tooManyRequests {
+            _ = try? await broker.cancel(id, integrationID: integration.id, context: request.auditContext(context), logger: context.logger)
+            throw error
+        } catch is APIError, is BrokerError {
+            // A wrong code (or the approval ended meanwhile): it ends here, and is answered as a wait's end.
+            _ = try? await broker.cancel(id, integrationID: integration.id, context: request.auditContext(context), logger: context.logger)
+        }
+        return try await waited(id, seconds: 1, integration: integration, request: request, context: context)
+    }
+
+    struct WaitedAnswer: Encodable {
+        var approvalId: String
+        var status: ApprovalState
+        /// `push`, `offline_code` or `bypass_code`.
+        var via: String?
+    }
+
+    /// `"wait": N`: the create answers with the approval's end, within N seconds, as a status
+    /// a caller that reads only HTTP statuses understands (FreeRADIUS's `rest` module: 2xx
+    /// accepts, 401 and 403 reject). Approved is completed here (it is used once, by this
+    /// answer) and answered 200 `completed`. Denied, expired, cancelled, or still pending when
+    /// the wait ends is 403 `not_approved`; one still pending is cancelled first, so that the
+    /// phone's prompt goes away and a late approval lets nothing in. The wait takes a slot of
+    /// the caller's address, as a long poll does; over the cap the create is 503.
+    func waited(_ id: String, seconds: Int, integration: Integration, request: Request, context: AppRequestContext) async throws -> Response {
+        let slot = context.clientKey
+        guard longPolls.acquire(slot) else { throw APIError.unavailable }
+        defer { longPolls.release(slot) }
+        guard var approval = try await broker.waitForChange(of: id, integrationID: integration.id, timeout: .seconds(seconds)) else {
+            throw APIError.approvalNotFound
+        }
+        let audit = request.auditContext(context)
+        if approval.state == .pending {
+            approval = (try? await broker.cancel(id, integrationID: integration.id, context: audit, logger: context.logger)) ?? approval
+        }
+        if approval.state == .approved {
+            approval = (try? await broker.complete(id, integrationID: integration.id, context: audit, logger: context.logger)) ?? approval
+        }
+        // Another caller's transition may have come between: the state as it is now.
+        if approval.state == .pending || approval.state == .approved,
+            let now = try await broker.status(of: id, integrationID: integration.id)
+        {
+            approval = now
+        }
+        let answer = WaitedAnswer(approvalId: approval.id, status: approval.state, via: approval.via?.rawValue)
+        guard approval.state == .completed else { throw APIError.notApproved(approval.state) }
+        return try JSONAnswer.response(answer, status: .ok)
     }
 
     /// The create's answer: the approval as it starts.
@@ -168,14 +273,14 @@ struct IntegrationApprovalsController: Sendable {
         CreateAnswer(approvalId: draft.id, status: .pending, expiresAt: Timestamp.string(draft.expiresAt), numberCode: draft.numberCode)
     }
 
-    /// The first answer under `key`, or 409 when that key came with another request.
-    private func firstAnswer(integration: Integration, key: String, requestHash: String) async throws -> Response? {
+    /// The first create under `key`, or 409 when that key came with another request.
+    private func firstCreate(integration: Integration, key: String, requestHash: String) async throws -> IdempotencyRecord? {
         guard
             let record = try await store.idempotencyRecord(
                 integrationID: integration.id, key: key, since: Date().addingTimeInterval(-IdempotencyRecord.window))
         else { return nil }
         guard record.requestHash == requestHash else { throw APIError.idempotencyMismatch }
-        return try JSONAnswer.response(json: try keys.open(record.answer), status: .created)
+        return record
     }
 
     struct StatusAnswer: ResponseEncodable {

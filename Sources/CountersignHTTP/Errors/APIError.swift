@@ -90,6 +90,10 @@ extension APIError {
     static func conflict(_ state: ApprovalState) -> APIError {
         APIError(.conflict, "conflict", "The request is \(state.rawValue); this is not possible now.", state: state)
     }
+    /// A create with `wait` whose approval did not end approved.
+    static func notApproved(_ state: ApprovalState) -> APIError {
+        APIError(.forbidden, "not_approved", "The approval ended \(state.rawValue), so the action is refused.", state: state)
+    }
     static let expired = APIError(.gone, "expired", "The request has expired. Please start again.", state: .expired)
     static let numberMismatch = APIError(
         .unprocessableContent, "number_mismatch", "The number did not match, so the request was denied.", state: .denied)

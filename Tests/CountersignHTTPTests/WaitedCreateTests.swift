@@ -1,0 +1,118 @@
+import CountersignCore
+import CountersignHTTP
+import CountersignRuntime
+import Foundation
+import NIOHTTP1
+import TestSupport
+import Testing
+
+@testable import DaemonTestSupport
+
+/// login-integrations.md, "What the rest module needs": one create that
+/// waits for the approval's end (`"wait": N`) or checks a code typed with
+/// it (`"code"`), answering 200 only for an approval used by that answer and
+/// 403 for any other end; a retransmission (same `Idempotency-Key`) makes
+/// no second approval.
+@Suite struct WaitedCreateTests {
+    static func body(wait: Int? = nil, code: String? = nil) -> [String: any Sendable] {
+        var body = V1Fixture.approval
+        body["action"] = "vpn-login"
+        body["numberMatching"] = false
+        if let wait { body["wait"] = wait }
+        if let code { body["code"] = code }
+        return body
+    }
+
+    /// The user's pending approval, once the waiting create made it.
+    static func pending(_ daemon: TestDaemon) async throws -> ApprovalRequest {
+        let user = try #require(try await daemon.server.store.user(email: Fixture.email))
+        for _ in 0..<400 {
+            if let request = try await daemon.server.broker.pendingRequests(ofUser: user.id).first { return request }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        throw TestFailure("no pending approval appeared")
+    }
+
+    @Test func aWaitingCreateAnswersOnceApprovedAndARetransmissionWaitsOnTheSameApproval() async throws {
+        try await withTestDaemon { daemon in
+            let acme = try await daemon.addIntegration("Acme")
+            _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+            let device = try await daemon.enroll(Fixture.email, integrationKey: acme.key)
+            let key = [("Idempotency-Key", "radius-127.0.0.1-1812-00ff")]
+            async let first = daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.body(wait: 30), headers: key)
+            let approval = try await Self.pending(daemon)
+            // The retransmission, while the first still waits.
+            async let again = daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.body(wait: 30), headers: key)
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(try await daemon.respond(approval.id, apiKey: device.apiKey, code: nil).status == 200)
+            let (answer, repeated) = try await (first, again)
+            #expect(answer.status == 200, "\(answer.text)")
+            #expect(answer["status"] == "completed")
+            #expect(answer["approvalId"] == approval.id)
+            #expect(answer["via"] == "push")
+            #expect(repeated.status == 200, "\(repeated.text)")
+            #expect(repeated["approvalId"] == approval.id)
+            // Used by that answer: a later complete finds it done, and there was one approval only.
+            let complete = try await daemon.v1(.POST, "/v1/approvals/\(approval.id)/complete", key: acme.key)
+            #expect(complete.status == 409, "\(complete.text)")
+            #expect(try await daemon.waitForAudit(.requestCreated).count == 1)
+        }
+    }
+
+    @Test func aDeniedOrUnansweredWaitIsForbiddenAndTheUnansweredOneIsCancelled() async throws {
+        try await withTestDaemon { daemon in
+            let acme = try await daemon.addIntegration("Acme")
+            _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+            let device = try await daemon.enroll(Fixture.email, integrationKey: acme.key)
+
+            async let denied = daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.body(wait: 30))
+            let approval = try await Self.pending(daemon)
+            #expect(try await daemon.respond(approval.id, apiKey: device.apiKey, decision: "deny", code: nil).status == 200)
+            let answer = try await denied
+            #expect(answer.status == 403, "\(answer.text)")
+            #expect(answer["error"] == "not_approved")
+            #expect(answer["status"] == "denied")
+
+            let unanswered = try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.body(wait: 1))
+            #expect(unanswered.status == 403, "\(unanswered.text)")
+            #expect(unanswered["status"] == "cancelled")
+            let user = try #require(try await daemon.server.store.user(email: Fixture.email))
+            #expect(try await daemon.server.broker.pendingRequests(ofUser: user.id).isEmpty, "the phone's prompt is gone")
+
+            for wait in [0, 56, -1] {
+                let refused = try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.body(wait: wait))
+                #expect(refused.status == 400, "wait \(wait): \(refused.text)")
+            }
+        }
+    }
+
+    @Test func aCodeTypedWithTheCreateIsCheckedOnceAndAWrongOneEndsTheApproval() async throws {
+        try await withTestDaemon { daemon in
+            let acme = try await daemon.addIntegration("Acme")
+            _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+            let phone = try await TrustWhereFeaturesMeetTests.enrollWithSecret(daemon, Fixture.email, key: acme.key)
+
+            let wrong = try await daemon.v1(
+                .POST, "/v1/approvals", key: acme.key, json: Self.body(code: TrustWhereFeaturesMeetTests.wrong(phone.secret)))
+            #expect(wrong.status == 403, "\(wrong.text)")
+            #expect(wrong["status"] == "cancelled")
+
+            let code = TrustWhereFeaturesMeetTests.codeNow(phone.secret)
+            let key = [("Idempotency-Key", "radius-127.0.0.1-1812-0a0b")]
+            let right = try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.body(code: code), headers: key)
+            #expect(right.status == 200, "\(right.text)")
+            #expect(right["status"] == "completed")
+            #expect(right["via"] == "offline_code")
+            // A retransmission answers as the first did: the same approval, no second check.
+            let again = try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.body(code: code), headers: key)
+            #expect(again.status == 200, "\(again.text)")
+            #expect(again["approvalId"] == right["approvalId"])
+            // The code is used: on another request it is refused.
+            let reused = try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.body(code: code))
+            #expect(reused.status == 403, "\(reused.text)")
+
+            let malformed = try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.body(code: "12ab56"))
+            #expect(malformed.status == 400, "\(malformed.text)")
+        }
+    }
+}
