@@ -28,6 +28,7 @@
 
 #include <curl/curl.h>
 #include <json-c/json.h>
+#include <openssl/evp.h>
 
 #define PAM_SM_AUTH
 #include <security/pam_ext.h>
@@ -345,6 +346,7 @@ struct client {
     const struct conf *conf;
     char *bearer;           /* "Authorization: Bearer …", zeroed when done */
     int allow_interrupt;    /* a caught signal aborts the transfer */
+    char error[128];        /* why the daemon could not be reached, for the decision's log line */
 };
 
 static size_t on_body(char *data, size_t size, size_t count, void *context) {
@@ -419,11 +421,11 @@ static int http(struct client *client, const char *method, const char *path, con
         return HTTP_INTERRUPTED;
     }
     if (code != CURLE_OK || answer->too_big) {
-        pam_syslog(client->pamh, LOG_WARNING, "%s %s: %s", method, client->conf->url,
-                   answer->too_big ? "answer larger than 64 KiB" : curl_easy_strerror(code));
+        snprintf(client->error, sizeof client->error, "%s", answer->too_big ? "answer larger than 64 KiB" : curl_easy_strerror(code));
         answer_free(answer);
         return HTTP_FAILED;
     }
+    if (answer->status >= 500) snprintf(client->error, sizeof client->error, "HTTP status %ld", answer->status);
     return HTTP_OK;
 }
 
@@ -477,6 +479,17 @@ static int valid_number(const char *number) {
         if (!isdigit((unsigned char)number[i])) return 0;
     }
     return 1;
+}
+
+/* The approval's reference in logs, as the daemon's audit trail names it: the
+ * first 12 hex digits of the id's SHA-256. The id itself is not logged. */
+static void log_reference(const char *id, char *out, size_t size) {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int length = 0;
+    copy(out, size, "-");
+    if (id == NULL || id[0] == '\0' || size < 13) return;
+    if (EVP_Digest(id, strlen(id), digest, &length, EVP_sha256(), NULL) != 1 || length < 6) return;
+    for (int i = 0; i < 6; i++) snprintf(out + 2 * i, 3, "%02x", digest[i]);
 }
 
 /* ---- the login ---- */
@@ -863,7 +876,8 @@ static int authenticate(pam_handle_t *pamh, int argc, const char **argv) {
     explicit_bzero(bearer, bearer_size);
     free(bearer);
 
-    const char *reference = login.id[0] != '\0' ? login.id : "-";
+    char reference[16];
+    log_reference(login.id, reference, sizeof reference);
     int result;
     switch (outcome) {
     case APPROVED:
@@ -881,13 +895,14 @@ static int authenticate(pam_handle_t *pamh, int argc, const char **argv) {
         result = PAM_AUTH_ERR;
         break;
     case UNAVAILABLE:
+        if (login.client.error[0] == '\0') copy(login.client.error, sizeof login.client.error, "an answer that is not the API's");
         if (conf.failmode_safe) {
-            pam_syslog(pamh, LOG_WARNING, "user=%s service=%s result=allowed reason=daemon-unavailable failmode=safe approval=%s",
-                       shown_user, shown_service, reference);
+            pam_syslog(pamh, LOG_WARNING, "user=%s service=%s result=allowed reason=daemon-unavailable failmode=safe error=\"%s\" approval=%s",
+                       shown_user, shown_service, login.client.error, reference);
             result = PAM_SUCCESS;
         } else {
-            pam_syslog(pamh, LOG_NOTICE, "user=%s service=%s result=refused reason=daemon-unavailable approval=%s", shown_user,
-                       shown_service, reference);
+            pam_syslog(pamh, LOG_NOTICE, "user=%s service=%s result=refused reason=daemon-unavailable error=\"%s\" approval=%s", shown_user,
+                       shown_service, login.client.error, reference);
             tell(&login, PAM_ERROR_MSG, "Login refused: the approval service is unavailable.");
             result = PAM_AUTH_ERR;
         }

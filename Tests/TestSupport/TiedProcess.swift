@@ -84,8 +84,22 @@ public final class TiedProcess: Sendable {
         let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
         let envp: [UnsafeMutablePointer<CChar>?] = variables.map { strdup($0) } + [nil]
         defer { for pointer in argv + envp { free(pointer) } }
+        // The program starts as a login would: no signal blocked (the test's
+        // threads block some), and SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGPIPE
+        // at their defaults, so a test's signal reaches it.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, "/bin/bash", &actions, nil, argv, envp)
+        let spawned = posix_spawn(&pid, "/bin/bash", &actions, &attributes, argv, envp)
         guard spawned == 0 else {
             close(ends[1])
             throw RunError("cannot start \(executable.path): error \(spawned)")

@@ -1,0 +1,242 @@
+import Foundation
+import TestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// login-integrations.md, "PAM": the built `pam_countersign.so` loaded by
+/// Debian's `pamtester` through a PAM service file, against the real daemon
+/// and its phone (`device simulate`), and against a hostile server. One at a
+/// time: they share `/etc/pam.d` and `/dev/log`.
+@Suite(.serialized) struct PAMModuleTests {
+    /// A host with a daemon, a PAM service naming the built module with `conf`'s lines, and the syslog capture.
+    static func withService(
+        lines: [String] = [], authAfter: [String] = [], _ body: (LoginHost, PAMService, SyslogCapture?) async throws -> Void
+    ) async throws {
+        try await withTemporaryDirectory("countersign-pam") { folder in
+            let module = try await PAMModule.path()
+            let host = try await LoginHost.start(folder)
+            defer { host.daemon.stop() }
+            let conf = try host.writeConf(lines: ["user_map = %u@example.com"] + lines)
+            let service = try PAMService(auth: ["auth required \(module) conf=\(conf)"] + authAfter)
+            defer { service.remove() }
+            let syslog = try await SyslogCapture.start(in: folder)
+            defer { syslog?.stop() }
+            try await body(host, service, syslog)
+        }
+    }
+
+    /// The module's syslog lines (`pam_countersign(SERVICE:auth): ...`); checked only where no syslog daemon holds /dev/log.
+    static func decisions(_ syslog: SyslogCapture?, _ service: PAMService) -> [String]? {
+        syslog.map { $0.lines.filter { $0.contains("pam_countersign(\(service.name):auth)") } }
+    }
+
+    /// Nothing secret in what the terminal and syslog showed.
+    static func expectNoSecret(_ texts: [String], host: LoginHost, code: String? = nil) {
+        for text in texts {
+            #expect(!text.contains(host.integrationKey), "the integration key leaked: \(text)")
+            #expect(!text.contains(LoginHost.password))
+            if let code { #expect(!text.contains(code), "the typed code leaked: \(text)") }
+        }
+    }
+
+    @Test func theNumberIsShownAndTheLoginIsApprovedOnThePhone() async throws {
+        try await Self.withService { host, service, syslog in
+            let run = try PAMTesterRun(service: service.name, user: "ana", answers: "\n", folder: host.folder)
+            let number = try await run.number()
+            let phone = try await host.approve(number: number)
+            #expect(phone.contains("approve → approved"), "\(phone)")
+            let (status, output) = try await run.finish()
+            #expect(status == 0, "\(output)")
+            #expect(output.contains("successfully authenticated"))
+            // Used once: the login completed its approval.
+            let completed = try await host.audit("completed")
+            #expect(completed.count == 1)
+            let created = try await host.audit("request_created")
+            #expect(created.first?["detail"]?.contains("action \(service.name)") == true, "\(created)")
+            if let lines = Self.decisions(syslog, service) {
+                #expect(lines.count == 1, "one line per decision: \(lines)")
+                let line = try #require(lines.first)
+                #expect(line.hasPrefix("<85>"), "authpriv, notice: \(line)")
+                #expect(line.contains("user=ana service=\(service.name) result=approved via=push approval=\(completed[0]["request"] ?? "?")"))
+                Self.expectNoSecret(lines + [output], host: host)
+            }
+        }
+    }
+
+    @Test func aDenialOnThePhoneRefusesTheLoginWithItsReason() async throws {
+        try await Self.withService { host, service, syslog in
+            let run = try PAMTesterRun(service: service.name, user: "ana", answers: "\n", folder: host.folder)
+            _ = try await run.number()
+            try await host.deny()
+            let (status, output) = try await run.finish()
+            #expect(status != 0, "\(output)")
+            #expect(output.contains("Login refused: denied on the phone."), "\(output)")
+            #expect(try await host.audit("completed", atLeast: 0, within: .zero).isEmpty)
+            if let lines = Self.decisions(syslog, service) {
+                #expect(lines.count == 1 && lines[0].contains("result=refused reason=\"denied on the phone\""), "\(lines)")
+            }
+        }
+    }
+
+    @Test func aTypedOfflineCodeApprovesAndWrongCodesEndTheLogin() async throws {
+        try await Self.withService { host, service, syslog in
+            let code = try await host.offlineCode()
+            let (status, output) = try await PAMTesterRun.run(service: service.name, user: "ana", answers: "\(code)\n", folder: host.folder)
+            #expect(status == 0, "\(output)")
+            #expect(output.contains("successfully authenticated"))
+            #expect(try await host.audit("completed").count == 1)
+
+            // Three wrong codes (one not a code at all): refused, and the approval is cancelled.
+            let (refused, refusal) = try await PAMTesterRun.run(
+                service: service.name, user: "ana", answers: "111111\n12345-00000\nabc\n", folder: host.folder)
+            #expect(refused != 0, "\(refusal)")
+            #expect(refusal.components(separatedBy: "That code is not valid.").count == 3, "\(refusal)")
+            #expect(refusal.contains("A code is 6 digits"))
+            #expect(refusal.contains("Login refused: too many wrong codes."))
+            #expect(try await host.audit("cancelled").count == 1)
+            if let lines = Self.decisions(syslog, service) {
+                #expect(lines.count == 2, "\(lines)")
+                #expect(lines.first?.contains("result=approved via=code") == true, "\(lines)")
+                Self.expectNoSecret(lines + [output, refusal], host: host, code: code)
+            }
+        }
+    }
+
+    @Test func anInterruptedLoginCancelsItsApproval() async throws {
+        try await Self.withService { host, service, syslog in
+            let run = try PAMTesterRun(service: service.name, user: "ana", answers: "\n", folder: host.folder)
+            _ = try await run.number()
+            try await Task.sleep(for: .milliseconds(300))
+            run.process.signal(SIGINT)
+            let (status, output) = try await run.finish()
+            #expect(status != 0, "\(output)")
+            let cancelled = try await host.audit("cancelled")
+            #expect(cancelled.count == 1, "the approval is cancelled: \(cancelled)")
+            if let lines = Self.decisions(syslog, service) {
+                #expect(lines.contains { $0.contains("result=interrupted") }, "\(lines)")
+            }
+        }
+    }
+
+    @Test func failmodeDecidesWhenTheDaemonIsDown() async throws {
+        try await Self.withService { host, service, syslog in
+            host.daemon.stop()
+            let (secure, refusal) = try await PAMTesterRun.run(service: service.name, user: "ana", folder: host.folder)
+            #expect(secure != 0, "secure by default: \(refusal)")
+            #expect(refusal.contains("Login refused: the approval service is unavailable."), "\(refusal)")
+
+            _ = try host.writeConf(lines: ["user_map = %u@example.com", "failmode = safe"])
+            let (safe, allowed) = try await PAMTesterRun.run(service: service.name, user: "ana", folder: host.folder)
+            #expect(safe == 0, "failmode safe lets the login through: \(allowed)")
+            if let lines = Self.decisions(syslog, service) {
+                #expect(lines.count == 2, "\(lines)")
+                #expect(lines.first?.contains("result=refused reason=daemon-unavailable error=\"Couldn't connect to server\"") == true, "\(lines)")
+                #expect(lines.last?.hasPrefix("<84>") == true, "a warning: \(lines)")
+                #expect(lines.last?.contains("result=allowed reason=daemon-unavailable failmode=safe") == true, "\(lines)")
+            }
+        }
+    }
+
+    @Test func aConfigurationOthersCanReadIsRefusedWhateverItsFailmode() async throws {
+        try await Self.withService { host, service, syslog in
+            _ = try host.writeConf(lines: ["user_map = %u@example.com", "failmode = safe"], mode: 0o644)
+            let (status, output) = try await PAMTesterRun.run(service: service.name, user: "ana", folder: host.folder)
+            #expect(status != 0, "\(output)")
+            #expect(try await host.audit("request_created", atLeast: 0, within: .zero).isEmpty, "nothing was asked")
+            // The key file too.
+            _ = try host.writeConf(lines: ["user_map = %u@example.com", "failmode = safe"])
+            #expect(chmod(host.keyFile, 0o640) == 0)
+            let (keyStatus, keyOutput) = try await PAMTesterRun.run(service: service.name, user: "ana", folder: host.folder)
+            #expect(keyStatus != 0, "\(keyOutput)")
+            if let lines = syslog?.lines {
+                #expect(lines.contains { $0.contains("refusing configuration") && $0.contains("must be owned by root and not readable") }, "\(lines)")
+                #expect(lines.contains { $0.contains("refusing integration key file") }, "\(lines)")
+            }
+        }
+    }
+
+    @Test func aUserCountersignDoesNotKnowIsUnknownOrLeftToTheNextModule() async throws {
+        try await Self.withService(authAfter: ["auth required pam_permit.so"]) { host, service, _ in
+            let (status, output) = try await PAMTesterRun.run(service: service.name, user: "nobody", folder: host.folder)
+            #expect(status != 0)
+            #expect(output.contains("User not known to the underlying authentication module"), "\(output)")
+            _ = try host.writeConf(lines: ["user_map = %u@example.com", "unknown_users = ignore"])
+            let (ignored, ignoredOutput) = try await PAMTesterRun.run(service: service.name, user: "nobody", folder: host.folder)
+            #expect(ignored == 0, "ignored, and the next module (pam_permit) decides: \(ignoredOutput)")
+            // ana is known: ignore does not let her in without the phone.
+            let (ana, anaOutput) = try await PAMTesterRun.run(
+                service: service.name, user: "ana", answers: "000000\n000000\n000000\n", folder: host.folder)
+            #expect(ana != 0, "\(anaOutput)")
+        }
+    }
+
+    @Test func groupsApplyTheModuleToTheirMembersOnly() async throws {
+        try await Self.withService(lines: ["groups = root"], authAfter: ["auth required pam_permit.so"]) { host, service, _ in
+            // daemon (uid 1) is not in group root on Debian: passed through to the next module.
+            let (other, otherOutput) = try await PAMTesterRun.run(service: service.name, user: "daemon", folder: host.folder)
+            #expect(other == 0, "\(otherOutput)")
+            #expect(!otherOutput.contains("Approve on your phone"))
+            // root is: Countersign is asked, and knows no root@example.com.
+            let (root, rootOutput) = try await PAMTesterRun.run(service: service.name, user: "root", folder: host.folder)
+            #expect(root != 0, "\(rootOutput)")
+            #expect(rootOutput.contains("User not known to the underlying authentication module"), "\(rootOutput)")
+        }
+    }
+
+    /// A server answering oversized, truncated, non-JSON, too deep or ill-typed bodies:
+    /// each login fails cleanly (pamtester exits with an authentication failure, no crash).
+    @Test(arguments: [
+        "oversized", "truncated", "notjson", "deep", "badid", "wrongtypes", "nul", "longnumber", "trailing", "statusgarbage",
+        "statusoversized", "statuswrongtype", "server-error",
+    ])
+    func aHostileServerFailsTheLoginCleanly(mode: String) async throws {
+        try await Self.withService { host, service, _ in
+            let server = try await HostileServer.start(in: host.folder)
+            defer { server.stop() }
+            _ = try host.writeConf(url: "\(server.base)/\(mode)", lines: ["user_map = %u@example.com"])
+            let (status, output) = try await PAMTesterRun.run(service: service.name, user: "ana", folder: host.folder)
+            #expect(status == 1, "an authentication failure, not a crash: \(status) \(output)")
+            #expect(output.contains("Login refused"), "\(output)")
+            #expect(server.requests.first?.hasPrefix("POST /\(mode)/v1/approvals") == true, "\(server.requests)")
+            #expect(!server.requests.contains { $0.contains("..") }, "an id is never put in a path unchecked: \(server.requests)")
+        }
+    }
+}
+
+/// `scripts/hostile-http.py` on a port of its own.
+final class HostileServer: Sendable {
+    let process: TiedProcess
+    let port: Int
+    let log: URL
+    var base: String { "http://127.0.0.1:\(port)" }
+
+    private init(process: TiedProcess, port: Int, log: URL) {
+        self.process = process
+        self.port = port
+        self.log = log
+    }
+
+    static func start(in folder: URL) async throws -> HostileServer {
+        let portFile = folder.appendingPathComponent("hostile.port")
+        let log = folder.appendingPathComponent("hostile.log")
+        let script = LoginHost.repository.appendingPathComponent("scripts/hostile-http.py").path
+        let process = try TiedProcess(URL(fileURLWithPath: "/usr/bin/python3"), [script, portFile.path, log.path])
+        let clock = ContinuousClock()
+        let start = clock.now
+        while clock.now - start < .seconds(30) {
+            if let text = try? String(contentsOf: portFile, encoding: .utf8), let port = Int(text) {
+                return HostileServer(process: process, port: port, log: log)
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        process.stop()
+        throw RunError("the hostile server did not start")
+    }
+
+    var requests: [String] { ((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init) }
+
+    func stop() { process.stop() }
+}
