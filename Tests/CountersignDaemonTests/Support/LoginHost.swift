@@ -129,8 +129,8 @@ enum PAMModule {
 struct PAMService {
     let name: String
 
-    init(auth lines: [String]) throws {
-        name = "countersign-test-\(UUID().uuidString.prefix(8).lowercased())"
+    init(auth lines: [String], name: String = "countersign-test-\(UUID().uuidString.prefix(8).lowercased())") throws {
+        self.name = name
         let text = (lines + ["account required pam_permit.so", "session required pam_permit.so"]).joined(separator: "\n") + "\n"
         try Data(text.utf8).write(to: URL(fileURLWithPath: "/etc/pam.d/\(name)"))
     }
