@@ -2,7 +2,8 @@
 # Builds countersign_<version>_<arch>.deb with dpkg-deb: the release binary
 # with the Swift runtime linked in (--static-swift-stdlib), the systemd unit,
 # the commented config file (a conffile), man pages from swift-argument-parser's
-# generate-manual plugin, bash/zsh/fish completions and the docs.
+# generate-manual plugin, bash/zsh/fish completions, the PAM module
+# pam_countersign.so with its man page, the FreeRADIUS files and the docs.
 #
 #   scripts/package-deb.sh [OUTPUT_DIRECTORY]     (default .build/deb)
 #
@@ -71,9 +72,24 @@ install -D -m 0644 "$stage/bash" "$root/usr/share/bash-completion/completions/co
 install -D -m 0644 "$stage/zsh" "$root/usr/share/zsh/vendor-completions/_countersign"
 install -D -m 0644 "$stage/fish" "$root/usr/share/fish/vendor_completions.d/countersign.fish"
 
+# The PAM module, at Debian's multiarch PAM path, and its man page.
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+module="$root/usr/lib/$multiarch/security/pam_countersign.so"
+bash scripts/build-pam.sh "$stage/pam" >/dev/null
+install -D -m 0644 "$stage/pam/pam_countersign.so" "$module"
+strip --remove-section=.comment --remove-section=.note --strip-unneeded "$module"
+install -d "$root/usr/share/man/man8"
+gzip -9n <pam/pam_countersign.8 >"$root/usr/share/man/man8/pam_countersign.8.gz"
+chmod 0644 "$root/usr/share/man/man8/pam_countersign.8.gz"
+
+# The FreeRADIUS site and rest modules, for the operator to copy and fill in.
+for file in mods-available/countersign sites-available/countersign; do
+  install -D -m 0644 "packaging/freeradius/$file" "$root/usr/share/countersign/freeradius/$file"
+done
+
 install -d "$doc"
-install -m 0644 README.md docs/operating.md docs/integrating.md docs/phone-app.md docs/security.md docs/openapi.yaml \
-  docs/grafana-dashboard.json "$doc/"
+install -m 0644 README.md docs/operating.md docs/integrating.md docs/phone-app.md docs/security.md docs/pam.md docs/freeradius.md \
+  docs/openapi.yaml docs/grafana-dashboard.json "$doc/"
 maintainer="Countersign developers <countersign@example.org>"
 {
   echo "countersign ($version) unstable; urgency=medium"
@@ -118,7 +134,7 @@ install -D -m 0644 packaging/deb/lintian-overrides "$root/usr/share/lintian/over
 # Depends: the Debian libraries the binary really loads, as dpkg-shlibdeps finds them.
 mkdir -p "$stage/shlibs/debian"
 printf 'Source: countersign\n\nPackage: countersign\nArchitecture: any\n' >"$stage/shlibs/debian/control"
-shlibs=$(cd "$stage/shlibs" && dpkg-shlibdeps -O "$root/usr/bin/countersign" 2>"$stage/shlibs.log") \
+shlibs=$(cd "$stage/shlibs" && dpkg-shlibdeps -O "$root/usr/bin/countersign" "$module" 2>"$stage/shlibs.log") \
   || { echo "package-deb: dpkg-shlibdeps failed:" >&2; cat "$stage/shlibs.log" >&2; exit 1; }
 depends=$(sed -n 's/^shlibs:Depends=//p' <<<"$shlibs")
 [ -n "$depends" ] || { echo "package-deb: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
@@ -147,8 +163,9 @@ Description: phone-approval broker for sensitive actions
  against prompt-bombing.
  .
  This package holds the daemon, its hardened systemd unit (run as the
- system user countersign), the config file /etc/countersign/countersign.json
- and the admin commands.
+ system user countersign), the config file /etc/countersign/countersign.json,
+ the admin commands, the PAM module pam_countersign.so (SSH and sudo logins
+ approved on the phone) and a FreeRADIUS site for VPN logins.
 CONTROL
 (cd "$root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$root/DEBIAN/md5sums"
 chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/conffiles" "$root/DEBIAN/md5sums"

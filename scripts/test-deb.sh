@@ -42,6 +42,22 @@ echo "test-deb: no libswift; Depends: $depends"
 grep -q '"success" *: *true' "$work/demo.log" || { cat "$work/demo.log"; fail "the demo's reset did not complete"; }
 echo "test-deb: countersign demo: the reset completed"
 
+# The PAM module where PAM looks for it, loading only what Depends names, exporting only PAM's entry points.
+module="$root/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/security/pam_countersign.so"
+[ -f "$module" ] || fail "no PAM module at $module"
+if ldd "$module" | grep -q "not found"; then fail "a library the PAM module needs is missing: $(ldd "$module" | grep 'not found')"; fi
+exported=$(nm -D --defined-only "$module" | awk '$2 == "T" { print $3 }' | sort | tr '\n' ' ')
+[ "$exported" = "pam_sm_authenticate pam_sm_setcred " ] || fail "the PAM module exports more than PAM's entry points: $exported"
+for library in libpam0g libjson-c5 libcurl4; do
+  case "$depends" in *"$library"*) ;; *) fail "Depends ($depends) does not name $library, which the PAM module loads" ;; esac
+done
+zcat "$root/usr/share/man/man8/pam_countersign.8.gz" | grep -q '^\.TH PAM_COUNTERSIGN 8' || fail "no pam_countersign(8) man page"
+for file in mods-available/countersign sites-available/countersign; do
+  [ -f "$root/usr/share/countersign/freeradius/$file" ] || fail "no FreeRADIUS $file"
+done
+for page in pam.md freeradius.md; do [ -f "$root/usr/share/doc/countersign/$page" ] || fail "no $page in the docs"; done
+echo "test-deb: pam_countersign.so at $module, its man page, the FreeRADIUS files and their docs"
+
 [ "$(dpkg-deb -I "$deb" conffiles)" = "/etc/countersign/countersign.json" ] || fail "the config file is not a conffile"
 unit="$root/usr/lib/systemd/system/countersign.service"
 grep -q '^ExecStart=/usr/bin/countersign serve --config /etc/countersign/countersign.json$' "$unit" || fail "the unit does not start /usr/bin/countersign"
