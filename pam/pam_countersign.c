@@ -62,26 +62,48 @@ static volatile sig_atomic_t caught_signal;
 
 static void on_signal(int signo) { caught_signal = signo; }
 
+#define WATCHED 3
 struct signals {
-    struct sigaction old[4];
+    struct sigaction old[WATCHED];
     int installed;
 };
 
-static const int watched[4] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+static const int watched[WATCHED] = {SIGINT, SIGTERM, SIGHUP};
 
+/* The process's thread count (/proc/self/status), or 0 when it cannot be read. */
+static int thread_count(void) {
+    FILE *status = fopen("/proc/self/status", "re");
+    if (status == NULL) return 0;
+    char line[256];
+    int threads = 0;
+    while (fgets(line, sizeof line, status) != NULL) {
+        if (strncmp(line, "Threads:", 8) == 0) {
+            threads = atoi(line + 8);
+            break;
+        }
+    }
+    fclose(status);
+    return threads;
+}
+
+/* Handlers are process-wide: they are installed only in a single-threaded
+ * process (sshd's PAM child, sudo, login), where no other login can share
+ * them, and always restored before the module returns. */
 static void watch_signals(struct signals *s) {
+    s->installed = 0;
+    caught_signal = 0;
+    if (thread_count() != 1) return;
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_handler = on_signal;
     sigemptyset(&action.sa_mask);
-    caught_signal = 0;
-    for (int i = 0; i < 4; i++) sigaction(watched[i], &action, &s->old[i]);
+    for (int i = 0; i < WATCHED; i++) sigaction(watched[i], &action, &s->old[i]);
     s->installed = 1;
 }
 
 static void restore_signals(struct signals *s) {
     if (!s->installed) return;
-    for (int i = 0; i < 4; i++) sigaction(watched[i], &s->old[i], NULL);
+    for (int i = 0; i < WATCHED; i++) sigaction(watched[i], &s->old[i], NULL);
     s->installed = 0;
 }
 
@@ -104,6 +126,15 @@ static void printable(char *out, size_t size, const char *in) {
         out[n++] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
     }
     out[n] = '\0';
+}
+
+/* A value for a `name=value` log field: printable ASCII without spaces, quotes,
+ * `=` or backslashes, so that a chosen login name cannot forge another field. */
+static void log_field(char *out, size_t size, const char *in) {
+    printable(out, size, in);
+    for (char *p = out; *p != '\0'; p++) {
+        if (*p == ' ' || *p == '"' || *p == '=' || *p == '\\') *p = '?';
+    }
 }
 
 static int copy(char *out, size_t size, const char *in) {
@@ -292,37 +323,82 @@ static int map_user(const char *pattern, const char *login, char *out, size_t si
     return 0;
 }
 
-/* 1 when `user` is in one of the space- or comma-separated `groups`, 0 when not, -1 when unknown. */
-static int in_groups(const char *user, const char *groups) {
-    struct passwd pw, *found = NULL;
-    char buffer[4096];
-    if (getpwnam_r(user, &pw, buffer, sizeof buffer, &found) != 0 || found == NULL) return -1;
+/* A buffer for getpwnam_r/getgrnam_r that grows on ERANGE (groups of a directory can be large). */
+enum { NOT_FOUND = -1, LOOKUP_FAILED = -2 };
+
+static int lookup_user(const char *user, gid_t *gid) {
+    for (size_t size = 4096; size <= (1u << 20); size *= 4) {
+        char *buffer = malloc(size);
+        if (buffer == NULL) return LOOKUP_FAILED;
+        struct passwd pw, *found = NULL;
+        int error = getpwnam_r(user, &pw, buffer, size, &found);
+        if (error == 0 && found != NULL) *gid = pw.pw_gid;
+        free(buffer);
+        if (error == ERANGE) continue;
+        if (error != 0) return LOOKUP_FAILED;
+        return found != NULL ? 0 : NOT_FOUND;
+    }
+    return LOOKUP_FAILED;
+}
+
+static int lookup_group(const char *name, gid_t *gid) {
+    for (size_t size = 16384; size <= (1u << 24); size *= 4) {
+        char *buffer = malloc(size);
+        if (buffer == NULL) return LOOKUP_FAILED;
+        struct group gr, *found = NULL;
+        int error = getgrnam_r(name, &gr, buffer, size, &found);
+        if (error == 0 && found != NULL) *gid = gr.gr_gid;
+        free(buffer);
+        if (error == ERANGE) continue;
+        if (error != 0) return LOOKUP_FAILED;
+        return found != NULL ? 0 : NOT_FOUND;
+    }
+    return LOOKUP_FAILED;
+}
+
+/* 1 when `user` is in one of the space- or comma-separated `groups`, 0 when not;
+ * NOT_FOUND when the account is not on this system, LOOKUP_FAILED when the
+ * system could not say (a directory down): the caller refuses then. */
+static int in_groups(pam_handle_t *pamh, const char *user, const char *groups) {
+    gid_t primary;
+    int found = lookup_user(user, &primary);
+    if (found != 0) return found;
     int count = 64;
     gid_t *gids = NULL;
-    for (int attempt = 0; attempt < 4; attempt++) {
+    int listed = 0;
+    for (int attempt = 0; attempt < 6 && !listed; attempt++) {
         gid_t *grown = realloc(gids, (size_t)count * sizeof *gids);
         if (grown == NULL) break;
         gids = grown;
         int n = count;
-        if (getgrouplist(user, pw.pw_gid, gids, &n) >= 0) {
+        if (getgrouplist(user, primary, gids, &n) >= 0) {
             count = n;
-            goto have;
+            listed = 1;
+        } else {
+            count = n > count ? n : count * 4;
         }
-        count = n > count ? n : count * 4;
     }
-    free(gids);
-    return -1;
-have:;
+    if (!listed) {
+        free(gids);
+        return LOOKUP_FAILED;
+    }
     char list[1024];
     copy(list, sizeof list, groups);
     int member = 0;
     char *save = NULL;
     for (char *name = strtok_r(list, " ,\t", &save); name != NULL && !member; name = strtok_r(NULL, " ,\t", &save)) {
-        struct group gr, *g = NULL;
-        char gbuffer[16384];
-        if (getgrnam_r(name, &gr, gbuffer, sizeof gbuffer, &g) != 0 || g == NULL) continue;
+        gid_t gid;
+        int looked = lookup_group(name, &gid);
+        if (looked == NOT_FOUND) {
+            pam_syslog(pamh, LOG_WARNING, "groups: no group named %.64s", name);
+            continue;
+        }
+        if (looked != 0) {
+            free(gids);
+            return LOOKUP_FAILED;
+        }
         for (int i = 0; i < count; i++) {
-            if (gids[i] == g->gr_gid) {
+            if (gids[i] == gid) {
                 member = 1;
                 break;
             }
@@ -588,7 +664,8 @@ static enum outcome create(struct login *login, const char *user, const char *ac
             else tell(login, PAM_TEXT_INFO, "Approve on your phone.");
             outcome = PENDING;
         }
-    } else if (answer.status == 404 && json != NULL) {
+    } else if (answer.status == 404 && json != NULL && string_member(json, "error", 64) != NULL &&
+               strcmp(string_member(json, "error", 64), "user_not_found") == 0) {
         outcome = UNKNOWN_USER;
     } else if (answer.status == 422) {
         outcome = REFUSED;
@@ -610,13 +687,23 @@ static enum outcome create(struct login *login, const char *user, const char *ac
     return outcome;
 }
 
-/* Waits for the phone's answer until `deadline`, in long polls. */
+/* Sleeps a second, unless a signal asks the login to stop. */
+static void pause_a_second(void) {
+    struct timespec second = {1, 0};
+    while (!caught_signal && nanosleep(&second, &second) != 0 && errno == EINTR) {}
+}
+
+/* Waits for the phone's answer until `deadline`, in long polls. A daemon that
+ * cannot be reached or answers 5xx meanwhile (a restart) is asked again each
+ * second until the deadline: the approval it keeps survives its restart. */
 static enum outcome wait_for_phone(struct login *login, time_t deadline) {
+    int unreachable = 0;
     for (;;) {
         if (caught_signal) return INTERRUPTED;
         time_t now = time(NULL);
         if (now >= deadline) {
             cancel(login);
+            if (unreachable) return UNAVAILABLE;
             login->reason = "no answer from the phone in time";
             return REFUSED;
         }
@@ -625,9 +712,16 @@ static enum outcome wait_for_phone(struct login *login, time_t deadline) {
         char path[256];
         snprintf(path, sizeof path, "/v1/approvals/%s?wait=%ld", login->id, wait);
         struct answer answer;
+        time_t asked = time(NULL);
         int sent = http(&login->client, "GET", path, NULL, wait + 15, &answer);
         if (sent == HTTP_INTERRUPTED) return INTERRUPTED;
-        if (sent != HTTP_OK) return UNAVAILABLE;
+        if (sent != HTTP_OK || answer.status >= 500) {
+            if (sent == HTTP_OK) answer_free(&answer);
+            unreachable = 1;
+            pause_a_second();
+            continue;
+        }
+        unreachable = 0;
         json_object *json = answer_json(&answer);
         const char *status = string_member(json, "status", 32);
         enum outcome outcome;
@@ -651,6 +745,8 @@ static enum outcome wait_for_phone(struct login *login, time_t deadline) {
         json_object_put(json);
         answer_free(&answer);
         if (!again) return outcome;
+        /* A server answering "pending" at once is asked again a second later, not in a tight loop. */
+        if (time(NULL) - asked < 1) pause_a_second();
     }
 }
 
@@ -725,8 +821,14 @@ static int offer_codes(struct login *login, enum outcome *outcome) {
             *outcome = INTERRUPTED;
             return 1;
         }
-        /* An empty answer, or the end of input: the user answers on the phone. */
-        if (asked != PAM_SUCCESS || typed == NULL || typed[0] == '\0') {
+        /* An empty answer, or the end of input: the user answers on the phone. So is
+         * the first factor's password given again (sshd's PasswordAuthentication
+         * answers every prompt with it): it is never sent as a code. */
+        const void *password = NULL;
+        int repeated = typed != NULL && pam_get_item(login->pamh, PAM_AUTHTOK, &password) == PAM_SUCCESS && password != NULL &&
+                       strcmp(typed, (const char *)password) == 0;
+        if (asked != PAM_SUCCESS || typed == NULL || typed[0] == '\0' || repeated) {
+            if (typed != NULL) explicit_bzero(typed, strlen(typed));
             free(typed);
             return 0;
         }
@@ -780,8 +882,8 @@ static int authenticate(pam_handle_t *pamh, int argc, const char **argv) {
     const void *item = NULL;
     const char *service = (pam_get_item(pamh, PAM_SERVICE, &item) == PAM_SUCCESS && item != NULL) ? item : "";
     char shown_user[65], shown_service[65];
-    printable(shown_user, sizeof shown_user, login_name);
-    printable(shown_service, sizeof shown_service, service);
+    log_field(shown_user, sizeof shown_user, login_name);
+    log_field(shown_service, sizeof shown_service, service);
 
     struct conf conf;
     if (load_conf(pamh, conf_path, &conf) != 0) {
@@ -790,10 +892,14 @@ static int authenticate(pam_handle_t *pamh, int argc, const char **argv) {
         return PAM_AUTH_ERR;
     }
     if (conf.groups[0] != '\0') {
-        int member = in_groups(login_name, conf.groups);
-        if (member < 0) {
+        int member = in_groups(pamh, login_name, conf.groups);
+        if (member == NOT_FOUND) {
             pam_syslog(pamh, LOG_NOTICE, "user=%s service=%s result=unknown reason=no-such-account", shown_user, shown_service);
             return PAM_USER_UNKNOWN;
+        }
+        if (member < 0) {
+            pam_syslog(pamh, LOG_NOTICE, "user=%s service=%s result=refused reason=group-lookup-failed", shown_user, shown_service);
+            return PAM_AUTH_ERR;
         }
         if (member == 0) {
             pam_syslog(pamh, LOG_INFO, "user=%s service=%s result=ignored reason=not-in-groups", shown_user, shown_service);
@@ -896,7 +1002,10 @@ static int authenticate(pam_handle_t *pamh, int argc, const char **argv) {
         break;
     case UNAVAILABLE:
         if (login.client.error[0] == '\0') copy(login.client.error, sizeof login.client.error, "an answer that is not the API's");
-        if (conf.failmode_safe) {
+        /* safe lets a login through only when no approval was made: once one exists,
+         * a daemon that stops answering refuses, and the approval is cancelled. */
+        if (login.id[0] != '\0') cancel(&login);
+        if (conf.failmode_safe && login.id[0] == '\0') {
             pam_syslog(pamh, LOG_WARNING, "user=%s service=%s result=allowed reason=daemon-unavailable failmode=safe error=\"%s\" approval=%s",
                        shown_user, shown_service, login.client.error, reference);
             result = PAM_SUCCESS;

@@ -80,6 +80,7 @@ extension PostgresStore: AccountStore {
         guard count < maxDevices else { throw AccountError.tooManyDevices }
         let device = Device(registration, push: push)
         try await connection.perform(AccountSQL.insertDevice(device, apiKeyHash: registration.apiKeyHash), logger)
+        if let replaced { try await Self.insert(registration.replacementEvent(of: replaced, by: device), connection, logger) }
         return RegisteredDevice(device: device, replaced: replaced)
     }
 

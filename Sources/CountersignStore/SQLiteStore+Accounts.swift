@@ -71,6 +71,7 @@ extension SQLiteStore: AccountStore {
         guard count < maxDevices else { throw AccountError.tooManyDevices }
         let device = Device(registration, push: push)
         try db.perform(AccountSQL.insertDevice(device, apiKeyHash: registration.apiKeyHash))
+        if let replaced { try Self.insert(registration.replacementEvent(of: replaced, by: device), db) }
         return RegisteredDevice(device: device, replaced: replaced)
     }
 

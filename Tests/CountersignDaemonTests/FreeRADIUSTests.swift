@@ -100,14 +100,15 @@ import Glibc
             try write("mods-enabled/files", "files {\n\tfilename = ${modconfdir}/files/authorize\n}\n")
             try write("mods-enabled/pap", "pap {\n\tnormalise = yes\n}\n")
             try write("mods-enabled/expr", "expr {\n}\n")
-            try write("mods-config/files/authorize", "ana Cleartext-Password := \"hunter2\"\n")
+            // ana has a phone; bo has a password here but no Countersign account.
+            try write("mods-config/files/authorize", "ana Cleartext-Password := \"hunter2\"\nbo Cleartext-Password := \"hunter3\"\n")
             try write(
-                "mods-enabled/countersign", try filled("mods-available/countersign", [("\"http://127.0.0.1:8080\"", "\"\(host.daemon.base)\"")]))
+                "mods-enabled/countersign",
+                try filled(
+                    "mods-available/countersign", [("\"http://127.0.0.1:8080\"", "\"\(host.daemon.base)\""), ("csk_FILL_IN", host.integrationKey)]))
             try write(
                 "sites-enabled/countersign",
-                try filled(
-                    "sites-available/countersign",
-                    [("csk_FILL_IN", host.integrationKey), ("ipaddr = *", "ipaddr = 127.0.0.1"), ("port = 1812", "port = \(port)")]))
+                try filled("sites-available/countersign", [("ipaddr = *", "ipaddr = 127.0.0.1"), ("port = 1812", "port = \(port)")]))
             let log = host.folder.appendingPathComponent("freeradius.log")
             FileManager.default.createFile(atPath: log.path, contents: nil)
             let handle = try FileHandle(forWritingTo: log)
@@ -183,6 +184,9 @@ import Glibc
             #expect(try await denied.answer() == "Access-Reject", "\(denied.text)")
             // What the phone was shown: the VPN's words, and no number to match.
             #expect(radius.text.contains("\"action\":\"vpn-login\""))
+
+            // The right password of someone Countersign does not know: never accepted on the password alone.
+            #expect(try await Request.send(port: radius.port, user: "bo", password: "hunter3", folder: folder) == "Access-Reject")
         }
     }
 

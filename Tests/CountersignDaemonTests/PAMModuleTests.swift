@@ -10,7 +10,7 @@ import Glibc
 /// Debian's `pamtester` through a PAM service file, against the real daemon
 /// and its phone (`device simulate`), and against a hostile server. One at a
 /// time: they share `/etc/pam.d` and `/dev/log`.
-@Suite(.serialized) struct PAMModuleTests {
+@Suite(.serialized, .enabled(if: LoginHost.isRoot, "writes /etc/pam.d: run the suite as root")) struct PAMModuleTests {
     /// A host with a daemon, a PAM service naming the built module with `conf`'s lines, and the syslog capture.
     static func withService(
         lines: [String] = [], authAfter: [String] = [], _ body: (LoginHost, PAMService, SyslogCapture?) async throws -> Void
@@ -28,9 +28,10 @@ import Glibc
         }
     }
 
-    /// The module's syslog lines (`pam_countersign(SERVICE:auth): ...`); checked only where no syslog daemon holds /dev/log.
+    /// The module's decision lines in syslog (`pam_countersign(SERVICE:auth): user=…`; its
+    /// configuration errors are lines of their own); checked only where no syslog daemon holds /dev/log.
     static func decisions(_ syslog: SyslogCapture?, _ service: PAMService) -> [String]? {
-        syslog.map { $0.lines.filter { $0.contains("pam_countersign(\(service.name):auth)") } }
+        syslog.map { $0.lines.filter { $0.contains("pam_countersign(\(service.name):auth): user=") } }
     }
 
     /// Nothing secret in what the terminal and syslog showed.
@@ -183,6 +184,36 @@ import Glibc
             let (root, rootOutput) = try await PAMTesterRun.run(service: service.name, user: "root", folder: host.folder)
             #expect(root != 0, "\(rootOutput)")
             #expect(rootOutput.contains("User not known to the underlying authentication module"), "\(rootOutput)")
+        }
+    }
+
+    /// failmode safe lets a login through only while the approval is asked for: a server
+    /// that makes one and then answers garbage refuses the login.
+    @Test func failmodeSafeDoesNotOutliveTheApprovalsCreation() async throws {
+        try await Self.withService { host, service, _ in
+            let server = try await HostileServer.start(in: host.folder)
+            defer { server.stop() }
+            _ = try host.writeConf(url: "\(server.base)/statusgarbage", lines: ["user_map = %u@example.com", "failmode = safe", "timeout = 5"])
+            let (status, output) = try await PAMTesterRun.run(service: service.name, user: "ana", folder: host.folder)
+            #expect(status == 1, "\(output)")
+            #expect(server.requests.contains { $0.hasPrefix("POST /statusgarbage/v1/approvals/") && $0.hasSuffix("/cancel") }, "\(server.requests)")
+            // Before an approval exists, safe lets the login through.
+            _ = try host.writeConf(url: "\(server.base)/notjson", lines: ["user_map = %u@example.com", "failmode = safe"])
+            let (safe, allowed) = try await PAMTesterRun.run(service: service.name, user: "ana", folder: host.folder)
+            #expect(safe == 0, "\(allowed)")
+        }
+    }
+
+    /// A login name chosen to look like log fields cannot forge one.
+    @Test func aLoginNameCannotForgeALogField() async throws {
+        try await Self.withService { host, service, syslog in
+            let (status, _) = try await PAMTesterRun.run(service: service.name, user: "x result=approved via=push", folder: host.folder)
+            #expect(status != 0)
+            if let lines = Self.decisions(syslog, service) {
+                #expect(lines.count == 1, "\(lines)")
+                #expect(lines.first?.contains("user=x?result?approved?via?push service=") == true, "\(lines)")
+                #expect(lines.first?.contains(" result=approved") == false, "\(lines)")
+            }
         }
     }
 

@@ -11,7 +11,7 @@ import Glibc
 /// into by OpenSSH's own `ssh` (its prompts answered through `SSH_ASKPASS`,
 /// as a person at a terminal would answer them), approved by the phone or a
 /// typed offline code; and `sshd` surviving a hostile server's answer.
-@Suite(.serialized) struct SSHLoginTests {
+@Suite(.serialized, .enabled(if: LoginHost.isRoot, "starts sshd and writes /etc/pam.d: run the suite as root")) struct SSHLoginTests {
     /// An `sshd` on 127.0.0.1 whose PAM service is the module alone (the
     /// first factor is left out here: the docs show it before the module).
     final class SSHServer: Sendable {
@@ -25,7 +25,7 @@ import Glibc
             self.service = service
         }
 
-        static func start(folder: URL, conf: String) async throws -> SSHServer {
+        static func start(folder: URL, conf: String, extra: [String] = []) async throws -> SSHServer {
             let module = try await PAMModule.path()
             // sshd names its PAM service after the name it was started by.
             let name = "countersign-sshd-\(UUID().uuidString.prefix(8).lowercased())"
@@ -51,6 +51,7 @@ import Glibc
                 AuthenticationMethods keyboard-interactive
                 PermitRootLogin yes
                 LogLevel VERBOSE
+                \(extra.joined(separator: "\n"))
 
                 """.utf8
             ).write(to: config)
@@ -194,6 +195,23 @@ import Glibc
             let (status, output) = try await next.finish()
             #expect(status == 0, "\(output)")
             #expect(output.contains("logged-in-as-root"), "\(output)")
+        }
+    }
+
+    /// sshd ends a login whose client is gone when its grace time passes (it does not
+    /// look while PAM waits); the module, ended by sshd, cancels the approval.
+    @Test func aLoginSSHDEndsCancelsItsApproval() async throws {
+        try await withTemporaryDirectory("countersign-ssh") { folder in
+            let host = try await LoginHost.start(folder, email: "root@example.com")
+            defer { host.daemon.stop() }
+            let conf = try host.writeConf(lines: ["user_map = %u@example.com", "timeout = 120"])
+            let sshd = try await SSHServer.start(folder: folder, conf: conf, extra: ["LoginGraceTime 4"])
+            defer { sshd.stop() }
+            let login = try Login(port: sshd.port, answer: "\n", folder: folder)
+            _ = try await login.number()
+            login.process.stop()
+            let cancelled = try await host.audit("cancelled", within: .seconds(60))
+            #expect(cancelled.count == 1, "the approval is cancelled once sshd ends the login: \(cancelled)")
         }
     }
 }

@@ -115,4 +115,42 @@ import Testing
             #expect(malformed.status == 400, "\(malformed.text)")
         }
     }
+
+    @Test func aCallerReadingOnlyStatusesGetsEveryRefusalOfTheUserAsForbidden() async throws {
+        try await withTestDaemon { daemon in
+            let acme = try await daemon.addIntegration("Acme")
+            // Unknown, and known without a device: 404 and 422 on a plain create, 403 when waiting.
+            var unknown = Self.body(wait: 5)
+            unknown["user"] = "nobody@example.com"
+            let refused = try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: unknown)
+            #expect(refused.status == 403, "\(refused.text)")
+            #expect(refused["error"] == "user_not_found")
+            _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+            let deviceless = try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.body(code: "123456"))
+            #expect(deviceless.status == 403, "\(deviceless.text)")
+            #expect(deviceless["error"] == "not_enrolled")
+            let plain = try await daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.body())
+            #expect(plain.status == 422, "a plain create keeps its answers: \(plain.text)")
+        }
+    }
+
+    @Test func aRepeatWithAnotherCodeOrNoneIsAnotherRequest() async throws {
+        try await withTestDaemon { daemon in
+            let acme = try await daemon.addIntegration("Acme")
+            _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+            let phone = try await TrustWhereFeaturesMeetTests.enrollWithSecret(daemon, Fixture.email, key: acme.key)
+            let bearer = "Bearer \(acme.key)"
+            let key = ("Idempotency-Key", "radius-127.0.0.1-1812-0c0d")
+            let code = TrustWhereFeaturesMeetTests.codeNow(phone.secret)
+            let right = try await daemon.call(
+                .POST, "/v1/approvals", json: Self.body(code: code), headers: [("Authorization", bearer), key])
+            #expect(right.status == 200, "\(right.text)")
+            let other = try await daemon.call(
+                .POST, "/v1/approvals", json: Self.body(code: TrustWhereFeaturesMeetTests.wrong(phone.secret)),
+                headers: [("Authorization", bearer), key])
+            #expect(other.status == 409, "another code under the same key is another request: \(other.text)")
+            let plain = try await daemon.call(.POST, "/v1/approvals", json: Self.body(), headers: [("Authorization", bearer), key])
+            #expect(plain.status == 409, "\(plain.text)")
+        }
+    }
 }

@@ -80,6 +80,8 @@ public struct DeviceRegistration: Sendable {
     public var mayApproveResets: Bool
     /// Its sealed offline-code secret (``OfflineSecrets``); `nil` with offline codes off.
     public var offlineSecret: Data?
+    /// Who registers it: a device it replaces is audited (`device_replaced`) in the same transaction.
+    public var auditContext: AuditContext = .system
 
     public init(
         userID: String, name: String, platform: String, push: PushAddress?, apiKeyHash: String, publicKey: DeviceKey?, mayApproveResets: Bool,
@@ -116,5 +118,17 @@ extension User {
     /// The cost of a bcrypt hash from its first characters (`$2b$12$`: 12).
     public static func passwordHashCost(prefix: String) -> Int? {
         Int(prefix.split(separator: "$").dropFirst().first ?? "")
+    }
+}
+
+extension DeviceRegistration {
+    /// The audit row of `replaced`, the device whose push address this registration brought,
+    /// written in the registration's transaction.
+    public func replacementEvent(of replaced: Device, by device: Device) -> AuditEvent {
+        var context = auditContext
+        context.deviceID = replaced.id
+        return AuditEvent(
+            kind: .deviceReplaced, userID: userID, context: context,
+            detail: "signed out: a login brought its push address; new device \(device.id)")
     }
 }

@@ -174,6 +174,7 @@ public actor ApprovalBroker {
     ///   - draft: its id, number code and times (``draft(ttl:numberMatching:)``).
     ///   - idempotency: the first answer under an integration's key, stored in
     ///     the insert's transaction; a key already taken throws ``IdempotencyKeyTaken``.
+    ///   - prompting: `false` when a code typed with the create answers it: no push is sent.
     public func initiate(
         for recipient: Recipient,
         action: ApprovalAction = .passwordReset,
@@ -182,6 +183,7 @@ public actor ApprovalBroker {
         prompt: ApprovalPrompt? = nil,
         draft: ApprovalDraft,
         idempotency record: IdempotencyRecord? = nil,
+        prompting: Bool = true,
         context: AuditContext = .system,
         logger requestLogger: Logger? = nil
     ) async throws -> ApprovalRequest {
@@ -229,7 +231,7 @@ public actor ApprovalBroker {
             AuditEvent(
                 at: now, kind: .requestCreated, userID: recipient.accountID, requestRef: request.logReference, context: context,
                 detail: details.isEmpty ? nil : details.joined(separator: "; ")))
-        if let userID = recipient.approverID {
+        if prompting, let userID = recipient.approverID {
             push(
                 .prompt(requestID: request.id, userID: userID, action: action, expiresAt: request.expiresAt, requester: requester, prompt: prompt),
                 logger: logger)

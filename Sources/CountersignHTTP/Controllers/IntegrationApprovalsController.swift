@@ -48,12 +48,14 @@ struct IntegrationApprovalsController: Sendable {
         /// Seconds the create waits for the approval's end (``waited(_:seconds:integration:request:context:)``).
         var wait: Int?
         /// An offline or bypass code the user typed with the request (a VPN's `password,123456`):
-        /// checked as `verify-code` checks it, and answered as a `wait` is. Not part of the
-        /// hash that recognises a repeat: a secret is not kept, even hashed.
+        /// checked as `verify-code` checks it, and answered as a `wait` is. A repeat is
+        /// recognised by its keyed hash (``codeDigest``), never by the code itself.
         var code: AnswerCode?
+        /// The code's hash under the daemon's key: a repeat with another code, or none, is another request.
+        var codeDigest: String?
 
         enum CodingKeys: String, CodingKey {
-            case user, action, title, body, context, ttl, numberMatching, wait
+            case user, action, title, body, context, ttl, numberMatching, wait, codeDigest
         }
 
         /// What the create answers with: the approval as it starts, or its end.
@@ -124,7 +126,23 @@ struct IntegrationApprovalsController: Sendable {
 
     @Sendable func create(_ request: Request, context: AppRequestContext) async throws -> Response {
         let integration = try await authenticator.integration(for: request)
-        let checked = try Self.check(try await request.decodeJSON(as: CreateBody.self, context: context))
+        var checked = try Self.check(try await request.decodeJSON(as: CreateBody.self, context: context))
+        checked.codeDigest = checked.code.map { code in
+            switch code {
+            case .offline(let digits), .bypass(let digits): keys.hash(digits, context: "approval-create-code")
+            }
+        }
+        guard checked.answersWithEnd else { return try await create(checked, integration: integration, request: request, context: context) }
+        // A caller that reads only statuses (FreeRADIUS's rest module turns 404 into "notfound",
+        // which a site may let through): every refusal of the user is 403, as any other end is.
+        do {
+            return try await create(checked, integration: integration, request: request, context: context)
+        } catch let error as APIError where error.status == .notFound || error.status == .unprocessableContent {
+            throw APIError(.forbidden, error.code, error.message)
+        }
+    }
+
+    private func create(_ checked: Checked, integration: Integration, request: Request, context: AppRequestContext) async throws -> Response {
         let key = try Self.idempotencyKey(request)
         // Only a user the integration reaches: its own, granted to it, or (if the operator let it prompt
         // everyone) any user with a device. Anyone else, existing, device-less or not, is the same 404:
@@ -172,6 +190,8 @@ struct IntegrationApprovalsController: Sendable {
                 prompt: prompt,
                 draft: draft,
                 idempotency: record,
+                // A code answers it at once: the phone is not prompted for it.
+                prompting: checked.code == nil,
                 context: request.auditContext(context),
                 logger: context.logger)
             if let code = checked.code {
@@ -223,8 +243,9 @@ struct IntegrationApprovalsController: Sendable {
             _ = try? await broker.cancel(id, integrationID: integration.id, context: request.auditContext(context), logger: context.logger)
             throw error
         } catch is APIError, is BrokerError {
-            // A wrong code (or the approval ended meanwhile): it ends here, and is answered as a wait's end.
-            _ = try? await broker.cancel(id, integrationID: integration.id, context: request.auditContext(context), logger: context.logger)
+            // A wrong code (or the approval ended meanwhile): refused, whatever else answered it.
+            let ended = try? await broker.cancel(id, integrationID: integration.id, context: request.auditContext(context), logger: context.logger)
+            throw APIError.notApproved(ended?.state ?? .cancelled)
         }
         return try await waited(id, seconds: 1, integration: integration, request: request, context: context)
     }
@@ -243,6 +264,9 @@ struct IntegrationApprovalsController: Sendable {
     /// the wait ends is 403 `not_approved`; one still pending is cancelled first, so that the
     /// phone's prompt goes away and a late approval lets nothing in. The wait takes a slot of
     /// the caller's address, as a long poll does; over the cap the create is 503.
+    ///
+    /// A call that finds the approval completed by another (a repeat) is answered 200 only within
+    /// the completion window after it was completed: a retransmission, not a replay a day later.
     func waited(_ id: String, seconds: Int, integration: Integration, request: Request, context: AppRequestContext) async throws -> Response {
         let slot = context.clientKey
         guard longPolls.acquire(slot) else { throw APIError.unavailable }
@@ -254,8 +278,12 @@ struct IntegrationApprovalsController: Sendable {
         if approval.state == .pending {
             approval = (try? await broker.cancel(id, integrationID: integration.id, context: audit, logger: context.logger)) ?? approval
         }
-        if approval.state == .approved {
-            approval = (try? await broker.complete(id, integrationID: integration.id, context: audit, logger: context.logger)) ?? approval
+        var completedHere = false
+        if approval.state == .approved,
+            let completed = try? await broker.complete(id, integrationID: integration.id, context: audit, logger: context.logger)
+        {
+            approval = completed
+            completedHere = completed.state == .completed
         }
         // Another caller's transition may have come between: the state as it is now.
         if approval.state == .pending || approval.state == .approved,
@@ -265,6 +293,9 @@ struct IntegrationApprovalsController: Sendable {
         }
         let answer = WaitedAnswer(approvalId: approval.id, status: approval.state, via: approval.via?.rawValue)
         guard approval.state == .completed else { throw APIError.notApproved(approval.state) }
+        guard completedHere || Date().timeIntervalSince(approval.updatedAt) <= approval.completionWindow else {
+            throw APIError.notApproved(approval.state)
+        }
         return try JSONAnswer.response(answer, status: .ok)
     }
 

@@ -124,11 +124,12 @@ struct MobileAuthController: Sendable {
         let secret = try offline.issue()
         let registered: RegisteredDevice
         do {
-            registered = try await accounts.registerDevice(
-                DeviceRegistration(
-                    userID: user.id, name: deviceName, platform: platform, push: push,
-                    apiKeyHash: SecureToken.sha256Hex(apiKey), publicKey: key, mayApproveResets: true, offlineSecret: secret?.sealed),
-                maxDevices: arrivals.maxPerUser)
+            var registration = DeviceRegistration(
+                userID: user.id, name: deviceName, platform: platform, push: push,
+                apiKeyHash: SecureToken.sha256Hex(apiKey), publicKey: key, mayApproveResets: true, offlineSecret: secret?.sealed)
+            // A device this login replaces is audited in the registration's transaction.
+            registration.auditContext = request.auditContext(context)
+            registered = try await accounts.registerDevice(registration, maxDevices: arrivals.maxPerUser)
         } catch AccountError.tooManyDevices {
             audit.record(
                 AuditEvent(
@@ -140,10 +141,6 @@ struct MobileAuthController: Sendable {
         if let replaced = registered.replaced {
             // Its push address came with this login: it is signed out, and this is a new device.
             context.logger.notice("device replaced by a login with its push address", metadata: ["device": "\(replaced.id)", "by": "\(device.id)"])
-            audit.record(
-                AuditEvent(
-                    kind: .deviceReplaced, userID: user.id, context: request.auditContext(context, deviceID: replaced.id),
-                    detail: "signed out: a login brought its push address; new device \(device.id)"))
         }
         context.logger.info("device signed in", metadata: ["user": "\(user.id)", "device": "\(device.id)", "push": "\(device.pushEnabled)"])
         audit.record(

@@ -24,6 +24,9 @@ struct LoginHost: Sendable {
 
     static let password = "correct horse battery"
 
+    /// The PAM and SSH tests write `/etc/pam.d` and start `sshd`: as root only (CI runs as root).
+    static var isRoot: Bool { geteuid() == 0 }
+
     static var repository: URL {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
