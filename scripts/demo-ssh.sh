@@ -158,18 +158,18 @@ pss_of_login() {
   echo "$total"
 }
 say "6. sshd's memory for one login waiting in PAM"
-SSH_ASKPASS="$work/askpass" SSH_ASKPASS_REQUIRE=force timeout 40 ssh -F /dev/null -o StrictHostKeyChecking=no \
-  -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o NumberOfPasswordPrompts=1 -p "$sshd_port" root@127.0.0.1 true \
-  </dev/null >/dev/null 2>&1 &
-sleep 3
-with_module=$(pss_of_login)
+# A login left waiting in PAM for a few seconds: the PSS of sshd's processes for it then.
+waiting_login_pss() {
+  SSH_ASKPASS="$work/askpass" SSH_ASKPASS_REQUIRE=force timeout 40 ssh -F /dev/null -o StrictHostKeyChecking=no \
+    -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o NumberOfPasswordPrompts=1 -p "$sshd_port" root@127.0.0.1 true \
+    </dev/null >/dev/null 2>&1 &
+  sleep 3
+  pss_of_login
+}
+with_module=$(waiting_login_pss)
 "$binary" device simulate --url "http://127.0.0.1:$port" --key-file "$work/phone.json" --deny-all --count 1 --seconds 30 >/dev/null
-wait || true
+# That login's processes gone before the next is measured.
+for _ in $(seq 100); do pgrep -P "$sshd_pid" >/dev/null || break; sleep 0.2; done
 write_stack "auth required pam_exec.so /bin/sleep 6"
-SSH_ASKPASS="$work/askpass" SSH_ASKPASS_REQUIRE=force timeout 40 ssh -F /dev/null -o StrictHostKeyChecking=no \
-  -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o NumberOfPasswordPrompts=1 -p "$sshd_port" root@127.0.0.1 true \
-  </dev/null >/dev/null 2>&1 &
-sleep 3
-with_exec=$(pss_of_login)
-wait || true
+with_exec=$(waiting_login_pss)
 echo "sshd's login processes (PSS): $with_module KiB waiting in pam_countersign, $with_exec KiB waiting in pam_exec: the module adds $((with_module - with_exec)) KiB"

@@ -110,21 +110,8 @@ import Glibc
                 "sites-enabled/countersign",
                 try filled("sites-available/countersign", [("ipaddr = *", "ipaddr = 127.0.0.1"), ("port = 1812", "port = \(port)")]))
             let log = host.folder.appendingPathComponent("freeradius.log")
-            FileManager.default.createFile(atPath: log.path, contents: nil)
-            let handle = try FileHandle(forWritingTo: log)
-            defer { try? handle.close() }
-            let process = try TiedProcess(URL(fileURLWithPath: "/usr/sbin/freeradius"), ["-X", "-d", folder.path], output: handle)
-            let clock = ContinuousClock()
-            let start = clock.now
-            while clock.now - start < .seconds(60) {
-                if ((try? String(contentsOf: log, encoding: .utf8)) ?? "").contains("Ready to process requests") {
-                    return RADIUSServer(process: process, port: port, log: log)
-                }
-                guard process.isRunning else { break }
-                try await Task.sleep(for: .milliseconds(50))
-            }
-            process.stop()
-            throw RunError("freeradius did not start: \((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+            let process = try await startServer("/usr/sbin/freeradius", ["-X", "-d", folder.path], log: log, ready: "Ready to process requests")
+            return RADIUSServer(process: process, port: port, log: log)
         }
 
         var text: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }

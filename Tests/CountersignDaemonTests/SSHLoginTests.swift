@@ -55,23 +55,14 @@ import Glibc
 
                 """.utf8
             ).write(to: config)
-            let log = folder.appendingPathComponent("sshd.log")
-            FileManager.default.createFile(atPath: log.path, contents: nil)
-            let handle = try FileHandle(forWritingTo: log)
-            defer { try? handle.close() }
-            let process = try TiedProcess(URL(fileURLWithPath: program), ["-D", "-e", "-f", config.path], output: handle)
-            let clock = ContinuousClock()
-            let start = clock.now
-            while clock.now - start < .seconds(30) {
-                if ((try? String(contentsOf: log, encoding: .utf8)) ?? "").contains("Server listening") {
-                    return SSHServer(process: process, port: port, service: service)
-                }
-                guard process.isRunning else { break }
-                try await Task.sleep(for: .milliseconds(20))
+            do {
+                let process = try await startServer(
+                    program, ["-D", "-e", "-f", config.path], log: folder.appendingPathComponent("sshd.log"), ready: "Server listening")
+                return SSHServer(process: process, port: port, service: service)
+            } catch {
+                service.remove()
+                throw error
             }
-            process.stop()
-            service.remove()
-            throw RunError("sshd did not start: \((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
         }
 
         func stop() {

@@ -109,6 +109,24 @@ struct LoginHost: Sendable {
     }
 }
 
+/// Starts `program` with its output in `log`, and returns once the log says `ready`
+/// (the bound turns a server that never starts into a failure naming its log).
+func startServer(_ program: String, _ arguments: [String], log: URL, ready: String) async throws -> TiedProcess {
+    FileManager.default.createFile(atPath: log.path, contents: nil)
+    let handle = try FileHandle(forWritingTo: log)
+    defer { try? handle.close() }
+    let process = try TiedProcess(URL(fileURLWithPath: program), arguments, output: handle)
+    let clock = ContinuousClock()
+    let start = clock.now
+    while clock.now - start < .seconds(60) {
+        if ((try? String(contentsOf: log, encoding: .utf8)) ?? "").contains(ready) { return process }
+        guard process.isRunning else { break }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    process.stop()
+    throw RunError("\(program) did not start: \((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+}
+
 /// `pam_countersign.so`, built once per test process by `scripts/build-pam.sh`.
 enum PAMModule {
     private static let built = Mutex<String?>(nil)
