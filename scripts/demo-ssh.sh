@@ -123,8 +123,9 @@ phone() {
 if [ "$measure" = 0 ]; then
   say "5. ssh root@127.0.0.1: the terminal shows the number, the phone approves with it"
   phone &
+  phone_pid=$!
   login
-  wait
+  wait "$phone_pid"
   say "6. The audit trail"
   "$binary" audit --database "$db" | tail -5
   exit 0
@@ -138,10 +139,11 @@ millis() { date +%s%3N; }
 stamp() { python3 -c 'import sys, datetime; print(int(datetime.datetime.fromisoformat(sys.argv[1].replace("Z", "+00:00")).timestamp() * 1000))' "$1"; }
 for i in $(seq "$measure"); do
   phone >/dev/null &
+  phone_pid=$!
   start=$(millis)
   login >/dev/null 2>&1
   end=$(millis)
-  wait
+  wait "$phone_pid"
   created=$("$binary" audit --database "$db" --kind request_created --json | tail -1 | python3 -c 'import json, sys; print(json.load(sys.stdin)["time"])')
   approved=$("$binary" audit --database "$db" --kind approved --json | tail -1 | python3 -c 'import json, sys; print(json.load(sys.stdin)["time"])')
   phone_ms=$(( $(stamp "$approved") - $(stamp "$created") ))
@@ -160,6 +162,7 @@ pss_of_login() {
 say "6. sshd's memory for one login waiting in PAM"
 # A login left waiting in PAM for a few seconds: the PSS of sshd's processes for it then.
 waiting_login_pss() {
+  : >"$work/prompts"
   SSH_ASKPASS="$work/askpass" SSH_ASKPASS_REQUIRE=force timeout 40 ssh -F /dev/null -o StrictHostKeyChecking=no \
     -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o NumberOfPasswordPrompts=1 -p "$sshd_port" root@127.0.0.1 true \
     </dev/null >/dev/null 2>&1 &
@@ -167,7 +170,7 @@ waiting_login_pss() {
   pss_of_login
 }
 with_module=$(waiting_login_pss)
-"$binary" device simulate --url "http://127.0.0.1:$port" --key-file "$work/phone.json" --deny-all --count 1 --seconds 30 >/dev/null
+phone >/dev/null
 # That login's processes gone before the next is measured.
 for _ in $(seq 100); do pgrep -P "$sshd_pid" >/dev/null || break; sleep 0.2; done
 write_stack "auth required pam_exec.so /bin/sleep 6"
