@@ -71,24 +71,8 @@ write_stack() {
   printf '%s\naccount required pam_permit.so\nsession required pam_permit.so\n' "$1" >"/etc/pam.d/$name"
 }
 write_stack "auth required $module conf=$work/pam.conf"
-ssh-keygen -q -t ed25519 -N "" -f "$work/host_key"
-mkdir -p /run/sshd
 sshd_port=$(python3 scripts/unused_port.py)
-cat >"$work/sshd_config" <<SSHD
-Port $sshd_port
-ListenAddress 127.0.0.1
-HostKey $work/host_key
-PidFile none
-UsePAM yes
-KbdInteractiveAuthentication yes
-PasswordAuthentication no
-PubkeyAuthentication no
-AuthenticationMethods keyboard-interactive
-PermitRootLogin yes
-SSHD
-# sshd takes its PAM service's name from the name it was started by.
-ln -s /usr/sbin/sshd "$work/$name"
-"$work/$name" -D -e -f "$work/sshd_config" 2>"$work/sshd.log" &
+scripts/loopback-sshd.sh "$work" "$name" "$sshd_port" 2>"$work/sshd.log" &
 sshd_pid=$!
 for _ in $(seq 100); do grep -q "Server listening" "$work/sshd.log" && break; sleep 0.1; done
 echo "sshd on 127.0.0.1:$sshd_port, PAM service $name: auth required pam_countersign.so"

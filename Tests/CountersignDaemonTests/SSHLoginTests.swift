@@ -14,50 +14,23 @@ import Glibc
 @Suite(.serialized, .enabled(if: LoginHost.isRoot, "starts sshd and writes /etc/pam.d: run the suite as root")) struct SSHLoginTests {
     /// An `sshd` on 127.0.0.1 whose PAM service is the module alone (the
     /// first factor is left out here: the docs show it before the module).
-    final class SSHServer: Sendable {
+    struct SSHServer {
         let process: TiedProcess
         let port: Int
         let service: PAMService
 
-        private init(process: TiedProcess, port: Int, service: PAMService) {
-            self.process = process
-            self.port = port
-            self.service = service
-        }
-
+        /// `scripts/loopback-sshd.sh` (what the demo runs too), under a name of its own: sshd names
+        /// its PAM service after the name it was started by.
         static func start(folder: URL, conf: String, extra: [String] = []) async throws -> SSHServer {
             let module = try await PAMModule.path()
-            // sshd names its PAM service after the name it was started by.
             let name = "countersign-sshd-\(UUID().uuidString.prefix(8).lowercased())"
-            let program = folder.appendingPathComponent(name).path
-            #expect(symlink("/usr/sbin/sshd", program) == 0)
             let service = try PAMService(auth: ["auth required \(module) conf=\(conf)"], name: name)
-            let hostKey = folder.appendingPathComponent("host_key").path
-            let keygen = try await onOwnThread { try runToEnd("/usr/bin/ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", hostKey]) }
-            #expect(keygen.status == 0, "\(keygen.output)")
-            try FileManager.default.createDirectory(atPath: "/run/sshd", withIntermediateDirectories: true)
             let port = unusedPort()
-            let config = folder.appendingPathComponent("sshd_config")
-            try Data(
-                """
-                Port \(port)
-                ListenAddress 127.0.0.1
-                HostKey \(hostKey)
-                PidFile none
-                UsePAM yes
-                KbdInteractiveAuthentication yes
-                PasswordAuthentication no
-                PubkeyAuthentication no
-                AuthenticationMethods keyboard-interactive
-                PermitRootLogin yes
-                LogLevel VERBOSE
-                \(extra.joined(separator: "\n"))
-
-                """.utf8
-            ).write(to: config)
+            let script = LoginHost.repository.appendingPathComponent("scripts/loopback-sshd.sh").path
             do {
                 let process = try await startServer(
-                    program, ["-D", "-e", "-f", config.path], log: folder.appendingPathComponent("sshd.log"), ready: "Server listening")
+                    "/bin/bash", [script, folder.path, name, String(port)] + extra, log: folder.appendingPathComponent("sshd.log"),
+                    ready: "Server listening")
                 return SSHServer(process: process, port: port, service: service)
             } catch {
                 service.remove()
