@@ -326,32 +326,27 @@ static int map_user(const char *pattern, const char *login, char *out, size_t si
 /* A buffer for getpwnam_r/getgrnam_r that grows on ERANGE (groups of a directory can be large). */
 enum { NOT_FOUND = -1, LOOKUP_FAILED = -2 };
 
-static int lookup_user(const char *user, gid_t *gid) {
-    for (size_t size = 4096; size <= (1u << 20); size *= 4) {
-        char *buffer = malloc(size);
-        if (buffer == NULL) return LOOKUP_FAILED;
-        struct passwd pw, *found = NULL;
-        int error = getpwnam_r(user, &pw, buffer, size, &found);
-        if (error == 0 && found != NULL) *gid = pw.pw_gid;
-        free(buffer);
-        if (error == ERANGE) continue;
-        if (error != 0) return LOOKUP_FAILED;
-        return found != NULL ? 0 : NOT_FOUND;
-    }
-    return LOOKUP_FAILED;
-}
-
-static int lookup_group(const char *name, gid_t *gid) {
+/* The primary group of the account `name` (`is_group` 0), or the id of the group `name` (1). */
+static int lookup_id(int is_group, const char *name, gid_t *gid) {
     for (size_t size = 16384; size <= (1u << 24); size *= 4) {
         char *buffer = malloc(size);
         if (buffer == NULL) return LOOKUP_FAILED;
-        struct group gr, *found = NULL;
-        int error = getgrnam_r(name, &gr, buffer, size, &found);
-        if (error == 0 && found != NULL) *gid = gr.gr_gid;
+        int error, found;
+        if (is_group) {
+            struct group entry, *result = NULL;
+            error = getgrnam_r(name, &entry, buffer, size, &result);
+            found = error == 0 && result != NULL;
+            if (found) *gid = entry.gr_gid;
+        } else {
+            struct passwd entry, *result = NULL;
+            error = getpwnam_r(name, &entry, buffer, size, &result);
+            found = error == 0 && result != NULL;
+            if (found) *gid = entry.pw_gid;
+        }
         free(buffer);
         if (error == ERANGE) continue;
         if (error != 0) return LOOKUP_FAILED;
-        return found != NULL ? 0 : NOT_FOUND;
+        return found ? 0 : NOT_FOUND;
     }
     return LOOKUP_FAILED;
 }
@@ -361,7 +356,7 @@ static int lookup_group(const char *name, gid_t *gid) {
  * system could not say (a directory down): the caller refuses then. */
 static int in_groups(pam_handle_t *pamh, const char *user, const char *groups) {
     gid_t primary;
-    int found = lookup_user(user, &primary);
+    int found = lookup_id(0, user, &primary);
     if (found != 0) return found;
     int count = 64;
     gid_t *gids = NULL;
@@ -388,7 +383,7 @@ static int in_groups(pam_handle_t *pamh, const char *user, const char *groups) {
     char *save = NULL;
     for (char *name = strtok_r(list, " ,\t", &save); name != NULL && !member; name = strtok_r(NULL, " ,\t", &save)) {
         gid_t gid;
-        int looked = lookup_group(name, &gid);
+        int looked = lookup_id(1, name, &gid);
         if (looked == NOT_FOUND) {
             pam_syslog(pamh, LOG_WARNING, "groups: no group named %.64s", name);
             continue;
