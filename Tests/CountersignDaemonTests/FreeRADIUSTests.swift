@@ -15,16 +15,10 @@ import Glibc
 
     /// FreeRADIUS on 127.0.0.1 with a minimal radiusd.conf, `files` holding ana's password
     /// (the first factor), and the shipped Countersign files with their FILL IN lines filled.
-    final class RADIUSServer: Sendable {
+    struct RADIUSServer {
         let process: TiedProcess
         let port: Int
         let log: URL
-
-        private init(process: TiedProcess, port: Int, log: URL) {
-            self.process = process
-            self.port = port
-            self.log = log
-        }
 
         static func filled(_ shipped: String, _ replacements: [(String, String)]) throws -> String {
             let path = LoginHost.repository.appendingPathComponent("packaging/freeradius/\(shipped)")
@@ -136,6 +130,18 @@ import Glibc
 
         var text: String { (try? String(contentsOf: output, encoding: .utf8)) ?? "" }
 
+        /// Whether radclient has sent the packet `count` times (waiting up to a minute for it).
+        func sent(atLeast count: Int) async throws -> Bool {
+            let clock = ContinuousClock()
+            let start = clock.now
+            while clock.now - start < .seconds(60) {
+                if text.components(separatedBy: "Sent Access-Request").count - 1 >= count { return true }
+                guard process.isRunning else { return false }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            return false
+        }
+
         /// "Access-Accept" or "Access-Reject", as received, or nil (no answer).
         func answer() async throws -> String? {
             #expect(try await process.exit(within: .seconds(150)), "radclient still running: \(text)")
@@ -152,13 +158,19 @@ import Glibc
         try await host.audit("request_created", atLeast: count, within: count == 0 ? .zero : .seconds(30)).count
     }
 
-    @Test func aPushIsAcceptedWhenApprovedAndRejectedWhenDenied() async throws {
+    /// A daemon with ana and her phone (``LoginHost``) and FreeRADIUS in front of it, both stopped after `body`.
+    static func withRADIUS(_ body: (URL, LoginHost, RADIUSServer) async throws -> Void) async throws {
         try await withTemporaryDirectory("countersign-radius") { folder in
             let host = try await LoginHost.start(folder)
             defer { host.daemon.stop() }
             let radius = try await RADIUSServer.start(host: host)
             defer { radius.stop() }
+            try await body(folder, host, radius)
+        }
+    }
 
+    @Test func aPushIsAcceptedWhenApprovedAndRejectedWhenDenied() async throws {
+        try await Self.withRADIUS { folder, host, radius in
             let approved = try Request(port: radius.port, user: "ana", password: "hunter2", folder: folder)
             #expect(try await Self.created(host, atLeast: 1) == 1)
             _ = try await host.approve(number: nil)
@@ -178,12 +190,7 @@ import Glibc
     }
 
     @Test func aCodeInThePasswordFieldIsCheckedAfterThePassword() async throws {
-        try await withTemporaryDirectory("countersign-radius") { folder in
-            let host = try await LoginHost.start(folder)
-            defer { host.daemon.stop() }
-            let radius = try await RADIUSServer.start(host: host)
-            defer { radius.stop() }
-
+        try await Self.withRADIUS { folder, host, radius in
             // A wrong password: rejected by FreeRADIUS, Countersign is never asked.
             let code = try await host.offlineCode()
             #expect(try await Request.send(port: radius.port, password: "wrong,\(code)", folder: folder) == "Access-Reject")
@@ -198,17 +205,11 @@ import Glibc
     }
 
     @Test func aRetransmittedRequestMakesOneApproval() async throws {
-        try await withTemporaryDirectory("countersign-radius") { folder in
-            let host = try await LoginHost.start(folder)
-            defer { host.daemon.stop() }
-            let radius = try await RADIUSServer.start(host: host)
-            defer { radius.stop() }
-
+        try await Self.withRADIUS { folder, host, radius in
             // The VPN sends the same packet again every 2 s (up to 80 s) while the phone has not answered.
             let request = try Request(port: radius.port, user: "ana", password: "hunter2,push", retries: 40, timeout: 2, folder: folder)
             #expect(try await Self.created(host, atLeast: 1) == 1)
-            try await Task.sleep(for: .seconds(5))
-            #expect(request.text.components(separatedBy: "Sent Access-Request").count >= 3, "sent again: \(request.text)")
+            #expect(try await request.sent(atLeast: 3), "sent again: \(request.text)")
             _ = try await host.approve(number: nil)
             #expect(try await request.answer() == "Access-Accept", "\(request.text)")
             #expect(try await Self.created(host) == 1, "one approval for all sendings")
@@ -216,10 +217,7 @@ import Glibc
     }
 
     @Test func theDaemonDownIsAReject() async throws {
-        try await withTemporaryDirectory("countersign-radius") { folder in
-            let host = try await LoginHost.start(folder)
-            let radius = try await RADIUSServer.start(host: host)
-            defer { radius.stop() }
+        try await Self.withRADIUS { folder, host, radius throws in
             host.daemon.stop()
             // Within radclient's 30 s: connection refused is a fail, and fail is a reject.
             #expect(try await Request.send(port: radius.port, password: "hunter2", folder: folder) == "Access-Reject")

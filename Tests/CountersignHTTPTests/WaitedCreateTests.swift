@@ -23,6 +23,14 @@ import Testing
         return body
     }
 
+    /// Acme's integration, with the fixture's user added to it.
+    static func acmeWithUser(_ daemon: TestDaemon) async throws -> (id: String, key: String, secret: String?) {
+        let acme = try await daemon.addIntegration("Acme")
+        let added = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+        #expect(added.status == 201, "\(added.text)")
+        return acme
+    }
+
     /// The user's pending approval, once the waiting create made it.
     static func pending(_ daemon: TestDaemon) async throws -> ApprovalRequest {
         let user = try #require(try await daemon.server.store.user(email: Fixture.email))
@@ -35,8 +43,7 @@ import Testing
 
     @Test func aWaitingCreateAnswersOnceApprovedAndARetransmissionWaitsOnTheSameApproval() async throws {
         try await withTestDaemon { daemon in
-            let acme = try await daemon.addIntegration("Acme")
-            _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+            let acme = try await Self.acmeWithUser(daemon)
             let device = try await daemon.enroll(Fixture.email, integrationKey: acme.key)
             let key = [("Idempotency-Key", "radius-127.0.0.1-1812-00ff")]
             async let first = daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.body(wait: 30), headers: key)
@@ -61,8 +68,7 @@ import Testing
 
     @Test func aDeniedOrUnansweredWaitIsForbiddenAndTheUnansweredOneIsCancelled() async throws {
         try await withTestDaemon { daemon in
-            let acme = try await daemon.addIntegration("Acme")
-            _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+            let acme = try await Self.acmeWithUser(daemon)
             let device = try await daemon.enroll(Fixture.email, integrationKey: acme.key)
 
             async let denied = daemon.v1(.POST, "/v1/approvals", key: acme.key, json: Self.body(wait: 30))
@@ -88,8 +94,7 @@ import Testing
 
     @Test func aCodeTypedWithTheCreateIsCheckedOnceAndAWrongOneEndsTheApproval() async throws {
         try await withTestDaemon { daemon in
-            let acme = try await daemon.addIntegration("Acme")
-            _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+            let acme = try await Self.acmeWithUser(daemon)
             let phone = try await TrustWhereFeaturesMeetTests.enrollWithSecret(daemon, Fixture.email, key: acme.key)
 
             let wrong = try await daemon.v1(
@@ -136,8 +141,7 @@ import Testing
 
     @Test func aRepeatWithAnotherCodeOrNoneIsAnotherRequest() async throws {
         try await withTestDaemon { daemon in
-            let acme = try await daemon.addIntegration("Acme")
-            _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+            let acme = try await Self.acmeWithUser(daemon)
             let phone = try await TrustWhereFeaturesMeetTests.enrollWithSecret(daemon, Fixture.email, key: acme.key)
             let bearer = "Bearer \(acme.key)"
             let key = ("Idempotency-Key", "radius-127.0.0.1-1812-0c0d")
