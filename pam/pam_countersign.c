@@ -250,7 +250,7 @@ static int load_conf(pam_handle_t *pamh, const char *path, struct conf *conf) {
             char *end = NULL;
             errno = 0;
             long seconds = strtol(value, &end, 10);
-            if (errno != 0 || end == value || *end != '\0' || seconds < 5 || seconds > 600) bad = 1;
+            if (errno != 0 || end == value || *end != '\0' || seconds < 10 || seconds > 300) bad = 1;
             else conf->timeout = (int)seconds;
         } else if (strcmp(name, "codes") == 0) {
             bad = parse_yes_no(value, &conf->codes);
@@ -634,12 +634,14 @@ static enum outcome finish(struct login *login, const char *status) {
 }
 
 static enum outcome create(struct login *login, const char *user, const char *action, const char *service, const char *title,
-                           json_object *context) {
+                           json_object *context, int timeout) {
     json_object *body = json_object_new_object();
     json_object_object_add(body, "user", json_object_new_string(user));
     json_object_object_add(body, "action", json_object_new_string(action));
     json_object_object_add(body, "title", json_object_new_string(title));
     json_object_object_add(body, "context", json_object_get(context));
+    /* The approval lives as long as the module waits for it (the daemon takes 10 to 300 s). */
+    json_object_object_add(body, "ttl", json_object_new_int(timeout));
     (void)service;
     struct answer answer;
     int sent = http(&login->client, "POST", "/v1/approvals", json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN), 15, &answer);
@@ -873,7 +875,10 @@ static int authenticate(pam_handle_t *pamh, int argc, const char **argv) {
         else pam_syslog(pamh, LOG_WARNING, "unknown argument `%.64s` ignored", argv[i]);
     }
     const char *login_name = NULL;
-    if (pam_get_user(pamh, &login_name, NULL) != PAM_SUCCESS || login_name == NULL || login_name[0] == '\0') return PAM_USER_UNKNOWN;
+    if (pam_get_user(pamh, &login_name, NULL) != PAM_SUCCESS || login_name == NULL || login_name[0] == '\0') {
+        pam_syslog(pamh, LOG_NOTICE, "user= service=? result=unknown reason=no-user-name");
+        return PAM_USER_UNKNOWN;
+    }
     const void *item = NULL;
     const char *service = (pam_get_item(pamh, PAM_SERVICE, &item) == PAM_SUCCESS && item != NULL) ? item : "";
     char shown_user[65], shown_service[65];
@@ -904,10 +909,14 @@ static int authenticate(pam_handle_t *pamh, int argc, const char **argv) {
     char user[321];
     if (map_user(conf.user_map, login_name, user, sizeof user) != 0) {
         pam_syslog(pamh, LOG_ERR, "user_map `%s` cannot be applied (only %%u and %%%% are known)", conf.user_map);
+        pam_syslog(pamh, LOG_NOTICE, "user=%s service=%s result=refused reason=configuration", shown_user, shown_service);
         return PAM_AUTH_ERR;
     }
     char *key = malloc(MAX_KEY_BYTES);
-    if (key == NULL) return PAM_BUF_ERR;
+    if (key == NULL) {
+        pam_syslog(pamh, LOG_NOTICE, "user=%s service=%s result=refused reason=out-of-memory", shown_user, shown_service);
+        return PAM_BUF_ERR;
+    }
     if (read_private_file(pamh, conf.key_file, "integration key file", key, MAX_KEY_BYTES) != 0) {
         free(key);
         pam_syslog(pamh, LOG_NOTICE, "user=%s service=%s result=refused reason=configuration", shown_user, shown_service);
@@ -926,6 +935,7 @@ static int authenticate(pam_handle_t *pamh, int argc, const char **argv) {
     if (!key_ok || bearer == NULL) {
         if (bearer != NULL) explicit_bzero(bearer, bearer_size), free(bearer);
         pam_syslog(pamh, LOG_ERR, "%s: the integration key must be one line of printable characters", conf.key_file);
+        pam_syslog(pamh, LOG_NOTICE, "user=%s service=%s result=refused reason=configuration", shown_user, shown_service);
         return PAM_AUTH_ERR;
     }
 
@@ -958,12 +968,14 @@ static int authenticate(pam_handle_t *pamh, int argc, const char **argv) {
     add_context(context, "service", service);
     add_context(context, "account", login_name);
     add_context(context, "remoteAddress", rhost);
+    /* What the phone shows as where the request came from: the login's client, not this host. */
+    add_context(context, "ip", rhost);
     add_context(context, "tty", tty);
     if (strcmp(action, "sudo") == 0) add_context(context, "invokingUser", ruser);
 
     struct signals signals = {0};
     watch_signals(&signals);
-    enum outcome outcome = create(&login, user, action, service, title, context);
+    enum outcome outcome = create(&login, user, action, service, title, context, conf.timeout);
     json_object_put(context);
     if (outcome == PENDING) {
         /* Created: a typed code, or the phone. */

@@ -5,10 +5,12 @@ Listens on 127.0.0.1 (a port of its own, written to the file given as the
 first argument) and answers every request according to the first segment of
 its path: /oversized/..., /truncated/..., and so on (see ANSWERS). A PAM
 configuration whose url ends in /MODE meets that answer. Each request's
-method and path is appended to the file given as the second argument.
+method and path is appended to the file given as the second argument, and
+each request's body, after its method and path, to that file's name + ".bodies".
 """
 import json
 import sys
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 VALID = {"approvalId": "a" * 22, "status": "pending", "expiresAt": "2030-01-01T00:00:00Z", "numberCode": "42"}
@@ -44,6 +46,8 @@ ANSWERS = {
     "statusoversized": created_then(b'{"status":"' + b"p" * (1024 * 1024) + b'"}'),
     "statuswrongtype": created_then(json.dumps({"status": ["approved"]}).encode()),
     "server-error": lambda h: (500, b'{"error":"internal"}', None),
+    # No answer for a minute: longer than the module waits for one.
+    "hang": lambda h: (time.sleep(60), (500, b"{}", None))[1],
 }
 
 
@@ -55,10 +59,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def answer(self):
         length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(min(length, 1 << 20))
+        body = self.rfile.read(min(length, 1 << 20)) if length else b""
         with open(sys.argv[2], "a") as log:
             log.write(f"{self.command} {self.path}\n")
+        with open(sys.argv[2] + ".bodies", "ab") as log:
+            log.write(f"{self.command} {self.path} ".encode() + body.replace(b"\n", b" ") + b"\n")
         mode = self.path.strip("/").split("/")[0]
         status, body, claimed = ANSWERS.get(mode, lambda h: (404, b"{}", None))(self)
         self.send_response(status)

@@ -12,15 +12,17 @@ import Glibc
 /// time: they share `/etc/pam.d` and `/dev/log`.
 @Suite(.serialized, .enabled(if: LoginHost.isRoot, "writes /etc/pam.d: run the suite as root")) struct PAMModuleTests {
     /// A host with a daemon, a PAM service naming the built module with `conf`'s lines, and the syslog capture.
+    /// `control` is the module line's PAM control (`required`, or a bracketed one).
     static func withService(
-        lines: [String] = [], authAfter: [String] = [], _ body: (LoginHost, PAMService, SyslogCapture?) async throws -> Void
+        lines: [String] = [], control: String = "required", authAfter: [String] = [],
+        _ body: (LoginHost, PAMService, SyslogCapture?) async throws -> Void
     ) async throws {
         try await withTemporaryDirectory("countersign-pam") { folder in
             let module = try await PAMModule.path()
             let host = try await LoginHost.start(folder)
             defer { host.daemon.stop() }
             let conf = try host.writeConf(lines: ["user_map = %u@example.com"] + lines)
-            let service = try PAMService(auth: ["auth required \(module) conf=\(conf)"] + authAfter)
+            let service = try PAMService(auth: ["auth \(control) \(module) conf=\(conf)"] + authAfter)
             defer { service.remove() }
             let syslog = try await SyslogCapture.start(in: folder)
             defer { syslog?.stop() }
@@ -159,8 +161,11 @@ import Glibc
         }
     }
 
+    /// The module's PAM_IGNORE, told apart from PAM_SUCCESS: a success would fail this stack (`success=bad`).
+    static let ignoreOnly = "[success=bad ignore=ignore default=die]"
+
     @Test func aUserCountersignDoesNotKnowIsUnknownOrLeftToTheNextModule() async throws {
-        try await Self.withService(authAfter: ["auth required pam_permit.so"]) { host, service, _ in
+        try await Self.withService(control: Self.ignoreOnly, authAfter: ["auth required pam_permit.so"]) { host, service, _ in
             let (status, output) = try await PAMTesterRun.run(service: service.name, user: "nobody", folder: host.folder)
             #expect(status != 0)
             #expect(output.contains("User not known to the underlying authentication module"), "\(output)")
@@ -175,7 +180,8 @@ import Glibc
     }
 
     @Test func groupsApplyTheModuleToTheirMembersOnly() async throws {
-        try await Self.withService(lines: ["groups = root"], authAfter: ["auth required pam_permit.so"]) { host, service, _ in
+        try await Self.withService(lines: ["groups = root"], control: Self.ignoreOnly, authAfter: ["auth required pam_permit.so"]) {
+            host, service, syslog in
             // daemon (uid 1) is not in group root on Debian: passed through to the next module.
             let (other, otherOutput) = try await PAMTesterRun.run(service: service.name, user: "daemon", folder: host.folder)
             #expect(other == 0, "\(otherOutput)")
@@ -184,6 +190,9 @@ import Glibc
             let (root, rootOutput) = try await PAMTesterRun.run(service: service.name, user: "root", folder: host.folder)
             #expect(root != 0, "\(rootOutput)")
             #expect(rootOutput.contains("User not known to the underlying authentication module"), "\(rootOutput)")
+            if let lines = Self.decisions(syslog, service) {
+                #expect(lines.first?.contains("user=daemon service=\(service.name) result=ignored reason=not-in-groups") == true, "\(lines)")
+            }
         }
     }
 
@@ -193,7 +202,7 @@ import Glibc
         try await Self.withService { host, service, _ in
             let server = try await HostileServer.start(in: host.folder)
             defer { server.stop() }
-            _ = try host.writeConf(url: "\(server.base)/statusgarbage", lines: ["user_map = %u@example.com", "failmode = safe", "timeout = 5"])
+            _ = try host.writeConf(url: "\(server.base)/statusgarbage", lines: ["user_map = %u@example.com", "failmode = safe", "timeout = 10"])
             let (status, output) = try await PAMTesterRun.run(service: service.name, user: "ana", folder: host.folder)
             #expect(status == 1, "\(output)")
             #expect(server.requests.contains { $0.hasPrefix("POST /statusgarbage/v1/approvals/") && $0.hasSuffix("/cancel") }, "\(server.requests)")
@@ -201,6 +210,87 @@ import Glibc
             _ = try host.writeConf(url: "\(server.base)/notjson", lines: ["user_map = %u@example.com", "failmode = safe"])
             let (safe, allowed) = try await PAMTesterRun.run(service: service.name, user: "ana", folder: host.folder)
             #expect(safe == 0, "\(allowed)")
+        }
+    }
+
+    @Test func aTypedBypassCodeApprovesOnceOnly() async throws {
+        try await Self.withService { host, service, syslog in
+            let code = try #require(try await host.bypassCodes(count: 1).first)
+            let (status, output) = try await PAMTesterRun.run(service: service.name, user: "ana", answers: "\(code)\n", folder: host.folder)
+            #expect(status == 0, "\(output)")
+            let completed = try await host.audit("completed")
+            #expect(completed.count == 1, "\(completed)")
+            // Used: the same code again is a wrong code.
+            let (again, refusal) = try await PAMTesterRun.run(
+                service: service.name, user: "ana", answers: "\(code)\n\(code)\n\(code)\n", folder: host.folder)
+            #expect(again != 0, "\(refusal)")
+            #expect(refusal.contains("That code is not valid."), "\(refusal)")
+            if let lines = Self.decisions(syslog, service) {
+                #expect(lines.first?.contains("result=approved via=code") == true, "\(lines)")
+                Self.expectNoSecret(lines + [output, refusal], host: host, code: code)
+                Self.expectNoSecret(lines, host: host, code: code.replacingOccurrences(of: "-", with: ""))
+            }
+        }
+    }
+
+    /// What the module asks for: an approval that lives as long as it waits (`timeout`), and the context the
+    /// phone shows (host, service, account, the client's address as where the request came from, tty).
+    /// A server that never answers is "unavailable": refused under secure, let through under safe.
+    @Test func theApprovalAskedForCarriesTheLoginAndAServerThatNeverAnswersIsUnavailable() async throws {
+        try await Self.withService { host, service, syslog in
+            let server = try await HostileServer.start(in: host.folder)
+            defer { server.stop() }
+            _ = try host.writeConf(url: "\(server.base)/hang", lines: ["user_map = %u@example.com", "timeout = 45"])
+            let items = ["rhost=203.0.113.5", "tty=pts/9", "ruser=bob"]
+            let (secure, refusal) = try await PAMTesterRun.run(service: service.name, user: "ana", items: items, folder: host.folder)
+            #expect(secure == 1, "\(refusal)")
+            #expect(refusal.contains("Login refused: the approval service is unavailable."), "\(refusal)")
+
+            let create = try #require(server.bodies.first { $0.hasPrefix("POST /hang/v1/approvals ") }, "\(server.bodies)")
+            let body = try #require(
+                try JSONSerialization.jsonObject(with: Data(create.dropFirst("POST /hang/v1/approvals ".count).utf8)) as? [String: Any])
+            #expect(body["user"] as? String == "ana@example.com")
+            #expect(body["action"] as? String == service.name, "neither sshd nor sudo: the service's own name")
+            #expect(body["ttl"] as? Int == 45, "\(body)")
+            let context = try #require(body["context"] as? [String: String], "\(body)")
+            var name = [CChar](repeating: 0, count: 256)
+            #expect(gethostname(&name, name.count) == 0)
+            let hostName = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            #expect(context["host"] == hostName, "\(context)")
+            #expect(context["service"] == service.name)
+            #expect(context["account"] == "ana")
+            #expect(context["remoteAddress"] == "203.0.113.5")
+            #expect(context["ip"] == "203.0.113.5", "the phone shows the client's address, not this host's")
+            #expect(context["tty"] == "pts/9")
+            #expect(context["invokingUser"] == nil, "sudo's only")
+
+            _ = try host.writeConf(url: "\(server.base)/hang", lines: ["user_map = %u@example.com", "failmode = safe"])
+            let (safe, allowed) = try await PAMTesterRun.run(service: service.name, user: "ana", folder: host.folder)
+            #expect(safe == 0, "\(allowed)")
+            if let lines = Self.decisions(syslog, service) {
+                #expect(lines.last?.contains("result=allowed reason=daemon-unavailable failmode=safe") == true, "\(lines)")
+            }
+        }
+    }
+
+    /// Nobody answers on the phone: the login is refused when `timeout` ends, and the prompt does not outlive it.
+    @Test func anUnansweredLoginEndsAtItsTimeout() async throws {
+        try await Self.withService(lines: ["timeout = 10"]) { host, service, _ in
+            let (status, output) = try await PAMTesterRun.run(service: service.name, user: "ana", folder: host.folder)
+            #expect(status == 1, "\(output)")
+            #expect(
+                output.contains("Login refused: no answer from the phone in time.") || output.contains("Login refused: the approval expired."),
+                "\(output)")
+            // Cancelled by the module at its deadline, or expired by the daemon at the same moment (its ttl).
+            var ended: [[String: String]] = []
+            let clock = ContinuousClock()
+            let start = clock.now
+            while ended.isEmpty && clock.now - start < .seconds(30) {
+                ended = try await host.audit("cancelled", atLeast: 0, within: .zero) + host.audit("expired", atLeast: 0, within: .zero)
+                if ended.isEmpty { try await Task.sleep(for: .milliseconds(200)) }
+            }
+            #expect(ended.count == 1, "\(ended)")
+            #expect(try await host.audit("completed", atLeast: 0, within: .zero).isEmpty)
         }
     }
 
@@ -268,6 +358,11 @@ final class HostileServer: Sendable {
     }
 
     var requests: [String] { ((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init) }
+
+    /// Each request's method, path and body, a line each.
+    var bodies: [String] {
+        ((try? String(contentsOfFile: log.path + ".bodies", encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
 
     func stop() { process.stop() }
 }

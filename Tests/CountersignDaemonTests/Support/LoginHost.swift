@@ -98,6 +98,16 @@ struct LoginHost: Sendable {
         return code
     }
 
+    /// `count` bypass codes issued for the user now (`countersign user bypass-codes`), as printed.
+    func bypassCodes(count: Int) async throws -> [String] {
+        let (status, output) = try await DaemonProcessTests.command(
+            ["user", "bypass-codes", email, "--database", database, "--count", String(count)])
+        #expect(status == 0, "\(output)")
+        return output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter {
+            $0.wholeMatch(of: /[0-9]{5}-[0-9]{5}/) != nil
+        }
+    }
+
     /// The audit rows of `kind` (`countersign audit --kind KIND --json`), waiting up to `limit` for at least `count`.
     func audit(_ kind: String, atLeast count: Int = 1, within limit: Duration = .seconds(30)) async throws -> [[String: String]] {
         let clock = ContinuousClock()
@@ -168,13 +178,14 @@ struct PAMTesterRun {
     let process: TiedProcess
     let output: URL
 
-    init(service: String, user: String, answers: String, folder: URL) throws {
+    /// `items` are PAM items as the login's program would set them (`rhost=203.0.113.5`, `tty=pts/1`, `ruser=bob`).
+    init(service: String, user: String, answers: String, items: [String] = [], folder: URL) throws {
         let input = folder.appendingPathComponent("pamtester-\(UUID().uuidString).in")
         output = folder.appendingPathComponent("pamtester-\(UUID().uuidString).out")
         try Data(answers.utf8).write(to: input)
         // Line-buffered, so that what the terminal shows is in the file as it is shown.
         let command =
-            "exec stdbuf -oL pamtester -v \(shellQuoted(service)) \(shellQuoted(user)) authenticate <\(shellQuoted(input.path)) >\(shellQuoted(output.path)) 2>&1"
+            "exec stdbuf -oL pamtester -v \(items.map { "-I \(shellQuoted($0))" }.joined(separator: " ")) \(shellQuoted(service)) \(shellQuoted(user)) authenticate <\(shellQuoted(input.path)) >\(shellQuoted(output.path)) 2>&1"
         process = try TiedProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", command])
     }
 
@@ -200,8 +211,10 @@ struct PAMTesterRun {
     }
 
     /// Runs to its end without anyone answering on the phone.
-    static func run(service: String, user: String, answers: String = "\n", folder: URL) async throws -> (status: Int32, output: String) {
-        try await PAMTesterRun(service: service, user: user, answers: answers, folder: folder).finish()
+    static func run(
+        service: String, user: String, answers: String = "\n", items: [String] = [], folder: URL
+    ) async throws -> (status: Int32, output: String) {
+        try await PAMTesterRun(service: service, user: user, answers: answers, items: items, folder: folder).finish()
     }
 }
 
