@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -107,6 +108,20 @@ static void restore_signals(struct signals *s) {
     s->installed = 0;
 }
 
+/* While the conversation prompts, the program's own handlers are in place:
+ * sshd ends a PAM child whose client left with SIGTERM and then waits for it,
+ * and a handler of ours that only notes the signal would leave the child
+ * blocked in the conversation (sshd retries its read), both waiting for ever. */
+static void pause_signals(struct signals *s, struct sigaction *ours) {
+    if (!s->installed) return;
+    for (int i = 0; i < WATCHED; i++) sigaction(watched[i], &s->old[i], &ours[i]);
+}
+
+static void resume_signals(struct signals *s, const struct sigaction *ours) {
+    if (!s->installed) return;
+    for (int i = 0; i < WATCHED; i++) sigaction(watched[i], &ours[i], NULL);
+}
+
 /* ---- small text helpers ---- */
 
 static void trim(char *text) {
@@ -186,6 +201,20 @@ static int read_private_file(pam_handle_t *pamh, const char *path, const char *w
     out[total] = '\0';
     if (memchr(out, '\0', total) != NULL) {
         pam_syslog(pamh, LOG_ERR, "refusing %s %s: it holds a NUL byte", what, path);
+        return -1;
+    }
+    return 0;
+}
+
+/* A file others may read but only root may change (the CA the module trusts). */
+static int root_owned_file(pam_handle_t *pamh, const char *path, const char *what) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        pam_syslog(pamh, LOG_ERR, "cannot use %s %s: %s", what, path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022) != 0) {
+        pam_syslog(pamh, LOG_ERR, "refusing %s %s: it must be a file owned by root and not writable by group or others", what, path);
         return -1;
     }
     return 0;
@@ -447,11 +476,31 @@ static void answer_free(struct answer *answer) {
     memset(answer, 0, sizeof *answer);
 }
 
-enum { HTTP_OK = 0, HTTP_FAILED = -1, HTTP_INTERRUPTED = -2 };
+enum { HTTP_OK = 0, HTTP_FAILED = -1, HTTP_INTERRUPTED = -2, HTTP_TIMED_OUT = -3 };
+
+/* libcurl's one-time setup, done here before the first transfer would do it: that
+ * setup opens the file $SSLKEYLOGFILE names, to log TLS secrets in, and under
+ * `sudo -E` or `su` the user chose that variable while the module runs as root
+ * (a file created anywhere, with the user's umask). It is hidden from the setup
+ * and put back. Once per process. */
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_setup = CURLE_FAILED_INIT;
+
+static void setup_curl(void) {
+    const char *keylog = getenv("SSLKEYLOGFILE");
+    char *saved = keylog != NULL ? strdup(keylog) : NULL;
+    if (keylog != NULL) unsetenv("SSLKEYLOGFILE");
+    curl_setup = curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (saved != NULL) {
+        setenv("SSLKEYLOGFILE", saved, 1);
+        free(saved);
+    }
+}
 
 /* One request; HTTP_OK with `answer->status` set, or a failure to reach, read or bound the answer. */
 static int http(struct client *client, const char *method, const char *path, const char *body, long seconds, struct answer *answer) {
     memset(answer, 0, sizeof *answer);
+    if (pthread_once(&curl_once, setup_curl) != 0 || curl_setup != CURLE_OK) return HTTP_FAILED;
     CURL *curl = curl_easy_init();
     if (curl == NULL) return HTTP_FAILED;
     char url[2048];
@@ -460,9 +509,16 @@ static int http(struct client *client, const char *method, const char *path, con
         return HTTP_FAILED;
     }
     struct curl_slist *headers = NULL;
-    headers = curl_slist_append(headers, client->bearer);
-    headers = curl_slist_append(headers, "Content-Type: application/json");
-    headers = curl_slist_append(headers, "Accept: application/json");
+    const char *lines[] = {client->bearer, "Content-Type: application/json", "Accept: application/json"};
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        struct curl_slist *longer = curl_slist_append(headers, lines[i]);
+        if (longer == NULL) {
+            curl_slist_free_all(headers);
+            curl_easy_cleanup(curl);
+            return HTTP_FAILED;
+        }
+        headers = longer;
+    }
     curl_easy_setopt(curl, CURLOPT_URL, url);
     curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
@@ -478,7 +534,11 @@ static int http(struct client *client, const char *method, const char *path, con
     curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(curl, CURLOPT_XFERINFODATA, client);
-    if (client->conf->ca_file[0] != '\0') curl_easy_setopt(curl, CURLOPT_CAINFO, client->conf->ca_file);
+    if (client->conf->ca_file[0] != '\0') {
+        /* The operator's CA alone: not added to the system's directory of CAs. */
+        curl_easy_setopt(curl, CURLOPT_CAINFO, client->conf->ca_file);
+        curl_easy_setopt(curl, CURLOPT_CAPATH, NULL);
+    }
     if (strcmp(method, "POST") == 0) {
         curl_easy_setopt(curl, CURLOPT_POST, 1L);
         curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body != NULL ? body : "{}");
@@ -494,7 +554,7 @@ static int http(struct client *client, const char *method, const char *path, con
     if (code != CURLE_OK || answer->too_big) {
         snprintf(client->error, sizeof client->error, "%s", answer->too_big ? "answer larger than 64 KiB" : curl_easy_strerror(code));
         answer_free(answer);
-        return HTTP_FAILED;
+        return code == CURLE_OPERATION_TIMEDOUT ? HTTP_TIMED_OUT : HTTP_FAILED;
     }
     if (answer->status >= 500) snprintf(client->error, sizeof client->error, "HTTP status %ld", answer->status);
     return HTTP_OK;
@@ -537,7 +597,8 @@ static int valid_id(const char *id) {
     if (len == 0 || len > 128) return 0;
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)id[i];
-        if (!(isalnum(c) || c == '-' || c == '_')) return 0;
+        int ascii_alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!(ascii_alnum || c == '-' || c == '_')) return 0;
     }
     return 1;
 }
@@ -577,6 +638,8 @@ enum outcome {
 struct login {
     pam_handle_t *pamh;
     struct client client;
+    struct signals *signals;
+    int create_timed_out; /* the create was not answered in time: an approval may exist */
     int can_prompt;
     char id[129];
     const char *reason;
@@ -647,6 +710,7 @@ static enum outcome create(struct login *login, const char *user, const char *ac
     int sent = http(&login->client, "POST", "/v1/approvals", json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN), 15, &answer);
     json_object_put(body);
     if (sent == HTTP_INTERRUPTED) return INTERRUPTED;
+    login->create_timed_out = sent == HTTP_TIMED_OUT;
     if (sent != HTTP_OK) return UNAVAILABLE;
     json_object *json = answer_json(&answer);
     enum outcome outcome = UNAVAILABLE;
@@ -684,6 +748,13 @@ static enum outcome create(struct login *login, const char *user, const char *ac
     return outcome;
 }
 
+/* Seconds on a clock that setting the date does not move. */
+static time_t monotonic_seconds(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec;
+}
+
 /* Sleeps a second, unless a signal asks the login to stop. */
 static void pause_a_second(void) {
     struct timespec second = {1, 0};
@@ -697,7 +768,7 @@ static enum outcome wait_for_phone(struct login *login, time_t deadline) {
     int unreachable = 0;
     for (;;) {
         if (caught_signal) return INTERRUPTED;
-        time_t now = time(NULL);
+        time_t now = monotonic_seconds();
         if (now >= deadline) {
             cancel(login);
             if (unreachable) return UNAVAILABLE;
@@ -709,7 +780,7 @@ static enum outcome wait_for_phone(struct login *login, time_t deadline) {
         char path[256];
         snprintf(path, sizeof path, "/v1/approvals/%s?wait=%ld", login->id, wait);
         struct answer answer;
-        time_t asked = time(NULL);
+        time_t asked = monotonic_seconds();
         int sent = http(&login->client, "GET", path, NULL, wait + 15, &answer);
         if (sent == HTTP_INTERRUPTED) return INTERRUPTED;
         if (sent != HTTP_OK || answer.status >= 500) {
@@ -743,7 +814,7 @@ static enum outcome wait_for_phone(struct login *login, time_t deadline) {
         answer_free(&answer);
         if (!again) return outcome;
         /* A server answering "pending" at once is asked again a second later, not in a tight loop. */
-        if (time(NULL) - asked < 1) pause_a_second();
+        if (monotonic_seconds() - asked < 1) pause_a_second();
     }
 }
 
@@ -766,7 +837,8 @@ static int check_code(struct login *login, const char *code, enum outcome *outco
     json_object *body = json_object_new_object();
     json_object_object_add(body, "code", json_object_new_string(code));
     struct answer answer;
-    char *text = strdup(json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN));
+    const char *json_text = json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN);
+    char *text = json_text != NULL ? strdup(json_text) : NULL;
     json_object_put(body);
     if (text == NULL) {
         *outcome = UNAVAILABLE;
@@ -812,7 +884,10 @@ static int check_code(struct login *login, const char *code, enum outcome *outco
 static int offer_codes(struct login *login, enum outcome *outcome) {
     for (int tries = 0; tries < CODE_TRIES; tries++) {
         char *typed = NULL;
+        struct sigaction ours[WATCHED];
+        pause_signals(login->signals, ours);
         int asked = pam_prompt(login->pamh, PAM_PROMPT_ECHO_OFF, &typed, "Or type a code from your phone (Enter to wait for the phone): ");
+        resume_signals(login->signals, ours);
         if (caught_signal) {
             if (typed != NULL) explicit_bzero(typed, strlen(typed)), free(typed);
             *outcome = INTERRUPTED;
@@ -886,7 +961,7 @@ static int authenticate(pam_handle_t *pamh, int argc, const char **argv) {
     log_field(shown_service, sizeof shown_service, service);
 
     struct conf conf;
-    if (load_conf(pamh, conf_path, &conf) != 0) {
+    if (load_conf(pamh, conf_path, &conf) != 0 || (conf.ca_file[0] != '\0' && root_owned_file(pamh, conf.ca_file, "ca_file") != 0)) {
         /* A configuration that cannot be read or trusted refuses, whatever failmode would say. */
         pam_syslog(pamh, LOG_NOTICE, "user=%s service=%s result=refused reason=configuration", shown_user, shown_service);
         return PAM_AUTH_ERR;
@@ -975,13 +1050,14 @@ static int authenticate(pam_handle_t *pamh, int argc, const char **argv) {
 
     struct signals signals = {0};
     watch_signals(&signals);
+    login.signals = &signals;
     enum outcome outcome = create(&login, user, action, service, title, context, conf.timeout);
     json_object_put(context);
     if (outcome == PENDING) {
         /* Created: a typed code, or the phone. */
         int decided = 0;
         if (login.can_prompt && conf.codes) decided = offer_codes(&login, &outcome);
-        if (!decided) outcome = wait_for_phone(&login, time(NULL) + conf.timeout);
+        if (!decided) outcome = wait_for_phone(&login, monotonic_seconds() + conf.timeout);
     }
     if (outcome == INTERRUPTED) cancel(&login);
     int signo = caught_signal;
@@ -1010,9 +1086,11 @@ static int authenticate(pam_handle_t *pamh, int argc, const char **argv) {
     case UNAVAILABLE:
         if (login.client.error[0] == '\0') copy(login.client.error, sizeof login.client.error, "an answer that is not the API's");
         /* safe lets a login through only when no approval was made: once one exists,
-         * a daemon that stops answering refuses, and the approval is cancelled. */
+         * a daemon that stops answering refuses, and the approval is cancelled. A
+         * create not answered in time refuses too: the user can stop their own
+         * sudo (SIGSTOP) until any wait times out, and an approval may exist. */
         if (login.id[0] != '\0') cancel(&login);
-        if (conf.failmode_safe && login.id[0] == '\0') {
+        if (conf.failmode_safe && login.id[0] == '\0' && !login.create_timed_out) {
             pam_syslog(pamh, LOG_WARNING, "user=%s service=%s result=allowed reason=daemon-unavailable failmode=safe error=\"%s\" approval=%s",
                        shown_user, shown_service, login.client.error, reference);
             result = PAM_SUCCESS;

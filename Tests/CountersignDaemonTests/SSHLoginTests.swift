@@ -8,8 +8,8 @@ import Glibc
 
 /// login-integrations.md, "PAM", with the real machinery: OpenSSH's `sshd` on
 /// loopback (`UsePAM yes`, keyboard-interactive) with the built module, logged
-/// into by OpenSSH's own `ssh` (its prompts answered through `SSH_ASKPASS`,
-/// as a person at a terminal would answer them), approved by the phone or a
+/// into by OpenSSH's own `ssh` under a pseudo-terminal (its prompts answered
+/// as a person at the terminal answers them), approved by the phone or a
 /// typed offline code; and `sshd` surviving a hostile server's answer.
 @Suite(.serialized, .enabled(if: LoginHost.isRoot, "starts sshd and writes /etc/pam.d: run the suite as root")) struct SSHLoginTests {
     /// An `sshd` on 127.0.0.1 whose PAM service is the module alone (the
@@ -44,36 +44,42 @@ import Glibc
         }
     }
 
-    /// An `ssh root@127.0.0.1` whose keyboard-interactive prompts go to an askpass
-    /// program: it records each prompt (what the terminal would show) and types `answer`.
+    /// An `ssh root@127.0.0.1` under a pseudo-terminal (`scripts/pty-answer.py`), as a person at a
+    /// terminal runs it: what the terminal shows is recorded, and `answer`'s lines are typed at its prompts.
     struct Login {
         let process: TiedProcess
-        let prompts: URL
-        let output: URL
+        let transcript: URL
 
         init(port: Int, answer: String, folder: URL) throws {
             let id = UUID().uuidString
-            prompts = folder.appendingPathComponent("prompts-\(id)")
-            output = folder.appendingPathComponent("ssh-\(id).out")
-            let answerFile = folder.appendingPathComponent("answer-\(id)")
-            try Data(answer.utf8).write(to: answerFile)
-            let askpass = folder.appendingPathComponent("askpass-\(id)")
-            try Data("#!/bin/sh\nprintf '%s\\n' \"$1\" >>\(shellQuoted(prompts.path))\ncat \(shellQuoted(answerFile.path))\n".utf8).write(to: askpass)
-            #expect(chmod(askpass.path, 0o700) == 0)
-            let command = [
+            transcript = folder.appendingPathComponent("terminal-\(id)")
+            let answers = folder.appendingPathComponent("answers-\(id)")
+            try Data(answer.utf8).write(to: answers)
+            let ssh = [
                 "/usr/bin/ssh", "-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o",
                 "PreferredAuthentications=keyboard-interactive", "-o", "NumberOfPasswordPrompts=1", "-o", "ConnectTimeout=20", "-p", String(port),
-                "root@127.0.0.1",
-                "echo logged-in-as-$(id -un)",
-            ].map(shellQuoted).joined(separator: " ")
-            var environment = ProcessInfo.processInfo.environment
-            environment["SSH_ASKPASS"] = askpass.path
-            environment["SSH_ASKPASS_REQUIRE"] = "force"
-            process = try TiedProcess(
-                URL(fileURLWithPath: "/bin/sh"), ["-c", "exec \(command) >\(shellQuoted(output.path)) 2>&1"], environment: environment)
+                "root@127.0.0.1", "echo logged-in-as-$(id -un)",
+            ]
+            let script = LoginHost.repository.appendingPathComponent("scripts/pty-answer.py").path
+            process = try TiedProcess(URL(fileURLWithPath: "/usr/bin/python3"), [script, transcript.path, answers.path, "--"] + ssh)
         }
 
-        var prompted: String { (try? String(contentsOf: prompts, encoding: .utf8)) ?? "" }
+        /// Waits until `count` answers were typed at the terminal's prompts; whether they were.
+        func typed(_ count: Int) async throws -> Bool {
+            let marks = transcript.path + ".typed"
+            let clock = ContinuousClock()
+            let start = clock.now
+            while clock.now - start < .seconds(30) {
+                let typed = ((try? String(contentsOfFile: marks, encoding: .utf8)) ?? "").split(separator: "\n").count
+                if typed >= count { return true }
+                guard process.isRunning else { return false }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            return false
+        }
+
+        /// What the terminal showed so far.
+        var prompted: String { (try? String(contentsOf: transcript, encoding: .utf8)) ?? "" }
 
         func number() async throws -> String {
             let clock = ContinuousClock()
@@ -86,7 +92,7 @@ import Glibc
             throw RunError("no number in the prompt: \(prompted) \(text)")
         }
 
-        var text: String { (try? String(contentsOf: output, encoding: .utf8)) ?? "" }
+        var text: String { prompted }
 
         func finish() async throws -> (status: Int32, output: String) {
             #expect(try await process.exit(within: .seconds(90)), "ssh still running: \(text)")
@@ -163,8 +169,10 @@ import Glibc
     }
 
     /// sshd ends a login whose client is gone when its grace time passes (it does not
-    /// look while PAM waits); the module, ended by sshd, cancels the approval.
-    @Test func aLoginSSHDEndsCancelsItsApproval() async throws {
+    /// look while PAM waits). Ended while the module waits for the phone, the module
+    /// cancels the approval; ended at the code prompt, sshd's PAM child ends with it
+    /// (sshd's own SIGTERM, not held by the module), and the approval is left to its ttl.
+    @Test func aLoginSSHDEndsCancelsItsApprovalAndNeverHangsSSHD() async throws {
         try await withTemporaryDirectory("countersign-ssh") { folder in
             let host = try await LoginHost.start(folder, email: "root@example.com")
             defer { host.daemon.stop() }
@@ -173,9 +181,32 @@ import Glibc
             defer { sshd.stop() }
             let login = try Login(port: sshd.port, answer: "\n", folder: folder)
             _ = try await login.number()
+            #expect(try await login.typed(1), "Enter typed: the module waits for the phone")
             login.process.stop()
             let cancelled = try await host.audit("cancelled", within: .seconds(60))
             #expect(cancelled.count == 1, "the approval is cancelled once sshd ends the login: \(cancelled)")
+            #expect(try await Self.connectionsEnd(of: sshd), "sshd's processes for the login are gone")
+
+            // The client gone while the prompt waits for a code: nothing typed.
+            let atPrompt = try Login(port: sshd.port, answer: "", folder: folder)
+            _ = try await atPrompt.number()
+            atPrompt.process.stop()
+            #expect(try await Self.connectionsEnd(of: sshd), "sshd's processes for the login at the prompt end at LoginGraceTime")
+            #expect(sshd.process.isRunning)
+            #expect(try await host.audit("completed", atLeast: 0, within: .zero).isEmpty)
         }
+    }
+
+    /// Whether the sshd processes of its logins (`NAME: root [priv]`, `[pam]`, `[net]`; not the listener)
+    /// have all ended, within a minute.
+    static func connectionsEnd(of sshd: SSHServer) async throws -> Bool {
+        let clock = ContinuousClock()
+        let start = clock.now
+        while clock.now - start < .seconds(60) {
+            let (_, found) = try await onOwnThread { try runToEnd("/usr/bin/pgrep", ["-a", "-f", "^\(sshd.service.name): "]) }
+            if !found.split(separator: "\n").contains(where: { !$0.contains("[listener]") }) { return true }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        return false
     }
 }

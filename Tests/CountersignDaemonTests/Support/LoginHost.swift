@@ -183,13 +183,14 @@ struct PAMTesterRun {
     let output: URL
 
     /// `items` are PAM items as the login's program would set them (`rhost=203.0.113.5`, `tty=pts/1`, `ruser=bob`).
-    init(service: String, user: String, answers: String, items: [String] = [], folder: URL) throws {
+    /// `environment` holds `NAME=value` settings added to pamtester's environment.
+    init(service: String, user: String, answers: String, items: [String] = [], environment: [String] = [], folder: URL) throws {
         let input = folder.appendingPathComponent("pamtester-\(UUID().uuidString).in")
         output = folder.appendingPathComponent("pamtester-\(UUID().uuidString).out")
         try Data(answers.utf8).write(to: input)
         // Line-buffered, so that what the terminal shows is in the file as it is shown.
         let command =
-            "exec stdbuf -oL pamtester -v \(items.map { "-I \(shellQuoted($0))" }.joined(separator: " ")) \(shellQuoted(service)) \(shellQuoted(user)) authenticate <\(shellQuoted(input.path)) >\(shellQuoted(output.path)) 2>&1"
+            "exec env \(environment.map(shellQuoted).joined(separator: " ")) stdbuf -oL pamtester -v \(items.map { "-I \(shellQuoted($0))" }.joined(separator: " ")) \(shellQuoted(service)) \(shellQuoted(user)) authenticate <\(shellQuoted(input.path)) >\(shellQuoted(output.path)) 2>&1"
         process = try TiedProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", command])
     }
 
