@@ -157,4 +157,36 @@ import Testing
             #expect(plain.status == 409, "\(plain.text)")
         }
     }
+
+    /// trust.md, held resources follow their client: a waiting create whose caller hangs up
+    /// gives its slot back at once, and leaves its approval as it is (nothing completed for nobody).
+    @Test func aWaitingCreateWhoseCallerHangsUpGivesItsSlotBackAndUsesNothing() async throws {
+        try await withTestDaemon(.socket) { daemon in
+            let acme = try await Self.acmeWithUser(daemon)
+            let device = try await daemon.enroll(Fixture.email, integrationKey: acme.key)
+            let body = try JSONSerialization.data(withJSONObject: Self.body(wait: 50))
+            var connection: RawConnection? = try RawConnection(port: try ConnectionLimitTests.port(daemon))
+            connection?.send(
+                "POST /v1/approvals HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(acme.key)\r\n"
+                    + "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n" + String(decoding: body, as: UTF8.self))
+            let approval = try await Self.pending(daemon)
+            try await daemon.waitForLongPolls(1)
+
+            // act: the caller hangs up.
+            connection = nil
+
+            // check: the slot is back long before the wait's 50 s (the bound is a hang detector).
+            let clock = ContinuousClock()
+            let start = clock.now
+            while try await daemon.longPollsWaiting() > 0 && clock.now - start < .seconds(25) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(try await daemon.longPollsWaiting() == 0)
+            #expect(connection == nil)
+            // Approved later, it is not completed by the call nobody is reading.
+            #expect(try await daemon.respond(approval.id, apiKey: device.apiKey, decision: "approve", code: nil).status == 200)
+            let status = try await daemon.v1(.GET, "/v1/approvals/\(approval.id)", key: acme.key)
+            #expect(status["status"] == "approved", "\(status.text)")
+        }
+    }
 }

@@ -11,14 +11,16 @@ extension ApprovalBroker {
     /// changes, when `timeout` passes, when the caller is cancelled, or when
     /// the server drains. Answers with the state as a reader sees it then.
     /// Reads only a request of the requester `integrationID` (`nil`: the phone reset), as ``status(of:integrationID:)``.
-    public func waitForChange(of id: String, integrationID: String? = nil, timeout: Duration) async throws -> ApprovalRequest? {
+    public func waitForChange(
+        of id: String, integrationID: String? = nil, timeout: Duration, hangUp: (any HangUpSignal)? = nil
+    ) async throws -> ApprovalRequest? {
         let deadline = ContinuousClock.now.advanced(by: timeout)
         // Only the version is held while parked (see ``status(of:integrationID:)``
         // on frame sizes); the request is read again for the answer: one read
         // more per long poll for about 3 KiB less held by each waiting one. (In
         // a cluster the polls one notification wakes share their queries: ``SharedReads``.)
         if let version = try await pendingVersion(of: id, integrationID: integrationID) {
-            await waitWhilePending(id, integrationID: integrationID, version: version, until: deadline)
+            await waitWhilePending(id, integrationID: integrationID, version: version, until: deadline, hangUp: hangUp)
         }
         return try await status(of: id, integrationID: integrationID)
     }

@@ -133,6 +133,11 @@ struct IntegrationApprovalsController: Sendable {
             }
         }
         guard checked.answersWithEnd else { return try await create(checked, integration: integration, request: request, context: context) }
+        // The call waits: it takes a slot of the caller's address, as a long poll does, before any
+        // approval is made (over the cap: 503, and nothing pushed or checked).
+        let slot = context.clientKey
+        guard longPolls.acquire(slot) else { throw APIError.unavailable }
+        defer { longPolls.release(slot) }
         // A caller that reads only statuses (FreeRADIUS's rest module turns 404 into "notfound",
         // which a site may let through): every refusal of the user is 403, as any other end is.
         do {
@@ -262,21 +267,32 @@ struct IntegrationApprovalsController: Sendable {
     /// accepts, 401 and 403 reject). Approved is completed here (it is used once, by this
     /// answer) and answered 200 `completed`. Denied, expired, cancelled, or still pending when
     /// the wait ends is 403 `not_approved`; one still pending is cancelled first, so that the
-    /// phone's prompt goes away and a late approval lets nothing in. The wait takes a slot of
-    /// the caller's address, as a long poll does; over the cap the create is 503.
+    /// phone's prompt goes away and a late approval lets nothing in; one approved meanwhile is
+    /// completed and answered 200. The create holds a slot of the caller's address meanwhile,
+    /// as a long poll does. A caller that hangs up stops the wait: its approval is left as it
+    /// is (to a repeat of the request, say by a restarted RADIUS server, or to its expiry), and
+    /// nothing is completed for nobody.
     ///
     /// A call that finds the approval completed by another (a repeat) is answered 200 only within
     /// the completion window after it was completed: a retransmission, not a replay a day later.
     func waited(_ id: String, seconds: Int, integration: Integration, request: Request, context: AppRequestContext) async throws -> Response {
-        let slot = context.clientKey
-        guard longPolls.acquire(slot) else { throw APIError.unavailable }
-        defer { longPolls.release(slot) }
-        guard var approval = try await broker.waitForChange(of: id, integrationID: integration.id, timeout: .seconds(seconds)) else {
+        let hangUp = ConnectionHangUp.current
+        guard
+            var approval = try await broker.waitForChange(
+                of: id, integrationID: integration.id, timeout: .seconds(seconds), hangUp: hangUp)
+        else {
             throw APIError.approvalNotFound
         }
+        // Nobody reads this answer.
+        if hangUp?.hasHungUp == true { throw APIError.notApproved(approval.state) }
         let audit = request.auditContext(context)
         if approval.state == .pending {
-            approval = (try? await broker.cancel(id, integrationID: integration.id, context: audit, logger: context.logger)) ?? approval
+            if let cancelled = try? await broker.cancel(id, integrationID: integration.id, context: audit, logger: context.logger) {
+                approval = cancelled
+            } else if let now = try await broker.status(of: id, integrationID: integration.id) {
+                // Answered between the wait's end and the cancel: approved is completed below.
+                approval = now
+            }
         }
         var completedHere = false
         if approval.state == .approved,

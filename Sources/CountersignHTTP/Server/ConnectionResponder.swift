@@ -85,7 +85,10 @@ struct ConnectionResponder: Sendable {
     private func respond(to request: Request) async -> Response {
         let context = newContext()
         do {
-            return stamped(try await responder.respond(to: request, context: context))
+            // A route that waits in place (a create with `wait`) stops when its client is gone.
+            return try await ConnectionHangUp.$current.withValue(hangUp) {
+                stamped(try await responder.respond(to: request, context: context))
+            }
         } catch {
             context.logger.debug("Unrecognised Error", metadata: ["error.type": "\(error)"])
             return stamped(Response(status: .internalServerError))

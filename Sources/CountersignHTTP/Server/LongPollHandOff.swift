@@ -22,6 +22,12 @@ import Synchronization
 // once on open connections, each route's task kept until the broker had taken
 // its poll, cost 25 KiB each where the same polls sent at a steady pace cost 9.4.
 
+/// The hang-up of the connection whose request a route is answering: a route that waits in
+/// its own task (a create with `"wait"`) stops waiting when nobody will read its answer.
+enum ConnectionHangUp {
+    @TaskLocal static var current: (any HangUpSignal)?
+}
+
 /// Where a route leaves the wait of its long poll for its connection's responder.
 final class LongPollHandOff: Sendable {
     /// The hand-off of the route being run, when its connection can hold its wait.
