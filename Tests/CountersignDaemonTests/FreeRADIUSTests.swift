@@ -95,8 +95,11 @@ import Glibc
             try write("mods-enabled/files", "files {\n\tfilename = ${modconfdir}/files/authorize\n}\n")
             try write("mods-enabled/pap", "pap {\n\tnormalise = yes\n}\n")
             try write("mods-enabled/expr", "expr {\n}\n")
-            // ana has a phone; bo has a password here but no Countersign account.
-            try write("mods-config/files/authorize", "ana Cleartext-Password := \"hunter2\"\nbo Cleartext-Password := \"hunter3\"\n")
+            // ana has a phone; bo has a password here but no Countersign account; carol is let in by
+            // another Auth-Type (as an LDAP bind or pam would be), which must not skip the phone.
+            try write(
+                "mods-config/files/authorize",
+                "ana Cleartext-Password := \"hunter2\"\nbo Cleartext-Password := \"hunter3\"\ncarol Auth-Type := Accept\n")
             try write(
                 "mods-enabled/countersign",
                 try filled(
@@ -187,6 +190,9 @@ import Glibc
 
             // The right password of someone Countersign does not know: never accepted on the password alone.
             #expect(try await Request.send(port: radius.port, user: "bo", password: "hunter3", folder: folder) == "Access-Reject")
+            // A first factor checked outside Auth-Type PAP never skips Countersign: refused, nothing asked.
+            #expect(try await Request.send(port: radius.port, user: "carol", password: "anything", folder: folder) == "Access-Reject")
+            #expect(try await Self.created(host) == 2)
         }
     }
 
