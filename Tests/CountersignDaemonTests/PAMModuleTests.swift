@@ -311,6 +311,69 @@ import Glibc
         }
     }
 
+    /// sshd's and sudo's own service names give the actions the phone shows (`ssh-login`, `sudo`), and sudo's
+    /// invoking user. Run in a mount namespace of their own whose /etc/pam.d holds those two services:
+    /// the machine's own /etc/pam.d/sshd and sudo are left alone.
+    @Test func sshdAndSudoAreNamedAsThePhoneShowsThem() async throws {
+        try await Self.withService { host, _, _ in
+            let server = try await HostileServer.start(in: host.folder)
+            defer { server.stop() }
+            let conf = try host.writeConf(url: "\(server.base)/server-error", lines: ["user_map = %u@example.com"])
+            let module = try await PAMModule.path()
+            let pamd = host.folder.appendingPathComponent("pam.d")
+            try FileManager.default.createDirectory(at: pamd, withIntermediateDirectories: true)
+            for service in ["sshd", "sudo"] {
+                try Data("auth required \(module) conf=\(conf)\naccount required pam_permit.so\n".utf8).write(
+                    to: pamd.appendingPathComponent(service))
+                let command =
+                    "mount --bind \(shellQuoted(pamd.path)) /etc/pam.d && exec pamtester -v -I ruser=bob -I rhost=198.51.100.7 \(service) ana authenticate"
+                let (status, output) = try await onOwnThread { try runToEnd("/usr/bin/unshare", ["-m", "/bin/sh", "-c", command]) }
+                #expect(status == 1, "\(service): \(output)")
+                #expect(output.contains("Login refused: the approval service is unavailable."), "\(service): \(output)")
+            }
+            let prefix = "POST /server-error/v1/approvals "
+            let creates = try server.bodies.filter { $0.hasPrefix(prefix) }.map { line in
+                try #require(try JSONSerialization.jsonObject(with: Data(line.dropFirst(prefix.count).utf8)) as? [String: Any])
+            }
+            try #require(creates.count == 2, "\(server.bodies)")
+            let (ssh, sudo) = (creates[0], creates[1])
+            #expect(ssh["action"] as? String == "ssh-login")
+            #expect((ssh["title"] as? String)?.hasPrefix("SSH login to ") == true, "\(ssh)")
+            #expect((ssh["context"] as? [String: String])?["service"] == "sshd")
+            #expect((ssh["context"] as? [String: String])?["invokingUser"] == nil)
+            #expect(sudo["action"] as? String == "sudo")
+            #expect((sudo["title"] as? String)?.hasPrefix("sudo on ") == true, "\(sudo)")
+            #expect((sudo["context"] as? [String: String])?["invokingUser"] == "bob", "\(sudo)")
+            #expect((sudo["context"] as? [String: String])?["ip"] == "198.51.100.7")
+        }
+    }
+
+    /// `codes = no` offers no code; with codes on, the end of input (nothing typed) means the phone; a `url`
+    /// in plain http to anything but this machine is refused, nothing sent.
+    @Test func codesOffTheEndOfInputAndAPlainURLElsewhereAreAsDocumented() async throws {
+        try await Self.withService(lines: ["codes = no"]) { host, service, syslog in
+            let quiet = try PAMTesterRun(service: service.name, user: "ana", answers: "", folder: host.folder)
+            _ = try await host.approve(number: try await quiet.number())
+            let (status, output) = try await quiet.finish()
+            #expect(status == 0, "\(output)")
+            #expect(!output.contains("Or type a code"), "\(output)")
+
+            _ = try host.writeConf(lines: ["user_map = %u@example.com"])
+            let ended = try PAMTesterRun(service: service.name, user: "ana", answers: "", folder: host.folder)
+            _ = try await host.approve(number: try await ended.number())
+            let (endedStatus, endedOutput) = try await ended.finish()
+            #expect(endedStatus == 0, "the end of input waits for the phone: \(endedOutput)")
+            #expect(endedOutput.contains("Or type a code"), "\(endedOutput)")
+
+            _ = try host.writeConf(url: "http://192.0.2.1:8080", lines: ["user_map = %u@example.com", "failmode = safe"])
+            let (plain, plainOutput) = try await PAMTesterRun.run(service: service.name, user: "ana", folder: host.folder)
+            #expect(plain == 1, "refused whatever failmode says: \(plainOutput)")
+            if let lines = syslog?.lines {
+                #expect(lines.contains { $0.contains("`url` must be https, or http to 127.0.0.1") }, "\(lines)")
+            }
+        }
+    }
+
     /// A login name chosen to look like log fields cannot forge one.
     @Test func aLoginNameCannotForgeALogField() async throws {
         try await Self.withService { host, service, syslog in
