@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import CountersignCore
 import CountersignDeviceKeys
+import Crypto
 import Foundation
 import JWTKit
 import NIOCore
@@ -80,6 +81,7 @@ public actor CountersignDevice {
     {
         var body: [String: any Sendable] = [
             "email": email, "password": password, "deviceName": name, "platform": platform, "publicKey": try await publicKey(),
+            "sealKey": try await sealKey(),
         ]
         if let pushToken { body["fcmToken"] = pushToken }
         if let push { body["push"] = push.json }
@@ -94,6 +96,7 @@ public actor CountersignDevice {
     ) async throws -> DeviceCredentials {
         var body: [String: any Sendable] = [
             "enrollmentCode": code, "deviceName": name, "platform": platform, "publicKey": try await publicKey(),
+            "sealKey": try await sealKey(),
         ]
         if let pushToken { body["fcmToken"] = pushToken }
         if let push { body["push"] = push.json }
@@ -132,7 +135,9 @@ public actor CountersignDevice {
     /// Tells the daemon where the device's pushes go now: an FCM or APNs token,
     /// or a UnifiedPush / Web Push subscription; `nil`: pull only.
     public func updatePush(_ push: PushRegistration?) async throws {
-        _ = try await call("PUT", "/api/mobile/device/push", (push ?? .fcm(token: "")).json, as: Empty.self)
+        var body = (push ?? .fcm(token: "")).json
+        body["sealKey"] = try await sealKey()
+        _ = try await call("PUT", "/api/mobile/device/push", body, as: Empty.self)
     }
 
     /// The push providers the daemon sends through and, with Web Push on, the
@@ -228,6 +233,11 @@ public actor CountersignDevice {
 
     private func publicKey() async throws -> [String: String] {
         try DeviceKey(signingKey: try await store.signingKey()).jwk
+    }
+
+    /// The sealing key's public half, as the daemon takes it (`sealKey`).
+    private func sealKey() async throws -> String {
+        SealKey(publicKey: try await store.sealingKey().publicKey).text
     }
 
     private func register(_ path: String, _ body: [String: any Sendable]) async throws -> DeviceCredentials {

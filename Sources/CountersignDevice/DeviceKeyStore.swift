@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import JWTKit
 
@@ -48,6 +49,9 @@ public struct DeviceCredentials: Codable, Sendable, Equatable, CustomStringConve
 public protocol DeviceKeyStore: Sendable {
     /// The key the device signs its answers with: made on the first call, the same on every later one.
     func signingKey() async throws -> ES256PrivateKey
+    /// The key its pushes are sealed to (``DeviceNotice/init(sealedPushData:sealKey:)`` opens them with it):
+    /// another key than the signing key, made on the first call, the same on every later one.
+    func sealingKey() async throws -> P256.KeyAgreement.PrivateKey
     /// What the daemon gave the device; `nil` before it signed in (or after it signed out).
     func credentials() async throws -> DeviceCredentials?
     /// Keeps `credentials` (`nil`: forgets them, the key stays).
@@ -64,6 +68,8 @@ public actor FileKeyStore: DeviceKeyStore {
 
     struct Contents: Codable {
         var privateKeyPEM: String
+        /// The sealing key, made on first use (files of earlier versions have none yet).
+        var sealingKeyPEM: String?
         var credentials: DeviceCredentials?
     }
 
@@ -74,6 +80,15 @@ public actor FileKeyStore: DeviceKeyStore {
 
     public func signingKey() async throws -> ES256PrivateKey {
         try ES256PrivateKey(pem: try load().privateKeyPEM)
+    }
+
+    public func sealingKey() async throws -> P256.KeyAgreement.PrivateKey {
+        var contents = try load()
+        if let pem = contents.sealingKeyPEM { return try P256.KeyAgreement.PrivateKey(pemRepresentation: pem) }
+        let made = P256.KeyAgreement.PrivateKey()
+        contents.sealingKeyPEM = made.pemRepresentation
+        try write(contents)
+        return made
     }
 
     public func credentials() async throws -> DeviceCredentials? {
@@ -92,7 +107,9 @@ public actor FileKeyStore: DeviceKeyStore {
     private func load() throws -> Contents {
         if let cached { return cached }
         guard let data = try Self.read(path) else {
-            let made = Contents(privateKeyPEM: ES256PrivateKey().pemRepresentation, credentials: nil)
+            let made = Contents(
+                privateKeyPEM: ES256PrivateKey().pemRepresentation, sealingKeyPEM: P256.KeyAgreement.PrivateKey().pemRepresentation,
+                credentials: nil)
             // Another process may make the file at the same moment: the first one made is the device's.
             if try write(made, replacing: false) {
                 return made
@@ -102,6 +119,7 @@ public actor FileKeyStore: DeviceKeyStore {
         do {
             let contents = try JSONDecoder().decode(Contents.self, from: data)
             _ = try ES256PrivateKey(pem: contents.privateKeyPEM)
+            if let sealing = contents.sealingKeyPEM { _ = try P256.KeyAgreement.PrivateKey(pemRepresentation: sealing) }
             cached = contents
             return contents
         } catch {
@@ -160,12 +178,14 @@ public actor FileKeyStore: DeviceKeyStore {
 /// A ``DeviceKeyStore`` in memory: a device that lives as long as the process (tests, demos).
 public actor MemoryKeyStore: DeviceKeyStore {
     private let key = ES256PrivateKey()
+    private let sealing = P256.KeyAgreement.PrivateKey()
     private var kept: DeviceCredentials?
 
     /// A new device: a fresh key, no credentials.
     public init() {}
 
     public func signingKey() async throws -> ES256PrivateKey { key }
+    public func sealingKey() async throws -> P256.KeyAgreement.PrivateKey { sealing }
     public func credentials() async throws -> DeviceCredentials? { kept }
     public func save(_ credentials: DeviceCredentials?) async throws { kept = credentials }
 }

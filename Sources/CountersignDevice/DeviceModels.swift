@@ -1,3 +1,5 @@
+import CountersignCore
+import Crypto
 import Foundation
 
 /// A request waiting for this device's answer, as `GET /api/mobile/approvals/pending` lists it.
@@ -57,6 +59,23 @@ public enum DeviceNotice: Sendable, Equatable {
     case deviceAdded(name: String, platform: String, at: String)
     /// Too many wrong codes for the account today: codes are refused until the operator unlocks it or the day ends.
     case codesLocked
+
+    /// The notice in a sealed push's data (FCM's data, or an APNs payload's members): its
+    /// `sealed` part opened with the device's sealing key (``DeviceKeyStore/sealingKey()``),
+    /// bound to its request. A push that is not sealed is read as ``init(pushData:)`` reads it;
+    /// `nil` for one that does not open (not for this key, or altered) or is no notice.
+    public init?(sealedPushData data: [String: String], sealKey: P256.KeyAgreement.PrivateKey) {
+        guard let sealed = data["sealed"] else {
+            self.init(pushData: data)
+            return
+        }
+        guard data["v"] == PushSeal.version,
+            let plaintext = try? PushSeal.open(sealed, with: sealKey, aad: data["requestId"] ?? ""),
+            let opened = (try? JSONSerialization.jsonObject(with: plaintext)) as? [String: String],
+            opened["type"] == data["type"], opened["requestId"] == data["requestId"]
+        else { return nil }
+        self.init(pushData: opened)
+    }
 
     /// The notice in a push's data; `nil` for anything else.
     public init?(pushData data: [String: String]) {

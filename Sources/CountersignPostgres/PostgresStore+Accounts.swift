@@ -102,6 +102,10 @@ extension PostgresStore: AccountStore {
         try await fetch(AccountSQL.setKey(deviceID: deviceID, key: key, replacing: current, .postgres)).count == 1
     }
 
+    public func setSealKey(deviceID: String, key: SealKey?) async throws {
+        try await fetch(AccountSQL.setSealKey(deviceID: deviceID, key: key))
+    }
+
     public func replaceAPIKey(deviceID: String, apiKeyHash: String, offlineSecret: Data?) async throws {
         try await fetch(AccountSQL.replaceAPIKey(deviceID: deviceID, apiKeyHash: apiKeyHash, offlineSecret: offlineSecret))
     }

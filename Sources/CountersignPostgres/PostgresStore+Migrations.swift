@@ -204,6 +204,8 @@ extension PostgresStore {
                 "UPDATE users SET owner_integration_id = NULL WHERE password_hash != '' AND owner_integration_id IS NOT NULL",
             ]
         ),
+        // The same change as SQLite's v12-sealed-push.
+        ("v12-sealed-push", ["ALTER TABLE devices ADD COLUMN seal_key text"]),
     ]
 
     /// Applies the missing versions in one transaction under an advisory lock:

@@ -20,6 +20,8 @@ public final class APNsSender: PushSender {
         public var maxAttempts = 5
         public var baseBackoff: TimeInterval = 0.5
         public var requestTimeout: TimeInterval = 10
+        /// Whether messages are sealed to the devices' sealing keys (``SealedMessages``).
+        public var sealedPush = SealedPushPolicy.optional
 
         public init() {}
 
@@ -51,7 +53,12 @@ public final class APNsSender: PushSender {
     public func send(_ job: PushJob, to device: Device, logger: Logger) async -> PushOutcome {
         guard let address = device.push, address.provider == .apns, let topic = address.apnsTopic else { return .rejected }
         return await delivery.send(job, to: device, token: address.token, logger: logger) {
-            guard let message = ProviderMessages.apns(for: job, topic: topic, now: Date()) else { throw PushRefusal.unsendable(job) }
+            let seal: ProviderMessages.Seal? =
+                SealedMessages.applies(to: device, policy: configuration.sealedPush) ? .init(key: device.sealKey) : nil
+            // Too late for a prompt, or no sealed form fits APNs' limit: not sent.
+            guard let message = (try? ProviderMessages.apns(for: job, topic: topic, now: Date(), seal: seal)) ?? nil else {
+                throw PushRefusal.unsendable(job)
+            }
             try await post(message, token: address.token, environment: address.apnsEnvironment ?? .production)
         }
     }

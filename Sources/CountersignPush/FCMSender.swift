@@ -39,6 +39,9 @@ public final class FCMSender: PushSender {
         /// given to the sender (and `openConnection`), as for an `http://` fake.
         public var streams: HTTP2PushClient?
 
+        /// Whether messages are sealed to the devices' sealing keys (``SealedMessages``).
+        public var sealedPush = SealedPushPolicy.optional
+
         public init(endpoint: String = "https://fcm.googleapis.com") {
             self.endpoint = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
         }
@@ -103,7 +106,15 @@ public final class FCMSender: PushSender {
         let token = address.token
         return await delivery.send(job, to: device, token: token, logger: logger) {
             do {
-                try await post(bodies.body(for: job, token: token, now: Date()))
+                if SealedMessages.applies(to: device, policy: configuration.sealedPush) {
+                    // Written for this device alone: a fresh encapsulation per message.
+                    guard let readable = FCMMessageBuilder.message(for: job, token: token, now: Date()) else {
+                        throw PushRefusal(.tooLate, reason: "expired")
+                    }
+                    try await post(FCMMessageBuilder.body(of: SealedMessages.form(of: readable, key: device.sealKey)))
+                } else {
+                    try await post(bodies.body(for: job, token: token, now: Date()))
+                }
             } catch let failure as FCMFailure {
                 throw failure.refusal
             }

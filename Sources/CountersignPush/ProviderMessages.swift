@@ -17,12 +17,20 @@ enum ProviderMessages {
     /// APNs' limit on a notification's payload.
     static let apnsMaximumBytes = 4096
 
+    /// A device's sealed form (``SealedMessages``): sealed to `key`, or bare (`nil`, under `required`).
+    struct Seal {
+        var key: SealKey?
+    }
+
     /// The message for `job` to an APNs device of app `topic`; `nil` when a prompt can no longer arrive in time.
-    static func apns(for job: PushJob, topic: String, now: Date) -> APNs? {
-        guard let fcm = FCMMessageBuilder.message(for: job, token: "", now: now) else { return nil }
+    /// With `seal`, the words are sealed (or left out) and a prompt's alert is generic (``SealedMessages/genericAlert``).
+    static func apns(for job: PushJob, topic: String, now: Date, seal: Seal? = nil) throws -> APNs? {
+        guard let readable = FCMMessageBuilder.message(for: job, token: "", now: now) else { return nil }
+        let fcm = try seal.map { try SealedMessages.form(of: readable, key: $0.key) } ?? readable
         var aps: [String: Any] = [:]
         let fields = fcm.apns.payload.aps
         if let notification = fcm.notification { aps["alert"] = ["title": notification.title, "body": notification.body] }
+        if seal != nil, readable.notification != nil { aps["alert"] = SealedMessages.genericAlert }
         if let category = fields.category { aps["category"] = category }
         if let mutable = fields.mutableContent { aps["mutable-content"] = mutable }
         if let available = fields.contentAvailable { aps["content-available"] = available }

@@ -16,6 +16,8 @@ public struct PushConfiguration: Sendable, Equatable {
     public var endpoints = PushEndpointPolicy()
     /// Sends in flight to one Web Push endpoint host within the Web Push lane (`--push-per-host-in-flight`).
     public var perHostInFlight = 4
+    /// Whether FCM and APNs pushes are sealed to the devices' sealing keys (`--sealed-push`).
+    public var sealedPush = SealedPushPolicy.optional
 
     public init(serviceAccountFile: String? = nil, endpoint: String = "https://fcm.googleapis.com", caFile: String? = nil) {
         self.serviceAccountFile = serviceAccountFile

@@ -35,8 +35,9 @@ public enum PushSetup {
                 }
                 let client = try makeClient(caFile: apns.caFile)
                 services.append(HTTPClientService(client: client))
-                let configuration = apns.url.map(APNsSender.Configuration.init(url:)) ?? APNsSender.Configuration()
-                senders[.apns] = APNsSender(tokens: tokens, client: client, configuration: configuration, deadTokens: deadTokens)
+                var sender = apns.url.map(APNsSender.Configuration.init(url:)) ?? APNsSender.Configuration()
+                sender.sealedPush = configuration.sealedPush
+                senders[.apns] = APNsSender(tokens: tokens, client: client, configuration: sender, deadTokens: deadTokens)
             }
             if let webPush = configuration.webPush {
                 let key = try VAPIDKeyFile.load(path: webPush.vapidKeyFile, create: webPush.createKey, logger: logger)
@@ -80,6 +81,7 @@ public enum PushSetup {
         do {
             let tokens = try await AccessTokenProvider(account: account, client: client, logger: logger)
             var configuration = FCMSender.Configuration(endpoint: push.endpoint)
+            configuration.sealedPush = push.sealedPush
             configuration.openConnection = { [caFile = push.caFile] in try makeClient(caFile: caFile) }
             // FCM itself (https): sends as frames on swift-nio-http2; the token exchange stays on the client.
             if push.endpoint.lowercased().hasPrefix("https://") {

@@ -81,6 +81,7 @@ public struct ConfigurationLoader {
         flag: "--push-allow-private-endpoints", environment: "COUNTERSIGN_PUSH_ALLOW_PRIVATE_ENDPOINTS", fileKey: "pushAllowPrivateEndpoints")
     public static let pushPerHostInFlight = Setting(
         flag: "--push-per-host-in-flight", environment: "COUNTERSIGN_PUSH_PER_HOST_IN_FLIGHT", fileKey: "pushPerHostInFlight")
+    public static let sealedPush = Setting(flag: "--sealed-push", environment: "COUNTERSIGN_SEALED_PUSH", fileKey: "sealedPush")
     public static let smtpURL = Setting(flag: "--smtp-url", environment: "COUNTERSIGN_SMTP_URL", fileKey: "smtp.url", isSecret: true)
     public static let smtpUser = Setting(flag: "--smtp-user", environment: "COUNTERSIGN_SMTP_USER", fileKey: "smtp.user")
     public static let smtpPasswordFile = Setting(
@@ -104,7 +105,7 @@ public struct ConfigurationLoader {
         rateLimits, trustedProxies, idleTimeout, requestTimeout, headTimeout, longPollsPerAddress, longPollsTotal, maxDevicesPerUser,
         connectionsPerAddress, fcmServiceAccount, fcmEndpoint,
         fcmCAFile, apnsKeyFile, apnsKeyID, apnsTeamID, apnsURL, apnsCAFile, vapidKeyFile, vapidSubject, pushAllowPrivateEndpoints,
-        pushPerHostInFlight, smtpURL, smtpUser,
+        pushPerHostInFlight, sealedPush, smtpURL, smtpUser,
         smtpPasswordFile, smtpFrom, smtpTLS, smtpCAFile, publicURL, resetLinkTemplate, emailCodeTTL,
         mailTemplates, secretKeyFile, deviceKeys, offlineCodes,
     ]
@@ -497,6 +498,9 @@ public struct ConfigurationLoader {
             Self.pushPerHostInFlight, expected: "a whole number from 1 to 1000", parse: { Int($0).flatMap { (1...1000).contains($0) ? $0 : nil } })
         {
             push.perHostInFlight = perHost
+        }
+        if let policy = try value(Self.sealedPush, expected: "off, optional or required", parse: { SealedPushPolicy(rawValue: $0.lowercased()) }) {
+            push.sealedPush = policy
         }
         push.apns = try apnsConfiguration()
         push.webPush = try webPushConfiguration()

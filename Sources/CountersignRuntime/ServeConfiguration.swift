@@ -114,6 +114,7 @@ extension PushConfiguration {
         if let apns { parts.append("APNs (key \(apns.keyID), team \(apns.teamID))") }
         if let webPush { parts.append("Web Push (VAPID key \(webPush.vapidKeyFile))") }
         if endpoints.allowsPrivate { parts.append("private endpoints allowed") }
+        if !parts.isEmpty { parts.append("sealed push \(sealedPush.rawValue)") }
         return parts.isEmpty ? "disabled (no provider configured)" : parts.joined(separator: ", ")
     }
 }

@@ -93,6 +93,10 @@ extension SQLiteStore: AccountStore {
         try await pool.write { db in try db.perform(AccountSQL.setKey(deviceID: deviceID, key: key, replacing: current, .sqlite)) == 1 }
     }
 
+    public func setSealKey(deviceID: String, key: SealKey?) async throws {
+        _ = try await pool.write { db in try db.perform(AccountSQL.setSealKey(deviceID: deviceID, key: key)) }
+    }
+
     public func replaceAPIKey(deviceID: String, apiKeyHash: String, offlineSecret: Data?) async throws {
         _ = try await pool.write { db in
             try db.perform(AccountSQL.replaceAPIKey(deviceID: deviceID, apiKeyHash: apiKeyHash, offlineSecret: offlineSecret))

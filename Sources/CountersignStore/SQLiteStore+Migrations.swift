@@ -262,6 +262,10 @@ extension SQLiteStore {
                     UPDATE users SET owner_integration_id = NULL WHERE password_hash != '' AND owner_integration_id IS NOT NULL;
                     """)
         }
+        migrator.registerMigration("v12-sealed-push") { db in
+            // The key a device's FCM and APNs pushes are sealed to (base64url of a P-256 point).
+            try db.execute(sql: "ALTER TABLE devices ADD COLUMN seal_key TEXT;")
+        }
         return migrator
     }
 }

@@ -54,6 +54,12 @@ struct PushOptions: ParsableArguments {
             "Sends in flight to one Web Push endpoint host: a host that never answers holds no more of the Web Push lane's 64.",
             default: "4", value: "count"))
     var pushPerHostInFlight: String?
+    @Option(
+        name: Setting.sealedPush.name,
+        help: Setting.sealedPush.help(
+            "FCM and APNs pushes sealed end to end (HPKE) to each device's sealing key: optional seals them for devices with a key; required also sends devices without one no user data at all.",
+            default: "optional", value: "off|optional|required"))
+    var sealedPush: String?
 
     var flags: [String: String] {
         [
@@ -61,7 +67,7 @@ struct PushOptions: ParsableArguments {
             Setting.apnsKeyFile.flag: apnsKeyFile, Setting.apnsKeyID.flag: apnsKeyID, Setting.apnsTeamID.flag: apnsTeamID,
             Setting.apnsURL.flag: apnsURL, Setting.apnsCAFile.flag: apnsCAFile, Setting.vapidSubject.flag: vapidSubject,
             Setting.vapidKeyFile.flag: vapidKeyFile, Setting.pushAllowPrivateEndpoints.flag: pushAllowPrivateEndpoints ? "on" : nil,
-            Setting.pushPerHostInFlight.flag: pushPerHostInFlight,
+            Setting.pushPerHostInFlight.flag: pushPerHostInFlight, Setting.sealedPush.flag: sealedPush,
         ].compactMapValues { $0 }
     }
 }

@@ -77,7 +77,7 @@ import Testing
     // MARK: Messages
 
     @Test func anAPNsPromptCarriesTheFCMApsAndDataAndTheContractsHeaders() throws {
-        let message = try #require(ProviderMessages.apns(for: Self.prompt(), topic: "com.example.app", now: Self.now))
+        let message = try #require(try ProviderMessages.apns(for: Self.prompt(), topic: "com.example.app", now: Self.now))
         let headers = Dictionary(uniqueKeysWithValues: message.headers.map { ($0.name, $0.value) })
         #expect(headers["apns-topic"] == "com.example.app")
         #expect(headers["apns-push-type"] == "alert")
@@ -95,12 +95,12 @@ import Testing
         #expect(body["type"] as? String == "approval_request")
         #expect(body["requestId"] as? String == Self.requestID)
         #expect(body["action"] as? String == "password_reset")
-        #expect(ProviderMessages.apns(for: Self.prompt(expiresIn: 0.5), topic: "t", now: Self.now) == nil)
+        #expect(try ProviderMessages.apns(for: Self.prompt(expiresIn: 0.5), topic: "t", now: Self.now) == nil)
     }
 
     @Test func anAPNsNoticeIsABackgroundPushWithoutAlert() throws {
         let job = PushJob.resolved(requestID: Self.requestID, userID: "u1", status: .approved)
-        let message = try #require(ProviderMessages.apns(for: job, topic: "com.example.app", now: Self.now))
+        let message = try #require(try ProviderMessages.apns(for: job, topic: "com.example.app", now: Self.now))
         let headers = Dictionary(uniqueKeysWithValues: message.headers.map { ($0.name, $0.value) })
         #expect(headers["apns-push-type"] == "background")
         #expect(headers["apns-priority"] == "5")

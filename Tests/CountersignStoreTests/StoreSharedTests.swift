@@ -602,13 +602,13 @@ extension StoreTests {
             : try await PostgresStore.migrationStatus(configuration: try PostgresConfiguration(url: database), logger: Logger(label: "test"))
         #expect(status.unknown == ["v99-from-the-future"])
         #expect(status.pending.isEmpty)
-        #expect(status.applied.first == "v1-accounts-and-approvals" && status.applied.last == "v11-codes-and-reach")
+        #expect(status.applied.first == "v1-accounts-and-approvals" && status.applied.last == "v12-sealed-push")
         do {
             _ = try await open(backend, database)
             Issue.record("a newer database was opened")
         } catch let error as NewerDatabaseError {
             #expect(error.unknown == ["v99-from-the-future"])
-            #expect(error.newestKnown == "v11-codes-and-reach")
+            #expect(error.newestKnown == "v12-sealed-push")
             #expect(error.description.contains("newer release"))
         }
     }

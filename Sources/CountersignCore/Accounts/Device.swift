@@ -21,6 +21,8 @@ public struct Device: Sendable, Equatable {
     /// The secret its offline codes are made from, sealed with the daemon's
     /// key (``SecretKeys/sealDeviceSecret(_:)``); `nil` with offline codes off.
     public var offlineSecret: Data?
+    /// The key its FCM and APNs pushes are sealed to; `nil`: they go readable (or bare under `--sealed-push required`).
+    public var sealKey: SealKey?
 
     public init(
         id: String,
@@ -33,7 +35,8 @@ public struct Device: Sendable, Equatable {
         publicKey: DeviceKey? = nil,
         lastSeenAt: Date? = nil,
         mayApproveResets: Bool = true,
-        offlineSecret: Data? = nil
+        offlineSecret: Data? = nil,
+        sealKey: SealKey? = nil
     ) {
         self.id = id
         self.userID = userID
@@ -46,6 +49,7 @@ public struct Device: Sendable, Equatable {
         self.lastSeenAt = lastSeenAt
         self.mayApproveResets = mayApproveResets
         self.offlineSecret = offlineSecret
+        self.sealKey = sealKey
     }
 
     /// The most devices a user may have unless configured otherwise.
@@ -80,12 +84,14 @@ public struct DeviceRegistration: Sendable {
     public var mayApproveResets: Bool
     /// Its sealed offline-code secret (``OfflineSecrets``); `nil` with offline codes off.
     public var offlineSecret: Data?
+    /// The key its pushes are sealed to, if it sent one.
+    public var sealKey: SealKey?
     /// Who registers it: a device it replaces is audited (`device_replaced`) in the same transaction.
     public var auditContext: AuditContext = .system
 
     public init(
         userID: String, name: String, platform: String, push: PushAddress?, apiKeyHash: String, publicKey: DeviceKey?, mayApproveResets: Bool,
-        offlineSecret: Data? = nil
+        offlineSecret: Data? = nil, sealKey: SealKey? = nil
     ) {
         self.userID = userID
         self.name = name
@@ -95,6 +101,7 @@ public struct DeviceRegistration: Sendable {
         self.publicKey = publicKey
         self.mayApproveResets = mayApproveResets
         self.offlineSecret = offlineSecret
+        self.sealKey = sealKey
     }
 }
 
@@ -104,7 +111,7 @@ extension Device {
         self.init(
             id: SecureToken.recordID(), userID: registration.userID, name: registration.name, platform: registration.platform, push: push,
             pushEnabled: push != nil, createdAt: now, publicKey: registration.publicKey, mayApproveResets: registration.mayApproveResets,
-            offlineSecret: registration.offlineSecret)
+            offlineSecret: registration.offlineSecret, sealKey: registration.sealKey)
     }
 
     /// Whether a request now should record it as seen: at most once per ``lastSeenResolution``,

@@ -44,6 +44,8 @@ public protocol DeviceAccountStore: DeviceDirectory {
     /// push back. A token or endpoint that a device of another user holds stays
     /// there: this device is left pull only.
     func updatePushAddress(deviceID: String, push: PushAddress?) async throws
+    /// Sets or removes (`nil`) the key the device's pushes are sealed to.
+    func setSealKey(deviceID: String, key: SealKey?) async throws
     func deleteDevice(id: String) async throws -> Bool
 }
 

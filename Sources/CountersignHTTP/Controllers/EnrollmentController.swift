@@ -27,6 +27,8 @@ struct EnrollmentController: Sendable {
         var fcmToken: String?
         var push: PushAddressBody?
         var publicKey: JWKMembers?
+        /// The key its FCM and APNs pushes are sealed to (base64url P-256 point).
+        var sealKey: String?
     }
 
     @Sendable func enroll(_ request: Request, context: AppRequestContext) async throws -> MobileAuthController.LoginAnswer {
@@ -37,6 +39,7 @@ struct EnrollmentController: Sendable {
         let push = try Field.pushAddress(push: body.push, fcmToken: body.fcmToken, policy: pushEndpoints)
         // With device keys off, a key sent is ignored, not checked.
         let key = deviceKeys == .off ? nil : try body.publicKey.map { try Field.deviceKey($0, "publicKey") }
+        let sealKey = try body.sealKey.map(Field.sealKey)
         let apiKey = SecureToken.apiKey()
         let apiKeyHash = SecureToken.sha256Hex(apiKey)
         let secret = try offline.issue()
@@ -56,7 +59,7 @@ struct EnrollmentController: Sendable {
                 enrolled = try await store.enroll(codeHash: EnrollmentCode.hash(code, keys: keys), now: Date(), maxDevices: maxDevices) { userID in
                     DeviceRegistration(
                         userID: userID, name: deviceName, platform: platform, push: push, apiKeyHash: apiKeyHash, publicKey: key,
-                        mayApproveResets: false, offlineSecret: sealedSecret)
+                        mayApproveResets: false, offlineSecret: sealedSecret, sealKey: sealKey)
                 }
             } catch AccountError.tooManyDevices {
                 refusal = APIError.tooManyDevices(maxDevices)

@@ -43,6 +43,8 @@ struct MobileAuthController: Sendable {
         var push: PushAddressBody?
         /// A P-256 public key (JWK) the device's answers will be signed with.
         var publicKey: JWKMembers?
+        /// The key its FCM and APNs pushes are sealed to (base64url P-256 point).
+        var sealKey: String?
     }
 
     struct LoginAnswer: ResponseEncodable {
@@ -89,6 +91,7 @@ struct MobileAuthController: Sendable {
         let push = try Field.pushAddress(push: body.push, fcmToken: body.fcmToken, policy: pushEndpoints)
         // With device keys off, a key sent is ignored, not checked.
         let key = deviceKeys == .off ? nil : try body.publicKey.map { try Field.deviceKey($0, "publicKey") }
+        let sealKey = try body.sealKey.map(Field.sealKey)
         let normalized = User.normalize(email: email)
         var user: User?
         let passwordMatches = try await abuse.attempt(
@@ -126,7 +129,8 @@ struct MobileAuthController: Sendable {
         do {
             var registration = DeviceRegistration(
                 userID: user.id, name: deviceName, platform: platform, push: push,
-                apiKeyHash: SecureToken.sha256Hex(apiKey), publicKey: key, mayApproveResets: true, offlineSecret: secret?.sealed)
+                apiKeyHash: SecureToken.sha256Hex(apiKey), publicKey: key, mayApproveResets: true, offlineSecret: secret?.sealed,
+                sealKey: sealKey)
             // A device this login replaces is audited in the registration's transaction.
             registration.auditContext = request.auditContext(context)
             registered = try await accounts.registerDevice(registration, maxDevices: arrivals.maxPerUser)
@@ -147,7 +151,7 @@ struct MobileAuthController: Sendable {
             AuditEvent(
                 kind: .loginSucceeded, userID: user.id, context: request.auditContext(context, deviceID: device.id),
                 detail: (device.push.map { "push \($0.described)" } ?? "pull only")
-                    + (device.publicKey.map { "; key \($0.thumbprint)" } ?? "")))
+                    + (device.publicKey.map { "; key \($0.thumbprint)" } ?? "") + (device.sealKey.map { "; seal key \($0.thumbprint)" } ?? "")))
         await arrivals.announce(
             device, route: "login", context: request.auditContext(context, deviceID: device.id), logger: context.logger)
         return LoginAnswer(
@@ -210,8 +214,17 @@ struct MobileAuthController: Sendable {
     /// `PUT /api/mobile/device/push`: a new push address, of any provider.
     @Sendable func updatePush(_ request: Request, context: AppRequestContext) async throws -> Success {
         let device = try await authenticator.device(for: request)
-        let body = try await request.decodeJSON(as: PushAddressBody.self, context: context)
-        let push = try Field.pushAddress(body, policy: pushEndpoints)
+        let body = try await request.decodeJSON(as: PushUpdateBody.self, context: context)
+        let push = try Field.pushAddress(body.address, policy: pushEndpoints)
+        // Both checked before either is written.
+        let sealKey = try body.sealKey.map { try $0.map(Field.sealKey) }
+        if let sealKey {
+            try await accounts.setSealKey(deviceID: device.id, key: sealKey)
+            audit.record(
+                AuditEvent(
+                    kind: .pushTokenUpdated, userID: device.userID, context: request.auditContext(context, deviceID: device.id),
+                    detail: sealKey.map { "seal key \($0.thumbprint)" } ?? "seal key removed"))
+        }
         return try await update(device, to: push, request: request, context: context)
     }
 
@@ -238,6 +251,8 @@ struct MobileAuthController: Sendable {
         var keyBound: Bool
         var mayApproveResets: Bool
         @NullWhenAbsent var push: PushOut?
+        /// The RFC 7638 thumbprint of the key its pushes are sealed to.
+        @NullWhenAbsent var sealKey: String?
     }
 
     /// `GET /api/mobile/device`: the device as the daemon holds it; of its push address, only the provider and the last characters.
@@ -246,7 +261,8 @@ struct MobileAuthController: Sendable {
         return DeviceAnswer(
             id: device.id, name: device.name, platform: device.platform, keyBound: device.publicKey != nil,
             mayApproveResets: device.mayApproveResets,
-            push: device.push.map { .init(provider: $0.provider, token: String($0.token.suffix(6)), enabled: device.pushEnabled) })
+            push: device.push.map { .init(provider: $0.provider, token: String($0.token.suffix(6)), enabled: device.pushEnabled) },
+            sealKey: device.sealKey?.thumbprint)
     }
 
     /// `GET /api/mobile/push/config`: what the app subscribes its push with.

@@ -24,6 +24,17 @@ struct JWKMembers: Decodable, Sendable {
 }
 
 extension Field {
+    /// A sealing key (`sealKey`): base64url of an uncompressed P-256 point; 400 naming the field otherwise.
+    static func sealKey(_ text: String) throws -> SealKey {
+        do {
+            return try SealKey(base64URL: text)
+        } catch .notOnCurve {
+            throw APIError.invalidRequest("The field `sealKey` is not a point on the P-256 curve.")
+        } catch {
+            throw APIError.invalidRequest("The field `sealKey` must be base64url (no padding) of an uncompressed P-256 public key (65 bytes).")
+        }
+    }
+
     /// A P-256 public key as a JWK; 400 naming the field otherwise.
     static func deviceKey(_ jwk: JWKMembers, _ name: String) throws -> DeviceKey {
         do {

@@ -13,6 +13,26 @@ struct PushAddressBody: Decodable, Sendable {
     var auth: String?
 }
 
+/// `PUT /api/mobile/device/push`'s body: a push address, and beside it the sealing key,
+/// changed only when sent (`"sealKey": null` removes it, no `sealKey` keeps it).
+struct PushUpdateBody: Decodable, Sendable {
+    var address: PushAddressBody
+    /// `nil`: not sent; `.some(nil)`: removed; `.some(text)`: set.
+    var sealKey: String??
+
+    enum CodingKeys: String, CodingKey { case sealKey }
+
+    init(from decoder: any Decoder) throws {
+        address = try PushAddressBody(from: decoder)
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        if container.contains(.sealKey) {
+            sealKey = .some(try container.decodeNil(forKey: .sealKey) ? nil : try container.decode(String.self, forKey: .sealKey))
+        } else {
+            sealKey = nil
+        }
+    }
+}
+
 extension Field {
     /// The address a device sent; `nil` for an FCM token that is empty or a
     /// placeholder (a pull-only device). `prefix` names the body member the

@@ -22,7 +22,8 @@ extension Device {
             publicKey: try (try row.get("public_key", as: String?.self)).map { stored throws(DeviceKey.Invalid) in try DeviceKey(stored: stored) },
             lastSeenAt: try row.get("last_seen_at"),
             mayApproveResets: try row.get("may_approve_resets"),
-            offlineSecret: try row.get("offline_secret")
+            offlineSecret: try row.get("offline_secret"),
+            sealKey: try (try row.get("seal_key", as: String?.self)).map { stored throws(SealKey.Invalid) in try SealKey(base64URL: stored) }
         )
     }
 }

@@ -75,10 +75,11 @@ public enum AccountSQL {
         """
         INSERT INTO devices (
             id, user_id, name, platform, fcm_token, push_provider, push_options, push_enabled, api_key_hash, created_at, public_key,
-            may_approve_resets, offline_secret)
+            may_approve_resets, offline_secret, seal_key)
         VALUES (\(device.id), \(device.userID), \(device.name), \(device.platform), \(device.push?.token),
             \(PushAddress.storedProvider(of: device.push)), \(device.push?.storedOptions), \(device.pushEnabled), \(apiKeyHash),
-            \(device.createdAt), \(device.publicKey?.json), \(device.mayApproveResets), \(device.offlineSecret))
+            \(device.createdAt), \(device.publicKey?.json), \(device.mayApproveResets), \(device.offlineSecret),
+            \(device.sealKey?.text))
         """
     }
 
@@ -124,6 +125,10 @@ public enum AccountSQL {
             push_options = \(push?.storedOptions), push_enabled = \(push != nil)
         WHERE id = \(deviceID) RETURNING id
         """
+    }
+
+    public static func setSealKey(deviceID: String, key: SealKey?) -> SQLStatement {
+        "UPDATE devices SET seal_key = \(key?.text) WHERE id = \(deviceID) RETURNING id"
     }
 
     public static func disablePush(deviceID: String, token: String) -> SQLStatement {
