@@ -6,7 +6,7 @@ receiver no one here wrote.
 
 KEY.pem is the device's P-256 private sealing key (PKCS#8 PEM); SEALED the
 push's `sealed` member (base64url of enc || ciphertext); AAD what it is bound
-to (the request's id, or "" for a notice). Prints the plaintext; exits 1
+to (the request's id, or "" for a notice). Prints the plaintext; exits 10
 when it does not open (wrong key, info or aad, or altered bytes).
 """
 import base64
@@ -25,5 +25,5 @@ try:
     plaintext = context.open(ciphertext, aad=aad.encode())
 except Exception as error:  # pyhpke raises its own OpenError, among others
     print(f"not opened: {type(error).__name__}: {error}", file=sys.stderr)
-    sys.exit(1)
+    sys.exit(10)
 sys.stdout.write(plaintext.decode())

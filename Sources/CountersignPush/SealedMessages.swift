@@ -37,6 +37,7 @@ enum SealedMessages {
         if let requestID = message.data["requestId"] { routed["requestId"] = requestID }
         var sealed = message
         sealed.notification = nil
+        sealed.android.notification = nil
         sealed.data = routed
         guard let key else { return sealed }
         var payload = appPayload(of: message)

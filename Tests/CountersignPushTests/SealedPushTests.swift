@@ -32,18 +32,7 @@ import Testing
 
     /// What pyhpke makes of `sealed` with the device's private key and `aad`: the plaintext, or nil when it does not open.
     static func pyhpkeOpen(_ sealed: String, key: P256.KeyAgreement.PrivateKey, aad: String) async throws -> String? {
-        try await withTemporaryFolder { folder in
-            let pem = folder.url.appendingPathComponent("seal.pem")
-            try Data(key.pemRepresentation.utf8).write(to: pem)
-            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-                .appendingPathComponent("scripts/hpke-open.py").path
-            let (status, output) = try await onOwnThread {
-                try runToEnd("/usr/bin/env", ["python3", script, pem.path, sealed, aad], environment: ProcessInfo.processInfo.environment)
-            }
-            if status == 1 { return nil }
-            #expect(status == 0, "\(output)")
-            return output
-        }
+        try await PyHPKE.open(sealed, privateKeyPEM: key.pemRepresentation, aad: aad)
     }
 
     static func json(_ text: String?) throws -> [String: String] {
@@ -85,7 +74,8 @@ import Testing
         let resolved = try #require(
             FCMMessageBuilder.message(for: .resolved(requestID: Self.requestID, userID: "u1", status: .approved), token: "t", now: Self.now))
         let sealedResolved = try SealedMessages.form(of: resolved, key: key)
-        #expect(try Self.json(try await Self.pyhpkeOpen(try #require(sealedResolved.data["sealed"]), key: device, aad: Self.requestID)) == resolved.data)
+        #expect(
+            try Self.json(try await Self.pyhpkeOpen(try #require(sealedResolved.data["sealed"]), key: device, aad: Self.requestID)) == resolved.data)
         let added = try #require(
             FCMMessageBuilder.message(
                 for: .deviceAdded(userID: "u1", deviceID: "d2", deviceName: "Ana's new phone", platform: "android", at: Self.now), token: "t",
@@ -110,7 +100,8 @@ import Testing
         #expect(SealedMessages.applies(to: keyed, policy: .optional))
         #expect(!SealedMessages.applies(to: keyed, policy: .off))
 
-        let apns = try #require(try ProviderMessages.apns(for: Self.integrationPrompt(), topic: "com.example.app", now: Self.now, seal: .init(key: nil)))
+        let apns = try #require(
+            try ProviderMessages.apns(for: Self.integrationPrompt(), topic: "com.example.app", now: Self.now, seal: .init(key: nil)))
         let payload = try #require(try JSONSerialization.jsonObject(with: apns.body) as? [String: Any])
         #expect(Set(payload.keys) == ["aps", "type", "requestId"])
         let aps = try #require(payload["aps"] as? [String: Any])

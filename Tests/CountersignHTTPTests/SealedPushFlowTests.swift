@@ -1,0 +1,159 @@
+import CountersignCore
+import CountersignDevice
+import CountersignHTTP
+import CountersignPush
+import CountersignRuntime
+import Crypto
+import FakeFCM
+import Foundation
+import JWTKit
+import NIOHTTP1
+import TestSupport
+import Testing
+
+@testable import DaemonTestSupport
+
+/// sealed-push.md through the daemon: a device's sealing key registered (login, enroll,
+/// `PUT device/push`), shown as its thumbprint, and the pushes the fake FCM and the APNs
+/// test server receive, opened by pyhpke.
+@Suite struct SealedPushFlowTests {
+    static func sealKey(_ key: P256.KeyAgreement.PrivateKey) -> String { SecureToken.base64URL(key.publicKey.x963Representation) }
+
+    static func login(_ daemon: TestDaemon, device: String, extra: [String: any Sendable]) async throws -> TestDaemon.Answer {
+        var body: [String: any Sendable] = ["email": Fixture.email, "password": Fixture.password, "deviceName": device, "platform": "android"]
+        body.merge(extra) { $1 }
+        return try await daemon.call(.POST, "/api/mobile/auth/login", json: body)
+    }
+
+    @Test func aSealKeyIsCheckedStoredShownAsAThumbprintAndChangedOnlyWhenSent() async throws {
+        try await withTestDaemon { daemon in
+            let user = try await daemon.createUser(Fixture.email, password: Fixture.password)
+            // Malformed, or not on the curve: 400 naming the field, and no device.
+            var offCurve = P256.KeyAgreement.PrivateKey().publicKey.x963Representation
+            offCurve[64] ^= 0x01
+            for (bad, words) in [("AAAA", "must be base64url"), (SecureToken.base64URL(offCurve), "not a point on the P-256 curve")] {
+                let refused = try await Self.login(daemon, device: "Phone", extra: ["sealKey": bad, "fcmToken": "tok-1"])
+                #expect(refused.status == 400, "\(refused.text)")
+                #expect(refused["message"]?.contains("`sealKey`") == true && refused["message"]?.contains(words) == true, "\(refused.text)")
+            }
+            let notString = try await Self.login(daemon, device: "Phone", extra: ["sealKey": 42])
+            #expect(notString.status == 400, "\(notString.text)")
+            #expect(try await daemon.server.store.devices(userID: user.id).isEmpty, "nothing stored")
+
+            let first = P256.KeyAgreement.PrivateKey()
+            let login = try await Self.login(daemon, device: "Phone", extra: ["sealKey": Self.sealKey(first), "fcmToken": "tok-1"])
+            #expect(login.status == 200, "\(login.text)")
+            let apiKey = try #require(login["apiKey"])
+            func shown() async throws -> TestDaemon.Answer { try await daemon.call(.GET, "/api/mobile/device", apiKey: apiKey) }
+            let thumbprint = SealKey(publicKey: first.publicKey).thumbprint
+            #expect(try await shown()["sealKey"] == thumbprint)
+            #expect(try await shown().text.contains(Self.sealKey(first)) == false, "only the thumbprint is shown")
+
+            // A new address without sealKey keeps it; a malformed one changes neither; null removes it.
+            #expect(
+                try await daemon.call(.PUT, "/api/mobile/device/push", json: ["provider": "fcm", "token": "tok-2"], apiKey: apiKey).status == 200)
+            #expect(try await shown()["sealKey"] == thumbprint)
+            let malformed = try await daemon.call(
+                .PUT, "/api/mobile/device/push", json: ["provider": "fcm", "token": "tok-3", "sealKey": "AAAA"], apiKey: apiKey)
+            #expect(malformed.status == 400 && malformed["message"]?.contains("`sealKey`") == true, "\(malformed.text)")
+            let push = try #require(try await shown().json["push"] as? [String: any Sendable])
+            #expect(push["token"] as? String == "tok-2", "nothing written")
+            #expect(try await shown()["sealKey"] == thumbprint)
+            let second = P256.KeyAgreement.PrivateKey()
+            #expect(
+                try await daemon.call(
+                    .PUT, "/api/mobile/device/push", json: ["provider": "fcm", "token": "tok-2", "sealKey": Self.sealKey(second)], apiKey: apiKey
+                ).status == 200)
+            #expect(try await shown()["sealKey"] == SealKey(publicKey: second.publicKey).thumbprint)
+            let removed = try await daemon.call(
+                .PUT, "/api/mobile/device/push", rawBody: Array(#"{"provider": "fcm", "token": "tok-2", "sealKey": null}"#.utf8), apiKey: apiKey)
+            #expect(removed.status == 200, "\(removed.text)")
+            let afterRemoval = try await shown()
+            #expect(afterRemoval.json["sealKey"] is NSNull, "\(afterRemoval.text)")
+        }
+    }
+
+    /// `--sealed-push required`: the device with a key gets sealed data messages pyhpke opens to what a
+    /// readable push would say; the one without gets the type and request alone. Nothing of the user in either.
+    @Test func fakeFCMReceivesSealedPromptsThatPyHPKEOpensAndBarePromptsUnderRequired() async throws {
+        try await withTemporaryFolder { folder in
+            try await FakeFCMServer.run(folder: folder) { fake, base, file in
+                let configuration = TestDaemon.configuration(folder) {
+                    $0.push = PushConfiguration(serviceAccountFile: file, endpoint: base)
+                    $0.push.sealedPush = .required
+                }
+                try await TestDaemon.run(configuration) { daemon in
+                    try await daemon.createUser(Fixture.email, password: Fixture.password)
+                    let device = P256.KeyAgreement.PrivateKey()
+                    #expect(
+                        try await Self.login(daemon, device: "Sealed", extra: ["sealKey": Self.sealKey(device), "fcmToken": "token-sealed"]).status
+                            == 200)
+                    #expect(try await Self.login(daemon, device: "Bare", extra: ["fcmToken": "token-bare"]).status == 200)
+
+                    let (id, code) = try await daemon.initiate(Fixture.email, newPassword: "staple orbit lantern")
+                    try await PushFlowTests.eventually { fake.received.filter { $0.data["type"] == "approval_request" }.count >= 2 }
+                    let prompts = fake.received.filter { $0.data["type"] == "approval_request" }
+                    let sealed = try #require(prompts.first { $0.token == "token-sealed" })
+                    let bare = try #require(prompts.first { $0.token == "token-bare" })
+                    #expect(Set(sealed.data.keys) == ["type", "requestId", "sealed", "v"])
+                    #expect(bare.data == ["type": "approval_request", "requestId": id])
+                    for prompt in [sealed, bare] {
+                        #expect(!prompt.json.contains("\"notification\""), "a data message: \(prompt.json)")
+                        #expect(!prompt.json.contains(Fixture.email) && !prompt.json.contains("requested from") && !prompt.json.contains("reset"))
+                        if let code { #expect(!prompt.json.contains("\"\(code)\"")) }
+                    }
+                    let sealedText = try #require(sealed.data["sealed"])
+                    let opened = try #require(try await PyHPKE.open(sealedText, privateKeyPEM: device.pemRepresentation, aad: id), "not opened")
+                    let payload = try #require(try JSONSerialization.jsonObject(with: Data(opened.utf8)) as? [String: String])
+                    #expect(payload["type"] == "approval_request" && payload["requestId"] == id && payload["action"] == "password_reset")
+                    #expect(payload["title"] == "Approve password reset?", "\(payload)")
+                    #expect(payload["body"]?.hasPrefix("A password reset was requested from ") == true, "\(payload)")
+                    #expect(payload["numberCode"] == nil)
+                    // The device library opens it to the notice a readable push gives.
+                    let notice = try #require(DeviceNotice(sealedPushData: sealed.data, sealKey: device))
+                    guard case .approvalRequest(let requestID, let action, _, let title) = notice else {
+                        Issue.record("not a prompt: \(notice)")
+                        return
+                    }
+                    #expect(requestID == id && action == "password_reset" && title == payload["title"])
+                    #expect(DeviceNotice(sealedPushData: sealed.data, sealKey: P256.KeyAgreement.PrivateKey()) == nil, "another key opens nothing")
+                }
+            }
+        }
+    }
+
+    @Test func theAPNsTestServerReceivesASealedPromptWithAGenericAlert() async throws {
+        try await withTemporaryFolder { folder in
+            let keyFile = folder.url.appendingPathComponent("AuthKey.p8").path
+            try Data(ES256PrivateKey().pemRepresentation.utf8).write(to: URL(fileURLWithPath: keyFile))
+            let server = try await PushTestServer(
+                .apns, folder: folder.url, apnsKeyFile: keyFile, keyID: PushProvidersTests.keyID, teamID: PushProvidersTests.teamID)
+            defer { server.stop() }
+            let configuration = TestDaemon.configuration(folder) {
+                $0.push.apns = APNsConfiguration(
+                    keyFile: keyFile, keyID: PushProvidersTests.keyID, teamID: PushProvidersTests.teamID, url: server.base, caFile: server.caFile)
+            }
+            try await TestDaemon.run(configuration) { daemon in
+                try await daemon.createUser(Fixture.email, password: Fixture.password)
+                let device = P256.KeyAgreement.PrivateKey()
+                let token = String(repeating: "a1", count: 32)
+                let answer = try await Self.login(
+                    daemon, device: "iPhone", extra: ["sealKey": Self.sealKey(device), "push": PushProvidersTests.apnsAddress(token)])
+                #expect(answer.status == 200, "\(answer.text)")
+                let (id, _) = try await daemon.initiate(Fixture.email, newPassword: "staple orbit lantern")
+                let received = try await server.wait { all in all.contains { ($0.body?["type"] as? String) == "approval_request" } }
+                let prompt = try #require(received.first { ($0.body?["type"] as? String) == "approval_request" })
+                let body = try #require(prompt.body)
+                #expect(Set(body.keys) == ["aps", "type", "requestId", "sealed", "v"])
+                let aps = try #require(body["aps"] as? [String: Any])
+                #expect(aps["alert"] as? [String: String] == ["title": "Approval request", "loc-key": "COUNTERSIGN_APPROVAL_REQUEST"])
+                #expect(aps["mutable-content"] as? Int == 1)
+                let text = try #require(prompt.bodyText)
+                #expect(!text.contains(Fixture.email) && !text.contains("requested from") && !text.contains("reset"), "\(text)")
+                let sealedText = try #require(body["sealed"] as? String)
+                let opened = try #require(try await PyHPKE.open(sealedText, privateKeyPEM: device.pemRepresentation, aad: id), "not opened")
+                #expect(opened.contains("\"action\":\"password_reset\""), "\(opened)")
+            }
+        }
+    }
+}

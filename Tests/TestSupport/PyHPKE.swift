@@ -1,0 +1,30 @@
+import Foundation
+
+/// PyPI's pyhpke (through `scripts/hpke-open.py`): a receiver no one here wrote,
+/// opening what the daemon sealed to a device's key.
+public enum PyHPKE {
+    /// The plaintext of `sealed` (base64url of enc || ciphertext) opened with the private key in
+    /// `privateKeyPEM` (PKCS#8), info "countersign push v1" and `aad`; `nil` when it does not open.
+    public static func open(_ sealed: String, privateKeyPEM: String, aad: String) async throws -> String? {
+        try await withTemporaryFolder { folder in
+            let pem = folder.url.appendingPathComponent("seal.pem")
+            try Data(privateKeyPEM.utf8).write(to: pem)
+            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+                .appendingPathComponent("scripts/hpke-open.py").path
+            let (status, output) = try await onOwnThread {
+                try runToEnd("/usr/bin/env", ["python3", script, pem.path, sealed, aad], environment: ProcessInfo.processInfo.environment)
+            }
+            switch status {
+            case 0: return output
+            case 10: return nil
+            default: throw PyHPKEFailure(output: output)
+            }
+        }
+    }
+
+    /// The checker itself failed (pyhpke not installed, say): never taken for "did not open".
+    public struct PyHPKEFailure: Error, CustomStringConvertible {
+        public let output: String
+        public var description: String { "scripts/hpke-open.py failed: \(output)" }
+    }
+}
