@@ -154,7 +154,7 @@ public actor CountersignDevice {
     }
 
     /// One request of this device's user, with its state (`status`): what to
-    /// show when a push names it (``DeviceNotice/approvalRequest(requestID:action:expiresAt:title:)``).
+    /// show when a push names it (``DeviceNotice/approvalRequest(_:)``).
     public func approval(_ requestID: String) async throws -> PendingApproval {
         try await call("GET", "/api/mobile/approvals/\(requestID)", nil, as: PendingApproval.self)
     }

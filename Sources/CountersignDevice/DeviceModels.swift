@@ -49,16 +49,61 @@ public enum Decision: String, Sendable, Codable {
     case deny
 }
 
-/// What a push to the device says (the `data` of an FCM message), as the app gets it.
+/// What a prompt's push says: what the prompt screen shows before the app asks for more.
+public struct PromptNotice: Sendable, Equatable {
+    public var requestID: String
+    public var action: String
+    /// When the request expires (RFC 3339).
+    public var expiresAt: String
+    /// The notification's words: the relying service's title and text, or the daemon's for a password reset.
+    public var title: String?
+    public var body: String?
+    /// The relying service's name, for its approvals.
+    public var integration: String?
+    /// What the relying service says of the request (where, from which address, ...); empty when it said nothing
+    /// or the push had no room for it (``CountersignDevice/approval(_:)`` has it).
+    public var context: [String: String]
+
+    public init(
+        requestID: String, action: String, expiresAt: String, title: String? = nil, body: String? = nil, integration: String? = nil,
+        context: [String: String] = [:]
+    ) {
+        self.requestID = requestID
+        self.action = action
+        self.expiresAt = expiresAt
+        self.title = title
+        self.body = body
+        self.integration = integration
+        self.context = context
+    }
+}
+
+/// What a push to the device says, as the app gets it: FCM's `data`, an APNs notification's
+/// `userInfo`, a Web Push payload, or a sealed push opened with the device's sealing key.
 public enum DeviceNotice: Sendable, Equatable {
     /// Show a prompt: a request waits for this device.
-    case approvalRequest(requestID: String, action: String, expiresAt: String, title: String?)
+    case approvalRequest(PromptNotice)
     /// Take down the prompt of this request: it was answered (here or elsewhere), cancelled or expired.
     case approvalResolved(requestID: String, status: String)
     /// A new device joined the account: tell the user, who can remove it if it is not theirs.
     case deviceAdded(name: String, platform: String, at: String)
     /// Too many wrong codes for the account today: codes are refused until the operator unlocks it or the day ends.
     case codesLocked
+
+    /// The notice in an APNs notification's `userInfo` (`UNNotificationContent.userInfo`, or the
+    /// dictionary `application(_:didReceiveRemoteNotification:)` gets): its top-level string members
+    /// beside `aps`. With `sealKey`, a sealed one is opened (``init(sealedPushData:sealKey:)``).
+    public init?(userInfo: [AnyHashable: Any], sealKey: P256.KeyAgreement.PrivateKey? = nil) {
+        var data: [String: String] = [:]
+        for (key, value) in userInfo {
+            if let key = key as? String, let value = value as? String { data[key] = value }
+        }
+        if let sealKey {
+            self.init(sealedPushData: data, sealKey: sealKey)
+        } else {
+            self.init(pushData: data)
+        }
+    }
 
     /// The notice in a sealed push's data (FCM's data, or an APNs payload's members): its
     /// `sealed` part opened with the device's sealing key (``DeviceKeyStore/sealingKey()``),
@@ -82,7 +127,11 @@ public enum DeviceNotice: Sendable, Equatable {
         switch data["type"] {
         case "approval_request":
             guard let id = data["requestId"], let action = data["action"], let expiresAt = data["expiresAt"] else { return nil }
-            self = .approvalRequest(requestID: id, action: action, expiresAt: expiresAt, title: data["title"])
+            let context = data["context"].flatMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: String] }
+            self = .approvalRequest(
+                PromptNotice(
+                    requestID: id, action: action, expiresAt: expiresAt, title: data["title"], body: data["body"], integration: data["integration"],
+                    context: context ?? [:]))
         case "approval_resolved":
             guard let id = data["requestId"], let status = data["status"] else { return nil }
             self = .approvalResolved(requestID: id, status: status)

@@ -157,7 +157,20 @@ import Testing
     @Test func pushNoticesAreRead() {
         #expect(
             DeviceNotice(pushData: ["type": "approval_request", "requestId": "r", "action": "login", "expiresAt": "t", "title": "Sign in?"])
-                == .approvalRequest(requestID: "r", action: "login", expiresAt: "t", title: "Sign in?"))
+                == .approvalRequest(PromptNotice(requestID: "r", action: "login", expiresAt: "t", title: "Sign in?")))
+        // An APNs notification's userInfo gives the same notice as the FCM data of the same push, its words and context too.
+        let data = [
+            "type": "approval_request", "requestId": "r", "action": "payment", "expiresAt": "t", "title": "Pay 5 EUR?", "body": "From Acme",
+            "integration": "Acme", "context": #"{"ip":"203.0.113.7"}"#,
+        ]
+        let userInfo: [AnyHashable: Any] = data.reduce(into: ["aps": ["alert": ["title": "Pay 5 EUR?"]] as [String: Any]]) { $0[$1.key] = $1.value }
+        #expect(DeviceNotice(userInfo: userInfo) == DeviceNotice(pushData: data))
+        #expect(
+            DeviceNotice(userInfo: userInfo)
+                == .approvalRequest(
+                    PromptNotice(
+                        requestID: "r", action: "payment", expiresAt: "t", title: "Pay 5 EUR?", body: "From Acme", integration: "Acme",
+                        context: ["ip": "203.0.113.7"])))
         #expect(
             DeviceNotice(pushData: ["type": "approval_resolved", "requestId": "r", "status": "approved"])
                 == .approvalResolved(requestID: "r", status: "approved"))
@@ -198,7 +211,9 @@ extension DeviceLibraryTests {
             #expect(
                 notice
                     == .approvalRequest(
-                        requestID: id, action: "password_reset", expiresAt: prompt.payload?["expiresAt"] ?? "", title: "Approve password reset?"))
+                        PromptNotice(
+                            requestID: id, action: "password_reset", expiresAt: prompt.payload?["expiresAt"] ?? "", title: "Approve password reset?",
+                            body: prompt.payload?["body"])))
 
             // Moving to APNs: the daemon keeps the new address (APNs is not configured here: nothing is sent),
             // and the operator's device list shows its provider and last characters only.

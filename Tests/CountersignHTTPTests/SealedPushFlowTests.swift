@@ -111,11 +111,12 @@ import Testing
                     #expect(payload["numberCode"] == nil)
                     // The device library opens it to the notice a readable push gives.
                     let notice = try #require(DeviceNotice(sealedPushData: sealed.data, sealKey: device))
-                    guard case .approvalRequest(let requestID, let action, _, let title) = notice else {
+                    guard case .approvalRequest(let prompt) = notice else {
                         Issue.record("not a prompt: \(notice)")
                         return
                     }
-                    #expect(requestID == id && action == "password_reset" && title == payload["title"])
+                    #expect(prompt.requestID == id && prompt.action == "password_reset" && prompt.title == payload["title"])
+                    #expect(prompt.body == payload["body"])
                     #expect(DeviceNotice(sealedPushData: sealed.data, sealKey: P256.KeyAgreement.PrivateKey()) == nil, "another key opens nothing")
                 }
             }
