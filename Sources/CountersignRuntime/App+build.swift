@@ -63,7 +63,7 @@ public func buildApplication(
     let webhookClient = WebhookClient()
     var deliverers = email.deliverers
     deliverers[.webhook] = WebhookDeliverer(client: webhookClient, approvals: store, integrations: store)
-    let dependencies = AppDependencies(
+    var dependencies = AppDependencies(
         store: store,
         broker: broker,
         hasher: hasher,
@@ -88,6 +88,7 @@ public func buildApplication(
         requestTimeout: configuration.requestTimeout,
         connectionsPerAddress: configuration.connectionsPerAddress
     )
+    dependencies.app = configuration.app
 
     let (readyPorts, readyContinuation) = AsyncStream.makeStream(of: Int.self)
     let systemd = SystemdNotifier(environment: environment).map { notifier in

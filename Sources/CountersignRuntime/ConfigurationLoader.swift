@@ -97,6 +97,8 @@ public struct ConfigurationLoader {
     public static let secretKeyFile = Setting(flag: "--secret-key-file", environment: "COUNTERSIGN_SECRET_KEY_FILE", fileKey: "secretKeyFile")
     public static let deviceKeys = Setting(flag: "--device-keys", environment: "COUNTERSIGN_DEVICE_KEYS", fileKey: "deviceKeys")
     public static let offlineCodes = Setting(flag: "--offline-codes", environment: "COUNTERSIGN_OFFLINE_CODES", fileKey: "offlineCodes")
+    public static let appLinkScheme = Setting(flag: "--app-link-scheme", environment: "COUNTERSIGN_APP_LINK_SCHEME", fileKey: "appLinkScheme")
+    public static let otpIssuer = Setting(flag: "--otp-issuer", environment: "COUNTERSIGN_OTP_ISSUER", fileKey: "otpIssuer")
     public static let all = [
         listen, metricsListen, database, databasePasswordFile, nodeID, databaseConnectionWait, databaseQueryLimit, requestTTL, completionWindow,
         numberMatching,
@@ -107,7 +109,7 @@ public struct ConfigurationLoader {
         fcmCAFile, apnsKeyFile, apnsKeyID, apnsTeamID, apnsURL, apnsCAFile, vapidKeyFile, vapidSubject, pushAllowPrivateEndpoints,
         pushPerHostInFlight, sealedPush, smtpURL, smtpUser,
         smtpPasswordFile, smtpFrom, smtpTLS, smtpCAFile, publicURL, resetLinkTemplate, emailCodeTTL,
-        mailTemplates, secretKeyFile, deviceKeys, offlineCodes,
+        mailTemplates, secretKeyFile, deviceKeys, offlineCodes, appLinkScheme, otpIssuer,
     ]
 
     /// The settings as swift-configuration reads them: the command line, then the environment, then the config file.
@@ -398,6 +400,17 @@ public struct ConfigurationLoader {
         configuration.trustedProxies = try trustedProxyValues()
         if let policy = try value(Self.deviceKeys, expected: "off, optional or required", parse: { DeviceKeyPolicy(rawValue: $0.lowercased()) }) {
             configuration.deviceKeys = policy
+        }
+        if let scheme = try value(
+            Self.appLinkScheme, expected: "a URI scheme: a lower-case letter, then letters, digits, +, - or . (at most 32)",
+            parse: { AppIdentity.isLinkScheme($0) ? $0 : nil })
+        {
+            configuration.app.linkScheme = scheme
+        }
+        if let issuer = try value(
+            Self.otpIssuer, expected: "1 to 64 printable characters without a colon", parse: { AppIdentity.isOTPIssuer($0) ? $0 : nil })
+        {
+            configuration.app.otpIssuer = issuer
         }
         if let offline = try value(Self.offlineCodes, expected: "on or off", parse: Self.parseOnOff) {
             configuration.offlineCodes = offline

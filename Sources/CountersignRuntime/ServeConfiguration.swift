@@ -49,6 +49,8 @@ public struct ServeConfiguration: Sendable, Equatable {
     public var deviceKeys = DeviceKeyPolicy.optional
     /// Whether devices get offline-code secrets and their codes are accepted (default on).
     public var offlineCodes = true
+    /// The phone app's link scheme and authenticator issuer (`--app-link-scheme`, `--otp-issuer`).
+    public var app = AppIdentity()
     /// The email reset: SMTP (off unless configured), link, templates, code lifetime, secret key.
     public var email = EmailConfiguration()
 

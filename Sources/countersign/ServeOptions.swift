@@ -123,6 +123,16 @@ struct ApprovalOptions: ParsableArguments {
             "Offline codes: TOTP on each trusted device, typed where the requester waits.", default: "on", value: "on|off"))
     var offlineCodes: String?
     @Option(
+        name: Setting.appLinkScheme.name,
+        help: Setting.appLinkScheme.help(
+            "The phone app's URI scheme, in enrollment links (SCHEME://enroll?url=…&code=…).", default: "countersign", value: "scheme"))
+    var appLinkScheme: String?
+    @Option(
+        name: Setting.otpIssuer.name,
+        help: Setting.otpIssuer.help("The issuer authenticator apps show for offline codes (otpauth:// URIs).", default: "Countersign", value: "name")
+    )
+    var otpIssuer: String?
+    @Option(
         name: Setting.fraudSilence.name,
         help: Setting.fraudSilence.help("Seconds a fraud report silences the user's prompts.", default: "3600", value: "seconds"))
     var fraudSilence: String?
@@ -135,7 +145,7 @@ struct ApprovalOptions: ParsableArguments {
         [
             Setting.requestTTL.flag: requestTTL, Setting.completionWindow.flag: completionWindow, Setting.numberMatching.flag: numberMatching,
             Setting.deviceKeys.flag: deviceKeys, Setting.offlineCodes.flag: offlineCodes, Setting.fraudSilence.flag: fraudSilence,
-            Setting.maxDevicesPerUser.flag: maxDevicesPerUser,
+            Setting.maxDevicesPerUser.flag: maxDevicesPerUser, Setting.appLinkScheme.flag: appLinkScheme, Setting.otpIssuer.flag: otpIssuer,
         ].compactMapValues { $0 }
     }
 }

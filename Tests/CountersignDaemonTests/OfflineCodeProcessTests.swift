@@ -144,6 +144,37 @@ import Testing
         return output.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// An app under another name: `--app-link-scheme` in enrollment links, `--otp-issuer` in the
+    /// authenticator's entry (read by pyotp); a value that cannot be either stops the start.
+    @Test func theAppsOwnSchemeAndIssuerNameItsLinksAndCodes() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            let (daemon, database) = try await Self.start(folder, extra: ["--app-link-scheme", "acme-auth", "--otp-issuer", "Acme Auth"])
+            defer { daemon.stop() }
+            let acme = try await Self.acme(daemon.base, database: database)
+            let (status, enrollment) = try await DaemonProcessTests.http(
+                .POST, "\(daemon.base)/v1/users/\(Self.email)/enrollments", json: "{}", headers: acme.headers)
+            #expect(status == 201, "\(enrollment)")
+            #expect((enrollment["enrollmentURI"] as? String)?.hasPrefix("acme-auth://enroll?url=") == true, "\(enrollment)")
+            let (_, signedIn) = try await Self.login(daemon.base)
+            let phone = try #require(signedIn)
+            #expect(phone.uri.hasPrefix("otpauth://totp/Acme%20Auth:ana@example.com?secret="), "\(phone.uri)")
+            #expect(phone.uri.contains("&issuer=Acme%20Auth&"), "\(phone.uri)")
+            let (parsed, output) = try await onOwnThread {
+                try runToEnd(
+                    "/usr/bin/env",
+                    ["python3", "-c", "import pyotp, sys; t = pyotp.parse_uri(sys.argv[1]); print(t.issuer + '|' + t.name)", phone.uri],
+                    environment: ProcessInfo.processInfo.environment)
+            }
+            #expect(parsed == 0 && output.trimmingCharacters(in: .whitespacesAndNewlines) == "Acme Auth|ana@example.com", "\(output)")
+            #expect(try await Self.pyotp(uri: phone.uri, time: 1_800_000_000) == (try phone.code(step: 1_800_000_000 / 30)))
+        }
+        for (flag, value) in [("--app-link-scheme", "Acme Auth"), ("--app-link-scheme", "1acme"), ("--otp-issuer", "Acme:Auth")] {
+            let (status, output) = try await DaemonProcessTests.command(["serve", "--database", ":memory:", flag, value])
+            #expect(status != 0, "\(flag) \(value): \(output)")
+            #expect(output.contains(flag), "\(output)")
+        }
+    }
+
     @Test func anApprovalIsAnsweredWithTheCodeThePhoneShowsOfflineNeverAReset() async throws {
         try await MailDeliveryProcessTests.withFolder { folder in
             let (daemon, database) = try await Self.start(folder)

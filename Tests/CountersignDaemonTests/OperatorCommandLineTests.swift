@@ -17,7 +17,7 @@ import Glibc
     /// What an option's value may be called: a unit or a kind of value, never the flag's name again (`<request-ttl>`).
     static let valueNames: Set<String> = [
         "seconds", "days", "count", "duration", "cost", "file", "folder", "file-or-url", "url", "host:port", "ip-or-cidr", "name=count/seconds",
-        "email", "address", "user", "name", "id", "id-or-reference", "bundle-id", "code", "token", "kind", "level", "template",
+        "email", "address", "user", "name", "id", "id-or-reference", "bundle-id", "code", "token", "kind", "level", "template", "scheme",
     ]
 
     static func owners(_ folder: URL) throws -> [String: UInt32] {

@@ -7,10 +7,13 @@ public struct OfflineSecrets: Sendable {
     public let keys: SecretKeys
     /// `--offline-codes`: off, no secret is issued or accepted.
     public let enabled: Bool
+    /// The issuer in the `otpauth://` URI (`--otp-issuer`).
+    public let issuer: String
 
-    public init(keys: SecretKeys, enabled: Bool) {
+    public init(keys: SecretKeys, enabled: Bool, issuer: String = AppIdentity().otpIssuer) {
         self.keys = keys
         self.enabled = enabled
+        self.issuer = issuer
     }
 
     /// A new secret, as the device gets it and as it is stored.
@@ -19,11 +22,14 @@ public struct OfflineSecrets: Sendable {
         public let secret: String
         /// What the database keeps.
         public let sealed: Data
+        /// The issuer the URI names.
+        public let issuer: String
 
         /// The `otpauth://` URI an authenticator app reads, for `email`.
         public func uri(email: String) -> String {
-            let label = "Countersign:" + OfflineSecrets.percentEncoded(email)
-            return "otpauth://totp/\(label)?secret=\(secret)&issuer=Countersign&algorithm=SHA1&digits=\(TOTP.digits)&period=\(Int(TOTP.period))"
+            let issuer = OfflineSecrets.percentEncoded(issuer)
+            let label = issuer + ":" + OfflineSecrets.percentEncoded(email)
+            return "otpauth://totp/\(label)?secret=\(secret)&issuer=\(issuer)&algorithm=SHA1&digits=\(TOTP.digits)&period=\(Int(TOTP.period))"
         }
     }
 
@@ -31,7 +37,7 @@ public struct OfflineSecrets: Sendable {
     public func issue() throws -> Issued? {
         guard enabled else { return nil }
         let bytes = SecureToken.randomBytes(20)
-        return Issued(secret: Base32.encode(bytes), sealed: try keys.sealDeviceSecret(bytes))
+        return Issued(secret: Base32.encode(bytes), sealed: try keys.sealDeviceSecret(bytes), issuer: issuer)
     }
 
     /// The secret a device holds, from its sealed form; `nil` when it cannot be opened (another secret key).

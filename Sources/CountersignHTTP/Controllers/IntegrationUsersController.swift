@@ -17,6 +17,8 @@ struct IntegrationUsersController: Sendable {
     /// Where devices reach the daemon, for the enrollment URI (`--public-url`,
     /// else the listen address): never the request's `Host`.
     let publicURL: String
+    /// The phone app's scheme of enrollment links (`--app-link-scheme`).
+    var linkScheme = AppIdentity().linkScheme
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.post("users", use: createUser)
@@ -85,20 +87,21 @@ struct IntegrationUsersController: Sendable {
             AuditEvent(
                 kind: .enrollmentIssued, userID: user.id, context: request.auditContext(context), detail: "integration \(integration.name)"))
         let answer = EnrollmentAnswer(
-            enrollmentCode: code, enrollmentURI: Self.enrollmentURI(base: base, code: code), expiresAt: Timestamp.string(expiresAt))
+            enrollmentCode: code, enrollmentURI: Self.enrollmentURI(base: base, code: code, scheme: linkScheme),
+            expiresAt: Timestamp.string(expiresAt))
         return try JSONAnswer.response(answer, status: .created)
     }
 
-    /// `countersign://enroll?url=…&code=…`, each value percent-encoded.
-    static func enrollmentURI(base: String, code: String) -> String {
+    /// `countersign://enroll?url=…&code=…` (the app's scheme), each value percent-encoded.
+    static func enrollmentURI(base: String, code: String, scheme: String = AppIdentity().linkScheme) -> String {
         var components = URLComponents()
-        components.scheme = "countersign"
+        components.scheme = scheme
         components.host = "enroll"
         components.queryItems = [URLQueryItem(name: "url", value: base), URLQueryItem(name: "code", value: code)]
         // URLComponents leaves ":" and "/" as they are in a query; a strict reader wants them encoded.
         components.percentEncodedQuery = components.percentEncodedQuery?
             .replacingOccurrences(of: ":", with: "%3A").replacingOccurrences(of: "/", with: "%2F")
-        return components.string ?? "countersign://enroll?code=\(code)"
+        return components.string ?? "\(scheme)://enroll?code=\(code)"
     }
 
     private var base: String { publicURL.hasSuffix("/") ? String(publicURL.dropLast()) : publicURL }

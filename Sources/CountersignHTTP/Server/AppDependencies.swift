@@ -44,6 +44,8 @@ public struct AppDependencies: Sendable {
     public var offlineCodes: Bool
     /// Which Web Push endpoints devices may register (`--push-allow-private-endpoints`).
     public var pushEndpoints: PushEndpointPolicy
+    /// The phone app's link scheme and authenticator issuer (`--app-link-scheme`, `--otp-issuer`).
+    public var app = AppIdentity()
 
     public init(
         store: any CountersignStorage,

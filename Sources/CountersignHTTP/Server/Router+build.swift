@@ -32,7 +32,7 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
     let authenticator = DeviceAuthenticator(accounts: dependencies.store)
     let arrivals = DeviceArrivals(
         accounts: dependencies.store, pushQueue: dependencies.pushQueue, audit: dependencies.audit, maxPerUser: dependencies.maxDevicesPerUser)
-    let offline = OfflineSecrets(keys: dependencies.secretKeys, enabled: dependencies.offlineCodes)
+    let offline = OfflineSecrets(keys: dependencies.secretKeys, enabled: dependencies.offlineCodes, issuer: dependencies.app.otpIssuer)
     let codes = CodeAnswers(
         broker: dependencies.broker, store: dependencies.store, secrets: offline, deviceKeys: dependencies.deviceKeys, audit: dependencies.audit,
         userBound: dependencies.rateLimits[.wrongCodesPerUserPerDay].limit, pushQueue: dependencies.pushQueue)
@@ -61,7 +61,7 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
     let v1 = router.group("v1")
     IntegrationUsersController(
         store: dependencies.store, authenticator: integrations, keys: dependencies.secretKeys, audit: dependencies.audit, abuse: abuse,
-        publicURL: dependencies.publicURL
+        publicURL: dependencies.publicURL, linkScheme: dependencies.app.linkScheme
     ).addRoutes(to: v1)
     IntegrationApprovalsController(
         broker: dependencies.broker, store: dependencies.store, authenticator: integrations, abuse: abuse, longPolls: dependencies.longPolls,
