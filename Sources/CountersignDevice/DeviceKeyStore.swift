@@ -83,6 +83,9 @@ public actor FileKeyStore: DeviceKeyStore {
     }
 
     public func sealingKey() async throws -> P256.KeyAgreement.PrivateKey {
+        if let pem = try load().sealingKeyPEM { return try P256.KeyAgreement.PrivateKey(pemRepresentation: pem) }
+        // A file of an earlier version: read again (another process may have made the key meanwhile) before making one.
+        cached = nil
         var contents = try load()
         if let pem = contents.sealingKeyPEM { return try P256.KeyAgreement.PrivateKey(pemRepresentation: pem) }
         let made = P256.KeyAgreement.PrivateKey()

@@ -98,6 +98,11 @@ public enum DeviceNotice: Sendable, Equatable {
         for (key, value) in userInfo {
             if let key = key as? String, let value = value as? String { data[key] = value }
         }
+        // A readable prompt's words are its alert's (the data keeps only a relying service's own).
+        if data["sealed"] == nil, let alert = (userInfo["aps"] as? [String: Any])?["alert"] as? [String: Any] {
+            if data["title"] == nil, let title = alert["title"] as? String { data["title"] = title }
+            if data["body"] == nil, let body = alert["body"] as? String { data["body"] = body }
+        }
         if let sealKey {
             self.init(sealedPushData: data, sealKey: sealKey)
         } else {

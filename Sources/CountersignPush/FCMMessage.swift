@@ -39,13 +39,16 @@ public struct FCMMessage: Encodable, Sendable, Equatable {
     public struct APNS: Encodable, Sendable, Equatable {
         public struct Payload: Encodable, Sendable, Equatable {
             public struct APS: Encodable, Sendable, Equatable {
+                /// Set only on a sealed (or, under `required`, bare) prompt: the generic alert an iOS
+                /// app reached through FCM shows until its notification service extension opens it.
+                public var alert: [String: String]?
                 public var category: String?
                 public var mutableContent: Int?
                 public var contentAvailable: Int?
                 public var interruptionLevel: String?
 
                 enum CodingKeys: String, CodingKey {
-                    case category
+                    case alert, category
                     case mutableContent = "mutable-content"
                     case contentAvailable = "content-available"
                     case interruptionLevel = "interruption-level"
@@ -199,6 +202,8 @@ extension FCMSendBody {
     /// writes those (as `\n` or `\u00XX`). The encoder costs
     /// about a fifth of the daemon's time when it pushes at full speed.
     var plainJSON: [UInt8]? {
+        // A sealed prompt's alert is written by the encoder.
+        guard message.apns.payload.aps.alert == nil else { return nil }
         var json = PlainJSONWriter()
         json.open()
         json.key("message")

@@ -38,6 +38,8 @@ enum SealedMessages {
         var sealed = message
         sealed.notification = nil
         sealed.android.notification = nil
+        // iOS through FCM: an alert push needs an alert, or iOS shows nothing and the extension never runs.
+        if message.notification != nil { sealed.apns.payload.aps.alert = genericAlert }
         sealed.data = routed
         guard let key else { return sealed }
         var payload = appPayload(of: message)
@@ -54,5 +56,7 @@ enum SealedMessages {
 
     /// The alert APNs shows for a prompt whose words are sealed or left out: generic, localisable by
     /// the app (`loc-key`); its notification service extension replaces it with the real text.
-    static let genericAlert: [String: String] = ["title": "Approval request", "loc-key": "COUNTERSIGN_APPROVAL_REQUEST"]
+    static let genericAlert: [String: String] = [
+        "title": "Approval request", "body": "Open to see it.", "loc-key": "COUNTERSIGN_APPROVAL_REQUEST",
+    ]
 }

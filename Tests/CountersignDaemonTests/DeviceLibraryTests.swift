@@ -165,6 +165,17 @@ import Testing
         ]
         let userInfo: [AnyHashable: Any] = data.reduce(into: ["aps": ["alert": ["title": "Pay 5 EUR?"]] as [String: Any]]) { $0[$1.key] = $1.value }
         #expect(DeviceNotice(userInfo: userInfo) == DeviceNotice(pushData: data))
+        // A readable password-reset prompt over APNs: its words are in the alert only.
+        let reset: [AnyHashable: Any] = [
+            "aps": ["alert": ["title": "Approve password reset?", "body": "A password reset was requested from 203.0.113.7."]],
+            "type": "approval_request", "requestId": "r2", "action": "password_reset", "expiresAt": "t",
+        ]
+        #expect(
+            DeviceNotice(userInfo: reset)
+                == .approvalRequest(
+                    PromptNotice(
+                        requestID: "r2", action: "password_reset", expiresAt: "t", title: "Approve password reset?",
+                        body: "A password reset was requested from 203.0.113.7.")))
         #expect(
             DeviceNotice(userInfo: userInfo)
                 == .approvalRequest(

@@ -147,7 +147,10 @@ import Testing
                 let body = try #require(prompt.body)
                 #expect(Set(body.keys) == ["aps", "type", "requestId", "sealed", "v"])
                 let aps = try #require(body["aps"] as? [String: Any])
-                #expect(aps["alert"] as? [String: String] == ["title": "Approval request", "loc-key": "COUNTERSIGN_APPROVAL_REQUEST"])
+                #expect(
+                    aps["alert"] as? [String: String] == [
+                        "title": "Approval request", "body": "Open to see it.", "loc-key": "COUNTERSIGN_APPROVAL_REQUEST",
+                    ])
                 #expect(aps["mutable-content"] as? Int == 1)
                 let text = try #require(prompt.bodyText)
                 #expect(!text.contains(Fixture.email) && !text.contains("requested from") && !text.contains("reset"), "\(text)")

@@ -48,7 +48,9 @@ import Testing
             let sealed = try SealedMessages.form(of: readable, key: key)
             #expect(Set(sealed.data.keys) == ["type", "requestId", "sealed", "v"])
             #expect(sealed.data["type"] == "approval_request" && sealed.data["requestId"] == Self.requestID && sealed.data["v"] == "1")
-            #expect(sealed.notification == nil, "a data message: the app shows the prompt")
+            #expect(sealed.notification == nil && sealed.android.notification == nil, "a data message: the app shows the prompt")
+            // iOS through FCM: the alert push carries the generic alert, so iOS shows it and the extension runs.
+            #expect(sealed.apns.payload.aps.alert == SealedMessages.genericAlert && sealed.apns.payload.aps.mutableContent == 1)
             let bytes = String(decoding: Data(try FCMMessageBuilder.body(of: sealed).readableBytesView), as: UTF8.self)
             for secret in Self.secrets { #expect(!bytes.contains(secret), "\(secret) readable in \(bytes)") }
 
@@ -119,7 +121,8 @@ import Testing
         let payload = try #require(try JSONSerialization.jsonObject(with: apns.body) as? [String: Any])
         #expect(Set(payload.keys) == ["aps", "type", "requestId", "sealed", "v"])
         let aps = try #require(payload["aps"] as? [String: Any])
-        #expect(aps["alert"] as? [String: String] == ["title": "Approval request", "loc-key": "COUNTERSIGN_APPROVAL_REQUEST"])
+        #expect(
+            aps["alert"] as? [String: String] == ["title": "Approval request", "body": "Open to see it.", "loc-key": "COUNTERSIGN_APPROVAL_REQUEST"])
         #expect(aps["mutable-content"] as? Int == 1, "the notification service extension opens it")
         let text = String(decoding: apns.body, as: UTF8.self)
         for secret in Self.secrets { #expect(!text.contains(secret), "\(secret) readable in \(text)") }
