@@ -31,9 +31,9 @@ public struct SealKey: Sendable, Equatable {
 
     /// The RFC 7638 thumbprint of the key as a P-256 JWK: what the device's listing shows.
     public var thumbprint: String {
-        // The same point as a JWK; checked on the way in.
+        // The same point as a JWK; on the curve (checked on the way in).
         // swift-format-ignore: NeverUseForceTry
-        try! DeviceKey(x: SecureToken.base64URL(point.dropFirst().prefix(32)), y: SecureToken.base64URL(point.suffix(32))).thumbprint
+        DeviceKey(publicKey: try! P256.Signing.PublicKey(x963Representation: point)).thumbprint
     }
 
     var publicKey: P256.KeyAgreement.PublicKey {

@@ -218,23 +218,21 @@ struct MobileAuthController: Sendable {
         let push = try Field.pushAddress(body.address, policy: pushEndpoints)
         // Both checked before either is written.
         let sealKey = try body.sealKey.map { try $0.map(Field.sealKey) }
-        if let sealKey {
-            try await accounts.setSealKey(deviceID: device.id, key: sealKey)
-            audit.record(
-                AuditEvent(
-                    kind: .pushTokenUpdated, userID: device.userID, context: request.auditContext(context, deviceID: device.id),
-                    detail: sealKey.map { "seal key \($0.thumbprint)" } ?? "seal key removed"))
-        }
-        return try await update(device, to: push, request: request, context: context)
+        if let sealKey { try await accounts.setSealKey(deviceID: device.id, key: sealKey) }
+        return try await update(device, to: push, sealKey: sealKey, request: request, context: context)
     }
 
-    private func update(_ device: Device, to push: PushAddress?, request: Request, context: AppRequestContext) async throws -> Success {
+    /// Sets the push address, and audits it with the sealing key's change when there was one (one row).
+    private func update(
+        _ device: Device, to push: PushAddress?, sealKey: SealKey?? = nil, request: Request, context: AppRequestContext
+    ) async throws -> Success {
         try await accounts.updatePushAddress(deviceID: device.id, push: push)
         context.logger.info("push address updated", metadata: ["device": "\(device.id)", "push": "\(push?.described ?? "none")"])
+        let sealed = sealKey.map { key in key.map { "; seal key \($0.thumbprint)" } ?? "; seal key removed" } ?? ""
         audit.record(
             AuditEvent(
                 kind: .pushTokenUpdated, userID: device.userID, context: request.auditContext(context, deviceID: device.id),
-                detail: push.map { "push \($0.described)" } ?? "pull only"))
+                detail: (push.map { "push \($0.described)" } ?? "pull only") + sealed))
         return Success()
     }
 
