@@ -84,9 +84,11 @@ import Testing
                 }
                 try await TestDaemon.run(configuration) { daemon in
                     try await daemon.createUser(Fixture.email, password: Fixture.password)
-                    let device = P256.KeyAgreement.PrivateKey()
+                    // The sealing key made as an app no one here wrote would make it (Python's cryptography).
+                    let made = try await PyHPKE.newKey()
+                    let device = try P256.KeyAgreement.PrivateKey(pemRepresentation: made.privateKeyPEM)
                     #expect(
-                        try await Self.login(daemon, device: "Sealed", extra: ["sealKey": Self.sealKey(device), "fcmToken": "token-sealed"]).status
+                        try await Self.login(daemon, device: "Sealed", extra: ["sealKey": made.sealKey, "fcmToken": "token-sealed"]).status
                             == 200)
                     #expect(try await Self.login(daemon, device: "Bare", extra: ["fcmToken": "token-bare"]).status == 200)
 

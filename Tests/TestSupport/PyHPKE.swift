@@ -22,6 +22,25 @@ public enum PyHPKE {
         }
     }
 
+    /// A P-256 key pair made by PyPI's `cryptography`, as an app no one here wrote would make its sealing key:
+    /// the private key (PKCS#8 PEM) and the public key as `sealKey` takes it (base64url of the uncompressed point).
+    public static func newKey() async throws -> (privateKeyPEM: String, sealKey: String) {
+        let script = """
+            import base64
+            from cryptography.hazmat.primitives import serialization
+            from cryptography.hazmat.primitives.asymmetric import ec
+            key = ec.generate_private_key(ec.SECP256R1())
+            point = key.public_key().public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+            print(base64.urlsafe_b64encode(point).decode().rstrip("="))
+            print(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode(), end="")
+            """
+        let (status, output) = try await onOwnThread {
+            try runToEnd("/usr/bin/env", ["python3", "-c", script], environment: ProcessInfo.processInfo.environment)
+        }
+        guard status == 0, let newline = output.firstIndex(of: "\n") else { throw PyHPKEFailure(output: output) }
+        return (String(output[newline...].dropFirst()), String(output[..<newline]))
+    }
+
     /// The checker itself failed (pyhpke not installed, say): never taken for "did not open".
     public struct PyHPKEFailure: Error, CustomStringConvertible {
         public let output: String
