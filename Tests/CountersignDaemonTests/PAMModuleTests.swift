@@ -10,7 +10,7 @@ import Glibc
 /// Debian's `pamtester` through a PAM service file, against the real daemon
 /// and its phone (`device simulate`), and against a hostile server. One at a
 /// time: they share `/etc/pam.d` and `/dev/log`.
-@Suite(.serialized, .enabled(if: LoginHost.isRoot, "writes /etc/pam.d: run the suite as root")) struct PAMModuleTests {
+@Suite(.serialized, .enabled(if: LoginHost.runs, "writes /etc/pam.d: run the suite as root")) struct PAMModuleTests {
     /// A host with a daemon, a PAM service naming the built module with `conf`'s lines, and the syslog capture.
     /// `control` is the module line's PAM control (`required`, or a bracketed one).
     static func withService(

@@ -11,7 +11,7 @@ import Glibc
 /// into by OpenSSH's own `ssh` under a pseudo-terminal (its prompts answered
 /// as a person at the terminal answers them), approved by the phone or a
 /// typed offline code; and `sshd` surviving a hostile server's answer.
-@Suite(.serialized, .enabled(if: LoginHost.isRoot, "starts sshd and writes /etc/pam.d: run the suite as root")) struct SSHLoginTests {
+@Suite(.serialized, .enabled(if: LoginHost.runs, "starts sshd and writes /etc/pam.d: run the suite as root")) struct SSHLoginTests {
     /// An `sshd` on 127.0.0.1 whose PAM service is the module alone (the
     /// first factor is left out here: the docs show it before the module).
     struct SSHServer {

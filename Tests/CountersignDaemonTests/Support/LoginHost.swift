@@ -26,7 +26,7 @@ struct LoginHost: Sendable {
 
     /// The PAM and SSH tests write `/etc/pam.d` and start `sshd`: they run as root, and elsewhere are
     /// skipped, except where `COUNTERSIGN_REQUIRE_LOGIN_TESTS` is set (CI): there they run and fail.
-    static var isRoot: Bool { geteuid() == 0 || required }
+    static var runs: Bool { geteuid() == 0 || required }
 
     /// Set in CI: the login tests never skip, and their syslog checks never pass over a syslog not captured.
     static var required: Bool { ProcessInfo.processInfo.environment["COUNTERSIGN_REQUIRE_LOGIN_TESTS"] != nil }
