@@ -125,6 +125,37 @@ import Testing
     /// One end user's wrong codes through a relying service lock out neither
     /// its other users nor the service; a user's wrong codes across routes are
     /// bounded per day, the lock told to their devices once, and lifted by the operator.
+    /// trust.md: on `/v1`, wrong codes count per (integration, user), not per address: a relying service's
+    /// backend is one address for all its users, so more wrong codes than the per-address limit (10 by default),
+    /// spread over its users, lock no other user out. The limits here are the defaults.
+    @Test func aServicesWrongCodesForManyUsersLockNoOtherUserOutAtTheDefaults() async throws {
+        try await withTestDaemon { daemon in
+            let acme = try await daemon.addIntegration("Acme")
+            let emails = ["u1@example.com", "u2@example.com", "u3@example.com", "u4@example.com"]
+            var secrets: [String: [UInt8]] = [:]
+            for email in emails {
+                _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": email])
+                secrets[email] = try await Self.enrollWithSecret(daemon, email, key: acme.key).secret
+            }
+            // 12 wrong codes from one address: 4 for each of three users (under each one's 5 tries and 10 per user).
+            var wrongs: [Int] = []
+            for email in emails.prefix(3) {
+                let id = try #require(try await Self.approve(daemon, email, key: acme.key)["approvalId"])
+                for _ in 0..<4 {
+                    let secret = try #require(secrets[email])
+                    wrongs.append(
+                        try await daemon.v1(.POST, "/v1/approvals/\(id)/verify-code", key: acme.key, json: ["code": Self.wrong(secret)]).status)
+                }
+            }
+            #expect(wrongs == Array(repeating: 400, count: 12), "\(wrongs)")
+            // The fourth user's right code, through the same service and address: accepted.
+            let id = try #require(try await Self.approve(daemon, emails[3], key: acme.key)["approvalId"])
+            let right = try await daemon.v1(
+                .POST, "/v1/approvals/\(id)/verify-code", key: acme.key, json: ["code": Self.codeNow(try #require(secrets[emails[3]]))])
+            #expect(right.status == 200, "\(right.text)")
+        }
+    }
+
     @Test func wrongCodesCountWhereTheGuesserIsUnderADailyBoundPerUser() async throws {
         let pushes = RecordingPushSender()
         try await withTestDaemon(
