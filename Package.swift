@@ -5,11 +5,11 @@ let package = Package(
     name: "countersign",
     platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
-        .executable(name: "countersign", targets: ["countersign"]),
-        // The phone's side, for app developers: sign in or enroll, answer signed, offline codes, push notices.
-        .library(name: "CountersignDevice", targets: ["CountersignDevice"]),
+        .executable(name: "countersign", targets: ["countersign"])
     ],
     dependencies: [
+        // The phone's side, a package of its own (what apps ship), and the formats both sides speak.
+        .package(path: "countersign-device"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth", from: "2.5.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
@@ -39,6 +39,7 @@ let package = Package(
         .target(
             name: "CountersignCore",
             dependencies: [
+                .product(name: "CountersignWire", package: "countersign-device"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -48,12 +49,15 @@ let package = Package(
         // The SQL both stores run, written once: statements, bound values and row decoding; no driver.
         .target(
             name: "CountersignSQL",
-            dependencies: ["CountersignCore"]
+            dependencies: [
+                .product(name: "CountersignWire", package: "countersign-device"), "CountersignCore",
+            ]
         ),
         // SQLite (GRDB) implementation of the store ports, and migrations.
         .target(
             name: "CountersignStore",
             dependencies: [
+                .product(name: "CountersignWire", package: "countersign-device"),
                 "CountersignCore",
                 "CountersignSQL",
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -65,6 +69,7 @@ let package = Package(
         .target(
             name: "CountersignPostgres",
             dependencies: [
+                .product(name: "CountersignWire", package: "countersign-device"),
                 "CountersignCore",
                 "CountersignSQL",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -90,6 +95,7 @@ let package = Package(
         .target(
             name: "CountersignPush",
             dependencies: [
+                .product(name: "CountersignWire", package: "countersign-device"),
                 "CountersignCore",
                 "CountersignOutbound",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -147,19 +153,6 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
-        // The device library: what a phone app (or `device simulate`) does, over HTTP.
-        .target(
-            name: "CountersignDevice",
-            dependencies: [
-                "CountersignCore",
-                "CountersignDeviceKeys",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "JWTKit", package: "jwt-kit"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-            ]
-        ),
         // The background services that keep the broker's world moving (expiry,
         // audit writer, upkeep, push dispatch, outbox, rate-limit reports) and the metrics.
         .target(
@@ -176,6 +169,7 @@ let package = Package(
         .target(
             name: "CountersignHTTP",
             dependencies: [
+                .product(name: "CountersignWire", package: "countersign-device"),
                 "CountersignCore",
                 "CountersignDeviceKeys",
                 "CountersignServices",
@@ -226,6 +220,8 @@ let package = Package(
         .executableTarget(
             name: "countersign",
             dependencies: [
+                .product(name: "CountersignDevice", package: "countersign-device"),
+                .product(name: "CountersignWire", package: "countersign-device"),
                 "CountersignCore",
                 "CountersignPush",
                 "CountersignStore",
@@ -233,7 +229,6 @@ let package = Package(
                 "CountersignRuntime",
                 "CountersignMail",
                 "CountersignDeviceKeys",
-                "CountersignDevice",
                 "CountersignWebhooks",
                 "ServiceRunner",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -323,6 +318,7 @@ let package = Package(
         .testTarget(
             name: "CountersignCoreTests",
             dependencies: [
+                .product(name: "CountersignWire", package: "countersign-device"),
                 "TestSupport",
                 "PostgresTestSupport",
                 "CountersignCore",
@@ -357,6 +353,7 @@ let package = Package(
         .testTarget(
             name: "CountersignPushTests",
             dependencies: [
+                .product(name: "CountersignWire", package: "countersign-device"),
                 "CountersignOutbound",
                 "TestSupport",
                 "CountersignCore",
@@ -439,6 +436,8 @@ let package = Package(
         .testTarget(
             name: "CountersignHTTPTests",
             dependencies: [
+                .product(name: "CountersignDevice", package: "countersign-device"),
+                .product(name: "CountersignWire", package: "countersign-device"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 "TestSupport",
                 "DaemonTestSupport",
@@ -468,6 +467,7 @@ let package = Package(
         .testTarget(
             name: "CountersignDaemonTests",
             dependencies: [
+                .product(name: "CountersignDevice", package: "countersign-device"),
                 "countersign",
                 "CountersignCore",
                 "TestSupport",
@@ -476,7 +476,6 @@ let package = Package(
                 "MailTestSupport",
                 "PostgresTestSupport",
                 "CountersignWebhooks",
-                "CountersignDevice",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),

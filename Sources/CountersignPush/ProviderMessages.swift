@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignWire
 import Foundation
 
 /// The APNs and Web Push forms of the contract's messages, made from the FCM
@@ -40,11 +41,11 @@ enum ProviderMessages {
         guard let body = fitted(payload, within: apnsMaximumBytes) else { return nil }
         let headers = fcm.apns.headers
         var out: [(String, String)] = [("apns-topic", topic)]
-        for name in ["apns-push-type", "apns-priority", "apns-expiration"] {
+        // `apns-collapse-id` (a prompt's) collapses an older copy of the same prompt, and is the identifier
+        // of the notification the app takes down when the request is resolved: the same as through FCM.
+        for name in ["apns-push-type", "apns-priority", "apns-expiration", "apns-collapse-id"] {
             if let value = headers[name] { out.append((name, value)) }
         }
-        // Collapses an older copy of the same request's prompt.
-        if case .prompt = job, let reference = job.requestRef { out.append(("apns-collapse-id", reference)) }
         return APNs(headers: out, body: body)
     }
 

@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignWire
 import Foundation
 
 /// What FCM and APNs carry for a device under `--sealed-push`: made from the

@@ -1,5 +1,6 @@
 import CountersignCore
 import CountersignSQL
+import CountersignWire
 import Foundation
 import GRDB
 

@@ -204,7 +204,7 @@ struct Walkthrough {
     /// The phone's calls (the `CountersignDevice` library), printed like the demo's own.
     var deviceTransport: CountersignDevice.Transport {
         let base = base
-        let http = CountersignDevice.httpTransport()
+        let http = CountersignDevice.urlSession()
         return { method, url, body, apiKey in
             let sent = body.flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: any Sendable] }
             print(

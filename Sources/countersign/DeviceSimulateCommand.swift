@@ -1,6 +1,7 @@
 import ArgumentParser
 import CountersignCore
 import CountersignDevice
+import CountersignWire
 import Foundation
 
 /// `countersign device simulate`: the reference device, on the

@@ -1,4 +1,5 @@
 import CountersignStore
+import CountersignWire
 import Foundation
 import Logging
 import PostgresTestSupport

@@ -1,4 +1,5 @@
 import CountersignDevice
+import Crypto
 import Foundation
 import NIOHTTP1
 import TestSupport
@@ -118,15 +119,15 @@ import Testing
         try await MailDeliveryProcessTests.withFolder { folder in
             let corrupt = folder.appendingPathComponent("corrupt.json").path
             try Data("not json".utf8).write(to: URL(fileURLWithPath: corrupt))
-            await #expect(throws: DeviceError.self) { try await FileKeyStore(path: corrupt).signingKey() }
+            await #expect(throws: DeviceError.self) { try await FileKeyStore(path: corrupt).signer() }
             #expect(FileManager.default.contents(atPath: corrupt) == Data("not json".utf8))
             let directory = folder.appendingPathComponent("a-directory").path
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
-            await #expect(throws: DeviceError.self) { try await FileKeyStore(path: directory).signingKey() }
+            await #expect(throws: DeviceError.self) { try await FileKeyStore(path: directory).signer() }
             // A new path gets a key, the same on every later read and from another store.
             let fresh = folder.appendingPathComponent("fresh.json").path
-            let key = try await FileKeyStore(path: fresh).signingKey()
-            #expect(try await FileKeyStore(path: fresh).signingKey() == key)
+            let key = try await FileKeyStore(path: fresh).signer().publicKey().rawRepresentation
+            #expect(try await FileKeyStore(path: fresh).signer().publicKey().rawRepresentation == key)
             #expect(try TrustProcessTests.mode(fresh) == 0o600)
         }
     }
@@ -154,7 +155,7 @@ import Testing
         }
     }
 
-    @Test func pushNoticesAreRead() {
+    @Test func pushNoticesAreRead() throws {
         #expect(
             DeviceNotice(pushData: ["type": "approval_request", "requestId": "r", "action": "login", "expiresAt": "t", "title": "Sign in?"])
                 == .approvalRequest(PromptNotice(requestID: "r", action: "login", expiresAt: "t", title: "Sign in?")))
@@ -190,6 +191,16 @@ import Testing
                 == .deviceAdded(name: "Tablet", platform: "android", at: "t"))
         #expect(DeviceNotice(pushData: ["type": "approval_resolved"]) == nil)
         #expect(DeviceNotice(pushData: ["type": "something else"]) == nil)
+        // A Web Push payload, as a UnifiedPush distributor hands it over decrypted, gives the same notice as FCM's data.
+        let payload = try JSONSerialization.data(withJSONObject: data)
+        #expect(DeviceNotice(webPushPayload: payload) == DeviceNotice(pushData: data))
+        #expect(DeviceNotice(webPushPayload: Data("not json".utf8)) == nil)
+        // A push without user data (`--sealed-push required`, a device without a sealing key): the app reads the request.
+        #expect(DeviceNotice(pushData: ["type": "approval_request", "requestId": "r"]) == .approvalWaiting(requestID: "r"))
+        #expect(DeviceNotice(pushData: ["type": "approval_resolved", "requestId": "r"]) == .approvalResolved(requestID: "r", status: nil))
+        #expect(DeviceNotice(pushData: ["type": "device_added"]) == .deviceAdded(name: nil, platform: nil, at: nil))
+        // A readable prompt missing a part is no notice (not taken for a bare one).
+        #expect(DeviceNotice(pushData: ["type": "approval_request", "requestId": "r", "action": "login"]) == nil)
     }
 }
 
@@ -244,5 +255,118 @@ extension DeviceLibraryTests {
                 try await phone.updatePush(.webPush(endpoint: endpoint, p256dh: try #require(server.p256dh), auth: "c2hvcnQ"))
             }
         }
+    }
+}
+
+extension DeviceLibraryTests {
+    /// A signing key the library never holds, as a Secure Enclave keeps one: it lives in this
+    /// actor, and only its public key and signatures come out. Counts what it signed.
+    actor EnclaveSigner: DeviceSigner {
+        private let key = P256.Signing.PrivateKey()
+        private(set) var signed = 0
+
+        func publicKey() async throws -> P256.Signing.PublicKey { key.publicKey }
+
+        func signature(for message: Data) async throws -> P256.Signing.ECDSASignature {
+            signed += 1
+            return try key.signature(for: message)
+        }
+    }
+
+    /// A key store whose signer the app changes once the daemon took the new key.
+    actor AppKeyStore: DeviceKeyStore {
+        private(set) var current: any DeviceSigner
+        private let sealing = P256.KeyAgreement.PrivateKey()
+        private var kept: DeviceCredentials?
+
+        init(_ signer: any DeviceSigner) { current = signer }
+        func use(_ signer: any DeviceSigner) { current = signer }
+        func signer() async throws -> any DeviceSigner { current }
+        func sealingKey() async throws -> P256.KeyAgreement.PrivateKey { sealing }
+        func credentials() async throws -> DeviceCredentials? { kept }
+        func save(_ credentials: DeviceCredentials?) async throws { kept = credentials }
+    }
+
+    /// What went out through the transport seam, by path.
+    actor Sent {
+        private var bodies: [(url: String, body: Data)] = []
+        func add(_ url: String, _ body: Data?) {
+            if let body { bodies.append((url, body)) }
+        }
+        /// The members of the last body sent to a URL ending in `suffix` whose values are strings.
+        func last(_ suffix: String) -> [String: String]? {
+            bodies.last { $0.url.hasSuffix(suffix) }
+                .flatMap { (try? JSONSerialization.jsonObject(with: $0.body)) as? [String: Any] }?.compactMapValues { $0 as? String }
+        }
+    }
+
+    /// device-keys.md through the library with a `DeviceSigner` whose key it never holds, against the real
+    /// binary: the signer's signatures approve (PyJWT verifies one with the public key alone), the key is
+    /// replaced with proofs from both signers, and an answer signed by the old key is refused.
+    @Test func aSignerWhoseKeyTheLibraryNeverHoldsApprovesAndReplacesItsKey() async throws {
+        try await MailDeliveryProcessTests.withFolder { folder in
+            let (daemon, _) = try await OfflineCodeProcessTests.start(folder, extra: ["--rate-limit", "resetInitiatePerEmail=100/900"])
+            defer { daemon.stop() }
+            let enclave = EnclaveSigner()
+            let store = AppKeyStore(enclave)
+            let sent = Sent()
+            let urlSession = CountersignDevice.urlSession()
+            let phone = CountersignDevice(baseURL: daemon.base, store: store) { method, url, body, apiKey in
+                await sent.add(url, body)
+                return try await urlSession(method, url, body, apiKey)
+            }
+            let credentials = try await phone.signIn(
+                email: Self.email, password: OfflineCodeProcessTests.password, name: "Ana's phone", platform: "ios")
+            #expect(credentials.keyBound)
+
+            let (first, number) = try await OfflineCodeProcessTests.initiate(daemon.base)
+            #expect(try await phone.answer(first, .approve, numberCode: number) == "approved")
+            #expect(await enclave.signed == 1)
+            let signature = try #require(await sent.last("/\(first)/respond")?["signature"])
+            let point = try await enclave.publicKey().x963Representation
+            let verified = try await Self.pyJWT(signature, point: point)
+            #expect(verified["typ"] as? String == "countersign-answer+jwt")
+            #expect(verified["requestId"] as? String == first && verified["decision"] as? String == "approve")
+            #expect(verified["deviceId"] as? String == credentials.deviceID && verified["numberCode"] as? String == number)
+
+            // A new key: it proves itself, and the current one agrees.
+            let next = EnclaveSigner()
+            try await phone.replaceKey(with: next)
+            #expect(await enclave.signed == 2)
+            #expect(await next.signed == 1)
+            let replaced = try #require(await sent.last("/device/public-key"))
+            #expect(replaced["previousProof"] != nil && replaced["proof"] != nil)
+
+            // The old key's answer is refused and changes nothing; the new key's approves.
+            let (second, secondNumber) = try await OfflineCodeProcessTests.initiate(daemon.base)
+            do {
+                try await phone.answer(second, .approve, numberCode: secondNumber)
+                Issue.record("an answer signed by the replaced key was taken")
+            } catch DeviceError.refused(let status, let error, _) {
+                #expect(status == 401 && error == "invalid_signature")
+            }
+            #expect(try await OfflineCodeProcessTests.status(daemon.base, second)["status"] as? String == "pending")
+            await store.use(next)
+            #expect(try await phone.answer(second, .approve, numberCode: secondNumber) == "approved")
+            #expect(await next.signed == 2)
+        }
+    }
+
+    /// PyJWT (on cryptography) verifying `jws` with the P-256 key whose uncompressed point is `point`:
+    /// its header's `typ` and its claims.
+    static func pyJWT(_ jws: String, point: Data) async throws -> [String: Any] {
+        let script = """
+            import json, sys, jwt
+            from cryptography.hazmat.primitives.asymmetric import ec
+            key = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), bytes.fromhex(sys.argv[1]))
+            claims = jwt.decode(sys.argv[2], key, algorithms=["ES256"])
+            print(json.dumps(dict(claims, typ=jwt.get_unverified_header(sys.argv[2])["typ"])))
+            """
+        let hex = point.map { String(format: "%02x", $0) }.joined()
+        let (status, output) = try await onOwnThread {
+            try runToEnd("/usr/bin/env", ["python3", "-c", script, hex, jws], environment: ProcessInfo.processInfo.environment)
+        }
+        #expect(status == 0, "\(output)")
+        return try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any])
     }
 }

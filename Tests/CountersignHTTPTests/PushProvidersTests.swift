@@ -258,7 +258,7 @@ import Testing
                 #expect(sent.headers["apns-push-type"] == "alert")
                 #expect(sent.headers["apns-priority"] == "10")
                 #expect(sent.headers["apns-expiration"] == String(Int(expiresAt.timeIntervalSince1970)))
-                #expect(sent.headers["apns-collapse-id"] == ApprovalRequest.logReference(of: id))
+                #expect(sent.headers["apns-collapse-id"] == "approval-" + id.prefix(40))
                 let jwt = try #require(sent.jwt)
                 #expect(jwt.valid, "\(jwt)")
                 #expect(jwt.kid == Self.keyID && jwt.iss == Self.teamID)

@@ -3,6 +3,7 @@ import CountersignDevice
 import CountersignHTTP
 import CountersignPush
 import CountersignRuntime
+import CountersignWire
 import Crypto
 import FakeFCM
 import Foundation
@@ -99,6 +100,8 @@ import Testing
                     let bare = try #require(prompts.first { $0.token == "token-bare" })
                     #expect(Set(sealed.data.keys) == ["type", "requestId", "sealed", "v"])
                     #expect(bare.data == ["type": "approval_request", "requestId": id])
+                    // The device library reads the bare one as "a request waits: read it".
+                    #expect(DeviceNotice(pushData: bare.data) == .approvalWaiting(requestID: id))
                     for prompt in [sealed, bare] {
                         #expect(!prompt.json.contains("\"notification\""), "a data message: \(prompt.json)")
                         #expect(!prompt.json.contains(Fixture.email) && !prompt.json.contains("requested from") && !prompt.json.contains("reset"))

@@ -1,10 +1,10 @@
 import CountersignCore
 import CountersignRuntime
+import CountersignWire
 import Foundation
 import NIOHTTP1
 import TestSupport
 import Testing
-
 @testable import DaemonTestSupport
 
 /// trust.md where features meet: who `/v1` reaches, a password ending an

@@ -83,7 +83,7 @@ import Testing
         #expect(headers["apns-push-type"] == "alert")
         #expect(headers["apns-priority"] == "10")
         #expect(headers["apns-expiration"] == String(Int(Self.now.timeIntervalSince1970) + 60))
-        #expect(headers["apns-collapse-id"] == ApprovalRequest.logReference(of: Self.requestID))
+        #expect(headers["apns-collapse-id"] == "approval-" + Self.requestID.prefix(40))
         let body = try Self.decode(message.body)
         let aps = try #require(body["aps"] as? [String: Any])
         let alert = try #require(aps["alert"] as? [String: String])

@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignWire
 import Crypto
 import Foundation
 import NIOCore

@@ -1,3 +1,4 @@
+import CountersignWire
 import Foundation
 
 /// A trusted device: it holds an API key (stored as SHA-256) and may approve.

@@ -1,3 +1,4 @@
+import CountersignWire
 import Crypto
 import Foundation
 
@@ -52,11 +53,11 @@ public struct DeviceKey: Sendable, Equatable {
     public var jwk: [String: String] { ["kty": "EC", "crv": "P-256", "x": x, "y": y] }
 
     /// The JWK as stored: its members in the RFC 7638 order.
-    public var json: String { #"{"crv":"P-256","kty":"EC","x":"\#(x)","y":"\#(y)"}"# }
+    public var json: String { JWKThumbprint.json(x: x, y: y) }
 
     /// RFC 7638 JWK thumbprint: SHA-256 of the required members in
     /// lexicographic order, no white space, base64url. What logs and listings show.
-    public var thumbprint: String { SecureToken.base64URL(Data(SHA256.hash(data: Data(json.utf8)))) }
+    public var thumbprint: String { JWKThumbprint.p256(x: x, y: y) }
 
     /// Reads what ``json`` wrote.
     public init(stored: String) throws(Invalid) {
@@ -66,12 +67,7 @@ public struct DeviceKey: Sendable, Equatable {
         try self.init(jwk: object)
     }
 
-    public static func decode(_ text: String) -> Data? {
-        guard !text.isEmpty, text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else { return nil }
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        return Data(base64Encoded: base64)
-    }
+    public static func decode(_ text: String) -> Data? { Base64URL.decode(text) }
 }
 
 /// A proof of possession by what it means, not by its text: the device, the

@@ -1,3 +1,5 @@
+import CountersignWire
+
 /// A code a requester typed to answer a request in the phone's stead.
 public enum AnswerCode: Sendable, Equatable {
     /// 6 digits: the offline code (TOTP) a trusted device shows.

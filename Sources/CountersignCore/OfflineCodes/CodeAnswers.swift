@@ -1,3 +1,4 @@
+import CountersignWire
 import Foundation
 import Logging
 

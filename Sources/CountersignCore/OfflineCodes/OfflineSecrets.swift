@@ -1,3 +1,4 @@
+import CountersignWire
 import Foundation
 
 /// Hands out the offline-code secret of a device (at login, enrollment and

@@ -1,3 +1,4 @@
+import CountersignWire
 import Foundation
 
 // The account store, split by who uses it: each consumer sees only what it needs,

@@ -1,3 +1,4 @@
+import CountersignWire
 import Crypto
 import Foundation
 
@@ -61,20 +62,5 @@ public enum SecureToken {
     }
 
     /// Base64url without padding (RFC 4648 §5), as tokens and JWK members are written.
-    public static func base64URL(_ bytes: some DataProtocol) -> String {
-        let standard = Data(bytes).base64EncodedData()
-        return String(unsafeUninitializedCapacity: standard.count) { buffer in
-            var count = 0
-            for character in standard {
-                switch character {
-                case UInt8(ascii: "+"): buffer[count] = UInt8(ascii: "-")
-                case UInt8(ascii: "/"): buffer[count] = UInt8(ascii: "_")
-                case UInt8(ascii: "="): continue
-                default: buffer[count] = character
-                }
-                count += 1
-            }
-            return count
-        }
-    }
+    public static func base64URL(_ bytes: some DataProtocol) -> String { Base64URL.encode(bytes) }
 }

@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignWire
 import HTTPTypes
 import Hummingbird
 import Logging

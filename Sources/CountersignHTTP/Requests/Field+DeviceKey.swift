@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignWire
 
 /// A JWK as a client sends it: its string members. Members of other types
 /// (WebCrypto's `"ext": true`, `"key_ops": ["verify"]`) are ignored, as unknown

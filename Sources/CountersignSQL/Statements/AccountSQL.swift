@@ -1,4 +1,5 @@
 import CountersignCore
+import CountersignWire
 import Foundation
 
 /// Users and devices: the statements both stores run. A write that the caller counts

@@ -1,6 +1,5 @@
 import Crypto
 import Foundation
-import JWTKit
 
 /// What the daemon gave a device when it signed in or enrolled: kept by a
 /// ``DeviceKeyStore`` beside the device's key, so that the device keeps its
@@ -40,15 +39,17 @@ public struct DeviceCredentials: Codable, Sendable, Equatable, CustomStringConve
     }
 }
 
-/// Where a device keeps its P-256 signing key and its ``DeviceCredentials``.
+/// Where a device keeps its keys (the signing key behind a ``DeviceSigner``, the
+/// sealing key beside it) and its ``DeviceCredentials``.
 ///
-/// ``FileKeyStore`` keeps both in one file (mode 0600): right for a test
+/// ``FileKeyStore`` keeps them in one file (mode 0600): right for a test
 /// device, a command-line tool or a server-side agent. A phone app keeps the
-/// credentials in the Keychain / Keystore, and its key where the platform
-/// protects it best; see `docs/phone-app.md` on the Secure Enclave.
+/// credentials and the sealing key in the Keychain (iOS) or encrypted by a
+/// Keystore key (Android), and its signing key in the Secure Enclave or the
+/// Keystore, where no one reads it; see `docs/phone-app.md`.
 public protocol DeviceKeyStore: Sendable {
-    /// The key the device signs its answers with: made on the first call, the same on every later one.
-    func signingKey() async throws -> ES256PrivateKey
+    /// What signs the device's answers and proofs: its key made on the first call, the same on every later one.
+    func signer() async throws -> any DeviceSigner
     /// The key its pushes are sealed to (``DeviceNotice/init(sealedPushData:sealKey:)`` opens them with it):
     /// another key than the signing key, made on the first call, the same on every later one.
     func sealingKey() async throws -> P256.KeyAgreement.PrivateKey
@@ -78,8 +79,8 @@ public actor FileKeyStore: DeviceKeyStore {
         self.path = path
     }
 
-    public func signingKey() async throws -> ES256PrivateKey {
-        try ES256PrivateKey(pem: try load().privateKeyPEM)
+    public func signer() async throws -> any DeviceSigner {
+        SoftwareSigner(key: try P256.Signing.PrivateKey(pemRepresentation: try load().privateKeyPEM))
     }
 
     public func sealingKey() async throws -> P256.KeyAgreement.PrivateKey {
@@ -111,7 +112,7 @@ public actor FileKeyStore: DeviceKeyStore {
         if let cached { return cached }
         guard let data = try Self.read(path) else {
             let made = Contents(
-                privateKeyPEM: ES256PrivateKey().pemRepresentation, sealingKeyPEM: P256.KeyAgreement.PrivateKey().pemRepresentation,
+                privateKeyPEM: P256.Signing.PrivateKey().pemRepresentation, sealingKeyPEM: P256.KeyAgreement.PrivateKey().pemRepresentation,
                 credentials: nil)
             // Another process may make the file at the same moment: the first one made is the device's.
             if try write(made, replacing: false) {
@@ -121,7 +122,7 @@ public actor FileKeyStore: DeviceKeyStore {
         }
         do {
             let contents = try JSONDecoder().decode(Contents.self, from: data)
-            _ = try ES256PrivateKey(pem: contents.privateKeyPEM)
+            _ = try P256.Signing.PrivateKey(pemRepresentation: contents.privateKeyPEM)
             if let sealing = contents.sealingKeyPEM { _ = try P256.KeyAgreement.PrivateKey(pemRepresentation: sealing) }
             cached = contents
             return contents
@@ -180,14 +181,17 @@ public actor FileKeyStore: DeviceKeyStore {
 
 /// A ``DeviceKeyStore`` in memory: a device that lives as long as the process (tests, demos).
 public actor MemoryKeyStore: DeviceKeyStore {
-    private let key = ES256PrivateKey()
+    private let key: any DeviceSigner
     private let sealing = P256.KeyAgreement.PrivateKey()
     private var kept: DeviceCredentials?
 
-    /// A new device: a fresh key, no credentials.
-    public init() {}
+    /// A new device: a fresh sealing key, no credentials, answers signed by `signer`
+    /// (by default a fresh key in memory).
+    public init(signer: any DeviceSigner = SoftwareSigner(key: P256.Signing.PrivateKey())) {
+        key = signer
+    }
 
-    public func signingKey() async throws -> ES256PrivateKey { key }
+    public func signer() async throws -> any DeviceSigner { key }
     public func sealingKey() async throws -> P256.KeyAgreement.PrivateKey { sealing }
     public func credentials() async throws -> DeviceCredentials? { kept }
     public func save(_ credentials: DeviceCredentials?) async throws { kept = credentials }

@@ -17,7 +17,7 @@ public struct SealKey: Sendable, Equatable {
 
     /// From its base64url text (no padding; at most 100 characters).
     public init(base64URL text: String) throws(Invalid) {
-        guard text.count <= 100, let point = DeviceKey.decode(text), point.count == 65, point.first == 0x04 else { throw .malformed }
+        guard text.count <= 100, let point = Base64URL.decode(text), point.count == 65, point.first == 0x04 else { throw .malformed }
         guard (try? P256.KeyAgreement.PublicKey(x963Representation: point)) != nil else { throw .notOnCurve }
         self.point = point
     }
@@ -27,30 +27,18 @@ public struct SealKey: Sendable, Equatable {
     }
 
     /// As sent and stored: base64url, no padding.
-    public var text: String { SecureToken.base64URL(point) }
+    public var text: String { Base64URL.encode(point) }
 
     /// The RFC 7638 thumbprint of the key as a P-256 JWK: what the device's listing shows.
     public var thumbprint: String {
-        // The same point as a JWK; on the curve (checked on the way in).
-        // swift-format-ignore: NeverUseForceTry
-        DeviceKey(publicKey: try! P256.Signing.PublicKey(x963Representation: point)).thumbprint
+        JWKThumbprint.p256(x: Base64URL.encode(point.dropFirst().prefix(32)), y: Base64URL.encode(point.suffix(32)))
     }
 
-    var publicKey: P256.KeyAgreement.PublicKey {
+    /// The key itself.
+    public var publicKey: P256.KeyAgreement.PublicKey {
         // swift-format-ignore: NeverUseForceTry
         try! P256.KeyAgreement.PublicKey(x963Representation: point)
     }
-}
-
-/// Whether FCM and APNs pushes are sealed to the devices' sealing keys (`--sealed-push`).
-public enum SealedPushPolicy: String, Sendable, CaseIterable {
-    /// No push is sealed; sealing keys are ignored.
-    case off
-    /// A device with a sealing key gets sealed pushes; one without gets the readable payload.
-    case optional
-    /// As `optional`, but a device without a sealing key gets pushes without any user data
-    /// (only `type` and `requestId`): its app fetches the rest with its API key.
-    case required
 }
 
 /// A push sealed end to end to a device's ``SealKey``: HPKE (RFC 9180) base mode,
@@ -62,13 +50,13 @@ public enum PushSeal {
     /// The version of the sealed form, sent as `"v"`.
     public static let version = "1"
     /// The size of the encapsulated key at the front of a sealed message (an uncompressed P-256 point).
-    static let encapsulatedKeyBytes = 65
+    public static let encapsulatedKeyBytes = 65
 
     /// base64url(enc || ciphertext) of `plaintext` for `key`, bound to `aad` (the request's id, or "" for a notice).
     public static func seal(_ plaintext: Data, to key: SealKey, aad: String) throws -> String {
         var sender = try HPKE.Sender(recipientKey: key.publicKey, ciphersuite: ciphersuite, info: info)
         let ciphertext = try sender.seal(plaintext, authenticating: Data(aad.utf8))
-        return SecureToken.base64URL(sender.encapsulatedKey + ciphertext)
+        return Base64URL.encode(sender.encapsulatedKey + ciphertext)
     }
 
     public enum OpenError: Error, Equatable {
@@ -80,7 +68,7 @@ public enum PushSeal {
 
     /// What ``seal(_:to:aad:)`` sealed, opened with the device's private sealing key.
     public static func open(_ sealed: String, with key: P256.KeyAgreement.PrivateKey, aad: String) throws(OpenError) -> Data {
-        guard let bytes = DeviceKey.decode(sealed), bytes.count > encapsulatedKeyBytes + 16 else { throw .malformed }
+        guard let bytes = Base64URL.decode(sealed), bytes.count > encapsulatedKeyBytes + 16 else { throw .malformed }
         do {
             var recipient = try HPKE.Recipient(
                 privateKey: key, ciphersuite: ciphersuite, info: info, encapsulatedKey: bytes.prefix(encapsulatedKeyBytes))

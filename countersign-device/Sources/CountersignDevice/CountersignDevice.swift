@@ -1,11 +1,10 @@
-import AsyncHTTPClient
-import CountersignCore
-import CountersignDeviceKeys
+import CountersignWire
 import Crypto
 import Foundation
-import JWTKit
-import NIOCore
-import NIOHTTP1
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// The phone's side of Countersign, for app developers: sign in (or enroll
 /// with an integration's code), list what waits for an answer, answer it
@@ -13,7 +12,8 @@ import NIOHTTP1
 /// offline code when there is no network, and read the daemon's push notices.
 ///
 /// The identity lives in a ``DeviceKeyStore``: a device made once keeps its key,
-/// API key and offline secret across runs.
+/// API key and offline secret across runs. Its answers are signed by the store's
+/// ``DeviceSigner``, which may keep its key where the library cannot read it.
 ///
 /// ```swift
 /// let device = CountersignDevice(baseURL: "https://auth.example.com", store: FileKeyStore(path: "device.json"))
@@ -37,28 +37,53 @@ public actor CountersignDevice {
     /// - Parameters:
     ///   - baseURL: where the daemon answers, e.g. `https://auth.example.com`.
     ///   - store: where the key and credentials are kept.
-    ///   - transport: how calls go out; by default AsyncHTTPClient's shared client.
+    ///   - transport: how calls go out; by default URLSession's shared session (``urlSession(_:timeout:)``).
     public init(baseURL: String, store: any DeviceKeyStore, transport: Transport? = nil) {
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
         self.baseURL = base
         self.store = store
-        self.transport = transport ?? Self.httpTransport()
+        self.transport = transport ?? Self.urlSession()
     }
 
-    /// Calls with `client` (AsyncHTTPClient), each bounded by `timeout`.
-    public static func httpTransport(client: HTTPClient = .shared, timeout: TimeAmount = .seconds(40)) -> Transport {
-        { method, url, body, apiKey in
-            var request = HTTPClientRequest(url: url)
-            request.method = HTTPMethod(rawValue: method)
-            if let apiKey { request.headers.add(name: "X-API-Key", value: apiKey) }
+    /// The most an answer of the daemon may hold; a longer one is refused.
+    public static let maximumAnswerBytes = 1 << 20
+
+    /// Calls through a URLSession of their own: ephemeral (no cookies, no cache on disk), following
+    /// no redirect (the API key and a password never go to another address), each call bounded by
+    /// `timeout` seconds in all.
+    public static func urlSession(timeout: TimeInterval = 40) -> Transport {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.httpCookieStorage = nil
+        configuration.httpShouldSetCookies = false
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.timeoutIntervalForRequest = timeout
+        configuration.timeoutIntervalForResource = timeout
+        let session = URLSession(configuration: configuration, delegate: NoRedirects(), delegateQueue: nil)
+        return { method, url, body, apiKey in
+            guard let address = URL(string: url) else { throw DeviceError.unexpectedAnswer("\(method): not a URL") }
+            var request = URLRequest(url: address, timeoutInterval: timeout)
+            request.httpMethod = method
+            if let apiKey { request.setValue(apiKey, forHTTPHeaderField: "X-API-Key") }
             if let body {
-                request.headers.add(name: "Content-Type", value: "application/json")
-                request.body = .bytes(ByteBuffer(bytes: body))
+                request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+                request.httpBody = body
             }
-            let response = try await client.execute(request, timeout: timeout)
-            let bytes = try await response.body.collect(upTo: 1 << 20)
-            return (Int(response.status.code), Data(bytes.readableBytesView))
+            let (data, response) = try await session.data(for: request)
+            guard let http = response as? HTTPURLResponse else { throw DeviceError.unexpectedAnswer("\(method): not an HTTP answer") }
+            guard data.count <= maximumAnswerBytes else { throw DeviceError.unexpectedAnswer("\(method): an answer of \(data.count) bytes") }
+            return (http.statusCode, data)
+        }
+    }
+
+    /// Refuses every redirect: the 3xx itself is the answer (an error, as the daemon never redirects its API).
+    private final class NoRedirects: NSObject, URLSessionTaskDelegate, Sendable {
+        func urlSession(
+            _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
+            completionHandler: @escaping @Sendable (URLRequest?) -> Void
+        ) {
+            completionHandler(nil)
         }
     }
 
@@ -127,6 +152,26 @@ public actor CountersignDevice {
         return credentials
     }
 
+    /// Binds the device's answers to `newSigner`'s key instead of the store's: the new
+    /// key proves itself, and the current one (if the device has one) signs that it agrees.
+    /// The daemon refuses answers signed by the old key from then on. Keep both keys until
+    /// this returns, then have the store give `newSigner` (``DeviceKeyStore/signer()``): an
+    /// app stopped in between finds out which key the daemon holds by answering with each.
+    public func replaceKey(with newSigner: any DeviceSigner) async throws {
+        guard let credentials = try await credentials() else { throw DeviceError.notSignedIn }
+        let claims = CompactJWS.Proof(deviceId: credentials.deviceID, iat: Int(Date().timeIntervalSince1970))
+        var body: [String: any Sendable] = [
+            "publicKey": try await Self.jwk(of: newSigner), "proof": try await CompactJWS.sign(claims, type: "JWT", with: newSigner),
+        ]
+        if credentials.keyBound {
+            body["previousProof"] = try await CompactJWS.sign(claims, type: "JWT", with: try await store.signer())
+        }
+        _ = try await call("PUT", "/api/mobile/device/public-key", body, as: Empty.self)
+        var bound = credentials
+        bound.keyBound = true
+        try await store.save(bound)
+    }
+
     /// Tells the daemon the device's current push token (FCM rotates them); `nil` or empty: pull only.
     public func updatePushToken(_ token: String?) async throws {
         _ = try await call("PUT", "/api/mobile/device/fcm-token", ["fcmToken": token ?? ""], as: Empty.self)
@@ -156,7 +201,7 @@ public actor CountersignDevice {
     /// One request of this device's user, with its state (`status`): what to
     /// show when a push names it (``DeviceNotice/approvalRequest(_:)``).
     public func approval(_ requestID: String) async throws -> PendingApproval {
-        try await call("GET", "/api/mobile/approvals/\(requestID)", nil, as: PendingApproval.self)
+        try await call("GET", "/api/mobile/approvals/\(try Self.pathSegment(requestID))", nil, as: PendingApproval.self)
     }
 
     /// Waits until something waits for an answer (pull mode: asks every
@@ -185,12 +230,12 @@ public actor CountersignDevice {
         if let numberCode { body["numberCode"] = numberCode }
         if reportFraud { body["reportFraud"] = true }
         if credentials.keyBound {
-            let payload = AnswerSignature.Payload(
+            let payload = CompactJWS.Answer(
                 requestId: requestID, decision: decision.rawValue, numberCode: numberCode, iat: Int(Date().timeIntervalSince1970),
                 deviceId: credentials.deviceID, fraud: reportFraud ? true : nil)
-            body["signature"] = try await AnswerSignature.sign(payload, with: try await store.signingKey())
+            body["signature"] = try await CompactJWS.sign(payload, type: Self.answerType, with: try await store.signer())
         }
-        return try await call("POST", "/api/mobile/approvals/\(requestID)/respond", body, as: Answered.self).status
+        return try await call("POST", "/api/mobile/approvals/\(try Self.pathSegment(requestID))/respond", body, as: Answered.self).status
     }
 
     /// The offline code the device shows at `date` (RFC 6238: 6 digits, a new
@@ -231,8 +276,27 @@ public actor CountersignDevice {
         var offline: Offline?
     }
 
+    /// A request id as a path segment: only what ids are made of (a push is not trusted to name a path).
+    private static func pathSegment(_ requestID: String) throws -> String {
+        guard !requestID.isEmpty, requestID.utf8.count <= 128,
+            requestID.utf8.allSatisfy({
+                ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x5F
+            })
+        else { throw DeviceError.unexpectedAnswer("not a request id") }
+        return requestID
+    }
+
+    /// The `typ` of a signed answer's header.
+    static let answerType = "countersign-answer+jwt"
+
+    /// `signer`'s public key as the JWK the daemon takes (`publicKey`).
+    private static func jwk(of signer: any DeviceSigner) async throws -> [String: String] {
+        let point = try await signer.publicKey().x963Representation.dropFirst()
+        return ["kty": "EC", "crv": "P-256", "x": Base64URL.encode(point.prefix(32)), "y": Base64URL.encode(point.suffix(32))]
+    }
+
     private func publicKey() async throws -> [String: String] {
-        try DeviceKey(signingKey: try await store.signingKey()).jwk
+        try await Self.jwk(of: try await store.signer())
     }
 
     /// The sealing key's public half, as the daemon takes it (`sealKey`).
@@ -266,7 +330,8 @@ public actor CountersignDevice {
         do {
             return try JSONDecoder().decode(Answer.self, from: answer)
         } catch {
-            throw DeviceError.unexpectedAnswer("\(method) \(path): \(error)")
+            // The path may hold a request id, the requester's credential: only the method and the error.
+            throw DeviceError.unexpectedAnswer("\(method): \(error)")
         }
     }
 }
