@@ -43,6 +43,9 @@ Rows:
              alternated over --rounds rounds (median of each ratio); and the
              same daemon against the stub's early-answer mode (complete 200,
              then RST_STREAM(NO_ERROR))
+  sealed     the push row's prompts with no device, half and all devices
+             holding a sealing key (each message sealed with HPKE), alternated
+             over --rounds rounds: what sealing adds per push
   pushclients  the HTTP/2 client alone: AsyncHTTPClient as the daemon
              configures it for APNs and Web Push, HTTP2PushClient (FCM's:
              frames on the connection, no channel per stream;
@@ -52,7 +55,7 @@ Rows:
              and Web Push (encrypted, VAPID-signed, HTTP/1.1) to the nginx stubs
              in benchmarks/provider-stub/
 """
-import argparse, http.client, json, os, platform, re, resource, selectors, shutil, signal, socket, statistics, struct
+import argparse, base64, http.client, json, os, platform, re, resource, selectors, shutil, signal, socket, statistics, struct
 import subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -747,6 +750,49 @@ def row_push(args, rows):
                  f"{early:,.0f} ({sent:,}/{expected:,} sent, {others} not; {early / rate:.2f} of the normal stub)", "same rate, nothing dropped"))
 
 
+def seal_key():
+    """A device's sealing key as the daemon takes it (`sealKey`): base64url of an uncompressed P-256 point,
+    made by cryptography. One for every sealed device: the daemon seals each message afresh all the same."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    point = ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
+        serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+    return base64.urlsafe_b64encode(point).decode().rstrip("=")
+
+
+def row_sealed(args, rows):
+    """The push row's prompts with no device sealed, half, and all (HPKE per message), in alternated rounds
+    against one stub: what sealing adds per push, from the rates of the same minutes."""
+    target = "sealing's cost per push shown (sealed-push.md); push through the daemon unchanged otherwise"
+    stub = args.fcm_stub
+    if not (stub and os.path.exists(os.path.join(stub, "start.sh"))) or not shutil.which("nginx"):
+        rows.append(("push, sealed vs readable", "not measured: no FCM stub or no nginx", target))
+        return
+    key = seal_key()
+
+    def address(share):
+        sealed = int(args.push_devices * share)
+        return lambda index, device: dict(
+            {"provider": "fcm", "token": f"bench-token-{index}-{device}-" + "x" * 120}, **({"sealKey": key} if device < sealed else {}))
+
+    folder = start_stub(stub)
+    rates = {0.0: [], 0.5: [], 1.0: []}
+    try:
+        for round in range(args.rounds):
+            for share in rates:
+                rate, sent, expected, others = daemon_push_rate(args, folder, address=address(share))
+                log(f"sealed {share:.0%}, round {round + 1}: {rate:,.0f} msg/s ({sent:,} of {expected:,} sent, {others} other outcomes)")
+                rates[share].append(rate)
+    finally:
+        stop_stub(folder)
+    plain, half, whole = (statistics.median(rates[share]) for share in (0.0, 0.5, 1.0))
+    added = (1 / whole - 1 / plain) * 1e6
+    per_round = "; ".join(f"{a:,.0f} / {b:,.0f} / {c:,.0f}" for a, b, c in zip(rates[0.0], rates[0.5], rates[1.0]))
+    rows.append(("push msg/s through the whole daemon: no device sealed / half / all (same stub, alternated rounds)",
+                 f"median {plain:,.0f} / {half:,.0f} / {whole:,.0f} ({whole / plain:.2f} of readable when all are sealed; "
+                 f"sealing adds {added:.1f} µs of daemon time per push at this rate; per round: {per_round})", target))
+
+
 def row_push_clients(args, rows):
     """The HTTP/2 client alone, without the daemon: AsyncHTTPClient as PushSetup configures it (APNs, Web Push,
     the token exchange) against HTTP2PushClient, the daemon's FCM client (countersign-push-bench clients), and
@@ -844,7 +890,7 @@ def row_longpoll_cluster(args, rows):
 
 
 ROWS = {"status": row_status, "wake": row_wake, "creates": row_creates, "memory": row_memory_and_restart,
-        "longpoll": row_longpoll, "cluster": row_longpoll_cluster, "push": row_push, "pushclients": row_push_clients,
+        "longpoll": row_longpoll, "cluster": row_longpoll_cluster, "push": row_push, "sealed": row_sealed, "pushclients": row_push_clients,
         "providers": row_providers}
 
 

@@ -46,12 +46,12 @@ public actor CountersignDevice {
         self.transport = transport ?? Self.urlSession()
     }
 
-    /// The most an answer of the daemon may hold; a longer one is refused.
+    /// The most an answer of the daemon may hold; a longer one is refused as it arrives.
     public static let maximumAnswerBytes = 1 << 20
 
     /// Calls through a URLSession of their own: ephemeral (no cookies, no cache on disk), following
-    /// no redirect (the API key and a password never go to another address), each call bounded by
-    /// `timeout` seconds in all.
+    /// no redirect (the API key and a password never go to another address), reading at most
+    /// ``maximumAnswerBytes`` of an answer, each call bounded by `timeout` seconds in all.
     public static func urlSession(timeout: TimeInterval = 40) -> Transport {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.urlCache = nil
@@ -60,7 +60,8 @@ public actor CountersignDevice {
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.timeoutIntervalForRequest = timeout
         configuration.timeoutIntervalForResource = timeout
-        let session = URLSession(configuration: configuration, delegate: NoRedirects(), delegateQueue: nil)
+        let exchanges = Exchanges(limit: maximumAnswerBytes)
+        let session = URLSession(configuration: configuration, delegate: exchanges, delegateQueue: nil)
         return { method, url, body, apiKey in
             guard let address = URL(string: url) else { throw DeviceError.unexpectedAnswer("\(method): not a URL") }
             var request = URLRequest(url: address, timeoutInterval: timeout)
@@ -70,20 +71,94 @@ public actor CountersignDevice {
                 request.setValue("application/json", forHTTPHeaderField: "Content-Type")
                 request.httpBody = body
             }
-            let (data, response) = try await session.data(for: request)
+            let (data, response) = try await exchanges.run(request, in: session)
             guard let http = response as? HTTPURLResponse else { throw DeviceError.unexpectedAnswer("\(method): not an HTTP answer") }
-            guard data.count <= maximumAnswerBytes else { throw DeviceError.unexpectedAnswer("\(method): an answer of \(data.count) bytes") }
             return (http.statusCode, data)
         }
     }
 
-    /// Refuses every redirect: the 3xx itself is the answer (an error, as the daemon never redirects its API).
-    private final class NoRedirects: NSObject, URLSessionTaskDelegate, Sendable {
+    /// The calls of one session: each answer collected up to `limit` bytes (a longer one is
+    /// cancelled as it arrives), and every redirect refused (the 3xx is the answer).
+    private final class Exchanges: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+        private struct Exchange {
+            var data = Data()
+            var response: URLResponse?
+            var tooLong = false
+            let continuation: CheckedContinuation<(Data, URLResponse), any Error>
+        }
+
+        private let limit: Int
+        // Guards `open`; the session calls the delegate on its own queue.
+        private let lock = NSLock()
+        private var open: [Int: Exchange] = [:]
+
+        init(limit: Int) {
+            self.limit = limit
+        }
+
+        func run(_ request: URLRequest, in session: URLSession) async throws -> (Data, URLResponse) {
+            let task = session.dataTask(with: request)
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { continuation in
+                    locked { open[task.taskIdentifier] = Exchange(continuation: continuation) }
+                    task.resume()
+                }
+            } onCancel: {
+                task.cancel()
+            }
+        }
+
+        private func locked<T>(_ body: () throws -> T) rethrows -> T {
+            lock.lock()
+            defer { lock.unlock() }
+            return try body()
+        }
+
+        func urlSession(
+            _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+            completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+        ) {
+            let tooLong = response.expectedContentLength > Int64(limit)
+            locked {
+                open[dataTask.taskIdentifier]?.response = response
+                if tooLong { open[dataTask.taskIdentifier]?.tooLong = true }
+            }
+            completionHandler(tooLong ? .cancel : .allow)
+        }
+
+        func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+            // Once too long, stays too long: nothing more is kept (a platform that goes on delivering after the cancel).
+            let tooLong = locked {
+                guard var exchange = open[dataTask.taskIdentifier], !exchange.tooLong else { return true }
+                exchange.data.append(data)
+                if exchange.data.count > limit {
+                    exchange.tooLong = true
+                    exchange.data = Data()
+                }
+                open[dataTask.taskIdentifier] = exchange
+                return exchange.tooLong
+            }
+            if tooLong { dataTask.cancel() }
+        }
+
         func urlSession(
             _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
             completionHandler: @escaping @Sendable (URLRequest?) -> Void
         ) {
             completionHandler(nil)
+        }
+
+        func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+            guard let exchange = locked({ open.removeValue(forKey: task.taskIdentifier) }) else { return }
+            if exchange.tooLong {
+                exchange.continuation.resume(throwing: DeviceError.unexpectedAnswer("an answer of more than \(limit) bytes"))
+            } else if let error {
+                exchange.continuation.resume(throwing: error)
+            } else if let response = exchange.response {
+                exchange.continuation.resume(returning: (exchange.data, response))
+            } else {
+                exchange.continuation.resume(throwing: DeviceError.unexpectedAnswer("no answer"))
+            }
         }
     }
 

@@ -40,6 +40,21 @@ import Testing
         #expect(DeviceNotice(pushData: push) == nil)
     }
 
+    /// `--sealed-push required` and a device without a sealing key: the generic alert and the request's id alone
+    /// (through FCM, with FCM's own members beside them) say "a request waits", nothing more.
+    @Test func aBarePromptIsARequestToReadAndSealedOnlyRefusesReadableOnes() {
+        let bare: [AnyHashable: Any] = [
+            "aps": ["alert": ["title": "Approval request", "body": "Open to see it."], "mutable-content": 1], "type": "approval_request",
+            "requestId": "r1", "gcm.message_id": "1", "google.c.a.e": "1",
+        ]
+        #expect(DeviceNotice(userInfo: bare) == .approvalWaiting(requestID: "r1"))
+        let key = P256.KeyAgreement.PrivateKey()
+        #expect(DeviceNotice(userInfo: bare, sealKey: key, sealedOnly: true) == .approvalWaiting(requestID: "r1"))
+        // A readable prompt is taken, unless the app insists on sealed ones.
+        #expect(DeviceNotice(sealedPushData: Self.data, sealKey: key) == DeviceNotice(pushData: Self.data))
+        #expect(DeviceNotice(sealedPushData: Self.data, sealKey: key, sealedOnly: true) == nil)
+    }
+
     @Test func thePromptsNotificationIdentifierIsItsCollapseID() {
         #expect(DeviceNotice.notificationID("r1") == "approval-r1")
         #expect(DeviceNotice.notificationID(String(repeating: "a", count: 64)) == "approval-" + String(repeating: "a", count: 40))
