@@ -137,7 +137,9 @@ import Glibc
                 let retried = try await daemon.waitForAudit(.webhookRetried) { $0.count >= 3 }
                 #expect(retried.count == 3)
 
-                // `countersign webhook redeliver` queues it again; the running daemon sends it.
+                // `countersign webhook redeliver` queues it again; the running daemon sends it. The receiver counts
+                // its 200 before the daemon marks the delivery: wait for the mark (under load it comes late).
+                _ = try await daemon.waitForAudit(.webhookDelivered) { !$0.isEmpty }
                 #expect(try await daemon.server.store.redeliverWebhook(eventID: event, now: Date()) != nil)
                 try await receiver.wait { $0.accepted.count == 2 }
                 #expect(receiver.accepted.map(\.id) == [event, event])
