@@ -32,10 +32,17 @@ import Testing
             #expect(closed.text.isEmpty)
 
             // A connection that just answered a request is closed after the same idle time.
-            let used = try RawConnection(port: try Self.port(daemon))
-            used.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            let answered = try #require(await used.waitForClose(limit: .seconds(60)))
-            #expect(answered.text.hasPrefix("HTTP/1.1 200"))
+            // The idle timer starts when the connection is accepted: on a machine stalled
+            // past it before the request's bytes are read, the connection closes unanswered
+            // (as it should). That, and only that, is tried again on a new connection, at
+            // most twice; a daemon that never answers, or never closes, still fails here.
+            var answered = ""
+            for _ in 0..<3 where answered.isEmpty {
+                let used = try RawConnection(port: try Self.port(daemon))
+                used.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                answered = try #require(await used.waitForClose(limit: .seconds(60))).text
+            }
+            #expect(answered.hasPrefix("HTTP/1.1 200"))
         }
     }
 
