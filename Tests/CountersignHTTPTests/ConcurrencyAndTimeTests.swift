@@ -66,8 +66,10 @@ import Testing
             try await daemon.createUser(Fixture.email, password: Fixture.password)
             let (key, _) = try await daemon.login(Fixture.email, password: Fixture.password)
             let (id, code) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
-            // It would wait 30 s; the client gives up after 25: an answer at all is the wake-up.
-            async let poll = daemon.status(id, wait: 30, timeout: .seconds(25))
+            // Held to its end (30 s) it would answer "pending": "approved" is the wake-up. The
+            // client's own limit is only a hang detector, far past the hold, so that a busy
+            // machine's slow answer on the phone's side is not taken for a missed wake-up.
+            async let poll = daemon.status(id, wait: 30, timeout: .seconds(120))
             try await daemon.waitForLongPolls(1)
             #expect(try await daemon.respond(id, apiKey: key, code: code).status == 200)
             let answer = try await poll
