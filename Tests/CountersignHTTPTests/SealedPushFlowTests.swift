@@ -26,6 +26,39 @@ import Testing
         return try await daemon.call(.POST, "/api/mobile/auth/login", json: body)
     }
 
+    /// The other direction: a push sealed by a sender no one here wrote (pyhpke, from the
+    /// contract's parameters alone) is opened by the device library to its words; bound to its
+    /// request, refused with another request's id, another key, or a byte changed.
+    @Test func thePhonesLibraryOpensAPushThatPyHPKESealed() async throws {
+        let device = P256.KeyAgreement.PrivateKey()
+        let sealKey = Base64URL.encode(device.publicKey.x963Representation)
+        let requestID = "AbCdEfGhIjKlMnOpQrStUv"
+        let words =
+            #"{"type":"approval_request","requestId":"AbCdEfGhIjKlMnOpQrStUv","action":"login","title":"Sign in to Acme","body":"Firefox on Linux","integration":"Acme Admin","expiresAt":"2027-01-15T08:01:00.000Z"}"#
+        let sealed = try await PyHPKE.seal(words, to: sealKey, aad: requestID)
+        let push = ["type": "approval_request", "requestId": requestID, "sealed": sealed, "v": "1"]
+
+        let notice = try #require(DeviceNotice(sealedPushData: push, sealKey: device, sealedOnly: true))
+        guard case .approvalRequest(let prompt) = notice else {
+            Issue.record("not a prompt: \(notice)")
+            return
+        }
+        #expect(prompt.requestID == requestID && prompt.title == "Sign in to Acme" && prompt.body == "Firefox on Linux")
+        #expect(prompt.integration == "Acme Admin")
+
+        // Bound to its request (the aad and the routed id), its key, and every byte.
+        var elsewhere = push
+        elsewhere["requestId"] = "ZzZzZzZzZzZzZzZzZzZzZz"
+        #expect(DeviceNotice(sealedPushData: elsewhere, sealKey: device) == nil)
+        #expect(DeviceNotice(sealedPushData: push, sealKey: P256.KeyAgreement.PrivateKey()) == nil)
+        var altered = push
+        // One character of the ciphertext (past the 87 of the encapsulated key), all six of its bits in use.
+        var characters = Array(sealed)
+        characters[100] = characters[100] == "A" ? "B" : "A"
+        altered["sealed"] = String(characters)
+        #expect(DeviceNotice(sealedPushData: altered, sealKey: device) == nil)
+    }
+
     @Test func aSealKeyIsCheckedStoredShownAsAThumbprintAndChangedOnlyWhenSent() async throws {
         try await withTestDaemon { daemon in
             let user = try await daemon.createUser(Fixture.email, password: Fixture.password)

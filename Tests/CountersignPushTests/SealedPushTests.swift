@@ -132,6 +132,47 @@ import Testing
         #expect(try Self.json(opened) == SealedMessages.appPayload(of: readable))
     }
 
+    /// sealed-push.md: "the payload stays within FCM's and APNs' 4 KiB". Sealing adds the
+    /// encapsulated key, the tag and base64url's third; over the sizes of title, body and context
+    /// the API accepts, up to the largest, the sealed form still fits both and opens to the
+    /// readable payload (less the context wherever sealing had to drop it to fit; within the
+    /// API's limits the readable form drops it first). pyhpke opens the largest.
+    @Test func everyPromptSealedFitsFCMAndAPNsAndOpensToItsWords() async throws {
+        let device = P256.KeyAgreement.PrivateKey()
+        let key = SealKey(publicKey: device.publicKey)
+        var largest: (sealed: String, expected: [String: String])?
+        for character in ["a", "\u{1F510}"] {
+            for bodyLength in stride(from: 150, through: 240, by: 10) {
+                for contextBytes in stride(from: 0, through: FCMMessageBuilder.maximumContextBytes, by: 100) {
+                    let context = contextBytes == 0 ? [:] : ["note": String(repeating: "c", count: contextBytes - 12)]
+                    let job = PushJob.prompt(
+                        requestID: Self.requestID, userID: "u1", action: ApprovalAction(rawValue: "login")!,
+                        expiresAt: Self.now.addingTimeInterval(60), requester: RequesterInfo(ip: "203.0.113.7", userAgent: nil),
+                        prompt: ApprovalPrompt(
+                            integrationID: "i1", integrationName: String(repeating: "n", count: 64), userEmail: "ana@example.com",
+                            title: String(repeating: character, count: 80), body: String(repeating: character, count: bodyLength),
+                            context: context))
+                    let readable = try #require(FCMMessageBuilder.message(for: job, token: String(repeating: "t", count: 200), now: Self.now))
+                    let sealed = try SealedMessages.form(of: readable, key: key)
+                    #expect(try FCMMessageBuilder.encode(sealed) != nil, "body \(bodyLength), context \(contextBytes): over FCM's limit")
+                    let apns = try #require(try ProviderMessages.apns(for: job, topic: "com.example.app", now: Self.now, seal: .init(key: key)))
+                    #expect(apns.body.count <= ProviderMessages.apnsMaximumBytes, "\(apns.body.count) bytes for APNs")
+
+                    var expected = SealedMessages.appPayload(of: readable)
+                    let part = try #require(sealed.data["sealed"])
+                    let opened = try Self.json(String(decoding: try PushSeal.open(part, with: device, aad: Self.requestID), as: UTF8.self))
+                    if opened["context"] == nil { expected["context"] = nil }
+                    #expect(opened == expected)
+                    if character != "a", bodyLength == 240, contextBytes == FCMMessageBuilder.maximumContextBytes { largest = (part, expected) }
+                    #expect(opened["title"] == String(repeating: character, count: 80))
+                    #expect(opened["body"] == String(repeating: character, count: bodyLength))
+                }
+            }
+        }
+        let (sealed, expected) = try #require(largest)
+        #expect(try Self.json(try await Self.pyhpkeOpen(sealed, key: device, aad: Self.requestID)) == expected)
+    }
+
     @Test func aSealKeyMustBeAnUncompressedPointOnTheCurve() throws {
         let point = P256.KeyAgreement.PrivateKey().publicKey.x963Representation
         #expect(try SealKey(base64URL: SecureToken.base64URL(point)).point == point)

@@ -41,6 +41,26 @@ public enum PyHPKE {
         return (String(output[newline...].dropFirst()), String(output[..<newline]))
     }
 
+    /// `plaintext` sealed by pyhpke to `sealKey` (base64url of an uncompressed P-256 point) as the
+    /// contract says a push is sealed: DHKEM(P-256), HKDF-SHA256, AES-128-GCM, info
+    /// "countersign push v1", `aad`; base64url of enc || ciphertext, as a push's `sealed` member.
+    public static func seal(_ plaintext: String, to sealKey: String, aad: String) async throws -> String {
+        let script = """
+            import base64, sys
+            from pyhpke import AEADId, CipherSuite, KDFId, KEMId
+            point = base64.urlsafe_b64decode(sys.argv[1] + "=" * (-len(sys.argv[1]) % 4))
+            suite = CipherSuite.new(KEMId.DHKEM_P256_HKDF_SHA256, KDFId.HKDF_SHA256, AEADId.AES128_GCM)
+            enc, sender = suite.create_sender_context(suite.kem.deserialize_public_key(point), info=b"countersign push v1")
+            sealed = enc + sender.seal(sys.argv[2].encode(), aad=sys.argv[3].encode())
+            print(base64.urlsafe_b64encode(sealed).decode().rstrip("="), end="")
+            """
+        let (status, output) = try await onOwnThread {
+            try runToEnd("/usr/bin/env", ["python3", "-c", script, sealKey, plaintext, aad], environment: ProcessInfo.processInfo.environment)
+        }
+        guard status == 0 else { throw PyHPKEFailure(output: output) }
+        return output
+    }
+
     /// The checker itself failed (pyhpke not installed, say): never taken for "did not open".
     public struct PyHPKEFailure: Error, CustomStringConvertible {
         public let output: String
