@@ -8,8 +8,8 @@ extension PostgresStore: ApprovalStore {
     public var isShared: Bool { true }
 
     public func insert(
-        _ request: ApprovalRequest, idempotency: IdempotencyRecord?, supersededEvent: @escaping @Sendable (ApprovalRequest) -> OutboxItem?
-    ) async throws -> [ApprovalRequest] {
+        _ request: ApprovalRequest, idempotency: IdempotencyRecord?, supersededEvent: @escaping @Sendable (Supersession) -> OutboxItem?
+    ) async throws -> [Supersession] {
         let prompt = try request.prompt?.storedJSON()
         let now = request.createdAt
         return try await transaction { connection in
@@ -21,19 +21,19 @@ extension PostgresStore: ApprovalStore {
             // Creates for one subject and action take turns: a racing one waits here, then sees this one's row pending.
             try await Self.serialize("approval", request.subject + "\u{1F}" + request.action.rawValue, connection, self.logger)
             // Locked: a racing insert for the same subject waits, then no longer sees them pending.
-            var superseded: [ApprovalRequest] = []
+            var superseded: [Supersession] = []
             for old in try await connection.fetch(ApprovalSQL.supersedable(by: request, .postgres).appending(" FOR UPDATE"), self.logger)
                 .map(ApprovalRequest.init(row:))
             {
-                var machine = ApprovalStateMachine(old)
-                guard let change = machine.supersede(at: now), let update = ApprovalSQL.transition(change, of: machine.request, writtenAt: now),
+                guard let cancelled = Supersession.of(old, at: now),
+                    let update = ApprovalSQL.transition(cancelled.transition, of: cancelled.request, writtenAt: now),
                     try await connection.perform(update, self.logger) == 1
                 else { continue }
-                if let event = supersededEvent(old), let integrationID = old.integrationID {
+                if let event = supersededEvent(cancelled), let integrationID = old.integrationID {
                     try await connection.perform(ApprovalSQL.queueWebhook(event, integrationID: integrationID), self.logger)
                 }
                 try await Self.notify(old.id, connection, self.logger)
-                superseded.append(old)
+                superseded.append(cancelled)
             }
             try await connection.perform(ApprovalSQL.insert(request, prompt: prompt), self.logger)
             return superseded

@@ -83,9 +83,9 @@ extension PostgresStore: IntegrationStore {
         }
     }
 
-    public func user(email: String, promptableBy integrationID: String) async throws -> (user: User, reached: Bool)? {
+    public func user(email: String, promptableBy integrationID: String) async throws -> (user: User, reached: Bool, enrolled: Bool)? {
         try await fetch(IntegrationSQL.user(email: User.normalize(email: email), promptableBy: integrationID)).first.map {
-            (try User(row: $0), try $0.get("reached", as: Bool.self))
+            (try User(row: $0), try $0.get("reached", as: Bool.self), try $0.get("enrolled", as: Bool.self))
         }
     }
 

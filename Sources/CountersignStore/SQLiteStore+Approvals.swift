@@ -5,8 +5,8 @@ import GRDB
 
 extension SQLiteStore: ApprovalStore {
     public func insert(
-        _ request: ApprovalRequest, idempotency: IdempotencyRecord?, supersededEvent: @escaping @Sendable (ApprovalRequest) -> OutboxItem?
-    ) async throws -> [ApprovalRequest] {
+        _ request: ApprovalRequest, idempotency: IdempotencyRecord?, supersededEvent: @escaping @Sendable (Supersession) -> OutboxItem?
+    ) async throws -> [Supersession] {
         let prompt = try request.prompt?.storedJSON()
         let now = request.createdAt
         return try await group.write { db in
@@ -14,16 +14,15 @@ extension SQLiteStore: ApprovalStore {
                 try db.perform(ApprovalSQL.forgetStaleKey(idempotency))
                 if try db.perform(ApprovalSQL.insertKey(idempotency, at: now)) == 0 { throw IdempotencyKeyTaken() }
             }
-            var superseded: [ApprovalRequest] = []
+            var superseded: [Supersession] = []
             for old in try db.fetch(ApprovalSQL.supersedable(by: request, .sqlite)).map(ApprovalRequest.init(row:)) {
-                var machine = ApprovalStateMachine(old)
-                guard let change = machine.supersede(at: now), let update = ApprovalSQL.transition(change, of: machine.request, writtenAt: now),
-                    try db.perform(update) == 1
+                guard let cancelled = Supersession.of(old, at: now),
+                    let update = ApprovalSQL.transition(cancelled.transition, of: cancelled.request, writtenAt: now), try db.perform(update) == 1
                 else { continue }
-                if let event = supersededEvent(old), let integrationID = old.integrationID {
+                if let event = supersededEvent(cancelled), let integrationID = old.integrationID {
                     try db.perform(ApprovalSQL.queueWebhook(event, integrationID: integrationID))
                 }
-                superseded.append(old)
+                superseded.append(cancelled)
             }
             try db.perform(ApprovalSQL.insert(request, prompt: prompt))
             return superseded

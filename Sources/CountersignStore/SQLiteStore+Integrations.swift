@@ -57,10 +57,10 @@ extension SQLiteStore: IntegrationStore {
         }
     }
 
-    public func user(email: String, promptableBy integrationID: String) async throws -> (user: User, reached: Bool)? {
+    public func user(email: String, promptableBy integrationID: String) async throws -> (user: User, reached: Bool, enrolled: Bool)? {
         try readNow { db in
             try db.fetchFirst(IntegrationSQL.user(email: User.normalize(email: email), promptableBy: integrationID)).map {
-                (try User(row: $0), try $0.get("reached", as: Bool.self))
+                (try User(row: $0), try $0.get("reached", as: Bool.self), try $0.get("enrolled", as: Bool.self))
             }
         }
     }

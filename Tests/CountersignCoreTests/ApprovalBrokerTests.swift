@@ -700,8 +700,8 @@ final class GatedStore: ApprovalStore {
     var reads: Int { readCount.withLock { $0 } }
 
     func insert(
-        _ request: ApprovalRequest, idempotency: IdempotencyRecord?, supersededEvent: @escaping @Sendable (ApprovalRequest) -> OutboxItem?
-    ) async throws -> [ApprovalRequest] {
+        _ request: ApprovalRequest, idempotency: IdempotencyRecord?, supersededEvent: @escaping @Sendable (Supersession) -> OutboxItem?
+    ) async throws -> [Supersession] {
         let superseded = try await base.insert(request, idempotency: idempotency, supersededEvent: supersededEvent)
         await insertReturn.pass()
         return superseded

@@ -650,6 +650,9 @@ extension StoreTests {
         #expect(try await store.integration("int_1", reaches: ana.id, all: true))
         #expect(try await store.user(email: "ana@example.com", promptableBy: "int_1")?.reached == false)
         #expect(try await store.user(email: "bo@example.com", promptableBy: "int_1")?.reached == true)
+        // Whether each has a device comes in the same read: ana has one, bo none.
+        #expect(try await store.user(email: "ana@example.com", promptableBy: "int_1")?.enrolled == true)
+        #expect(try await store.user(email: "bo@example.com", promptableBy: "int_1")?.enrolled == false)
         #expect(try await store.setPromptsAllUsers(integrationID: "int_1", on: true))
         #expect(try await store.integration(id: "int_1")?.promptsAllUsers == true)
 

@@ -120,8 +120,10 @@ import Testing
         _ = try await store.insert(pending("a1", user: ana))
         _ = try await store.insert(pending("b1", user: bob))
         let superseded = try await store.insert(pending("a2", user: ana))
-        #expect(superseded.map(\.id) == ["a1"])
-        #expect(superseded.first?.state == .pending)
+        #expect(superseded.map(\.request.id) == ["a1"])
+        // As the insert left it: cancelled, superseded by the newer request, and so stored.
+        #expect(superseded.first?.request.state == .cancelled)
+        #expect(superseded.first?.transition.from == .pending && superseded.first?.transition.cause == .supersededByNewerRequest)
         #expect(try await store.request(id: "a1")?.state == .cancelled)
         #expect(try await store.request(id: "a1")?.version == 1)
         #expect(try await store.request(id: "a1")?.newPasswordHash == nil)

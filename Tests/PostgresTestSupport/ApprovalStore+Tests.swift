@@ -8,7 +8,7 @@ extension ApprovalStore {
     }
 
     /// Inserts a phone-reset request (no idempotency key, no webhook).
-    public func insert(_ request: ApprovalRequest) async throws -> [ApprovalRequest] {
+    public func insert(_ request: ApprovalRequest) async throws -> [Supersession] {
         try await insert(request, idempotency: nil, supersededEvent: { _ in nil })
     }
 }

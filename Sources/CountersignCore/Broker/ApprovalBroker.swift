@@ -204,20 +204,13 @@ public actor ApprovalBroker {
             requester: requester,
             prompt: prompt
         )
-        // The insert cancelled the subject's pending request in its transaction: its
-        // side effects are owed here, even if a racing answer on it already lost
-        // and dropped it from the index.
-        let superseded = try await store.insert(request, idempotency: record) { old in
-            var machine = ApprovalStateMachine(old)
-            guard let transition = machine.supersede(at: now) else { return nil }
-            return WebhookEvent.outboxItem(for: machine.request, after: transition)
-        }
+        // The insert cancelled the subject's pending request in its transaction (the
+        // store decides each cancellation once and returns it): its side effects are
+        // owed here, even if a racing answer on it already lost and dropped it from the index.
+        let superseded = try await store.insert(request, idempotency: record) { WebhookEvent.outboxItem(for: $0.request, after: $0.transition) }
         live.mirror(request)
-        for old in superseded {
-            var machine = ApprovalStateMachine(old)
-            if let transition = machine.supersede(at: now) {
-                didCommit(transition, machine.request, context: context, logger: logger)
-            }
+        for cancelled in superseded {
+            didCommit(cancelled.transition, cancelled.request, context: context, logger: logger)
         }
         logger.info("approval request created", metadata: ["request": "\(request.logReference)", "prompt": "\(recipient.approverID != nil)"])
         var details: [String] = []

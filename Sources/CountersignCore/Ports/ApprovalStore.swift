@@ -1,21 +1,41 @@
 import Foundation
 
+/// A pending request that a newer one of its subject and action cancelled, in
+/// the newer one's insert: the transition, and the request as it left it.
+public struct Supersession: Sendable, Equatable {
+    public var transition: Transition
+    public var request: ApprovalRequest
+
+    public init(transition: Transition, request: ApprovalRequest) {
+        self.transition = transition
+        self.request = request
+    }
+
+    /// The cancellation of `old` at `now`, as the state machine decides it; `nil` when it is not pending then.
+    public static func of(_ old: ApprovalRequest, at now: Date) -> Supersession? {
+        var machine = ApprovalStateMachine(old)
+        guard let transition = machine.supersede(at: now) else { return nil }
+        return Supersession(transition: transition, request: machine.request)
+    }
+}
+
 /// Durable home of approval requests. Every method is one transaction.
 public protocol ApprovalStore: Sendable {
     /// Inserts `request` and, in the same transaction, cancels every other
     /// request of the same subject and action that is still pending at
     /// `request.createdAt` (``TransitionCause/supersededByNewerRequest``).
     /// Doing both in one transaction keeps "one pending request per subject"
-    /// true however many initiations race. Returns the requests it cancelled,
-    /// as they were before: the caller owes each its side effects (audit,
-    /// waking its long polls, the resolution push), whatever its own index holds.
+    /// true however many initiations race. Returns the cancellations it made,
+    /// each decided once (``ApprovalStateMachine/supersede(at:)``) and written:
+    /// the caller owes each its side effects (audit, waking its long polls, the
+    /// resolution push), whatever its own index holds.
     ///
-    /// Also in that transaction: `supersededEvent` of each cancelled request,
-    /// queued in the outbox if its integration has a webhook, and `idempotency`
-    /// stored; a key already stored throws ``IdempotencyKeyTaken`` and writes nothing.
+    /// Also in that transaction: `supersededEvent` of each cancellation, queued
+    /// in the outbox if its integration has a webhook, and `idempotency` stored;
+    /// a key already stored throws ``IdempotencyKeyTaken`` and writes nothing.
     func insert(
-        _ request: ApprovalRequest, idempotency: IdempotencyRecord?, supersededEvent: @escaping @Sendable (ApprovalRequest) -> OutboxItem?
-    ) async throws -> [ApprovalRequest]
+        _ request: ApprovalRequest, idempotency: IdempotencyRecord?, supersededEvent: @escaping @Sendable (Supersession) -> OutboxItem?
+    ) async throws -> [Supersession]
     func request(id: String) async throws -> ApprovalRequest?
     /// Requests in a live state (pending or approved), for the broker's index.
     func liveRequests() async throws -> [ApprovalRequest]

@@ -23,8 +23,9 @@ public protocol IntegrationStore: Sendable {
     /// A user with no password (approvals only), owned by `integrationID`; an
     /// existing user is returned as is, with `created` false (and its owner unchanged).
     func ensureUser(email: String, integrationID: String) async throws -> (user: User, created: Bool)
-    /// The user named `email`, and whether the integration reaches it (created it, or was granted it).
-    func user(email: String, promptableBy integrationID: String) async throws -> (user: User, reached: Bool)?
+    /// The user named `email`, whether the integration reaches it (created it, or was granted it),
+    /// and whether it has a device at all: a create's three questions in one read.
+    func user(email: String, promptableBy integrationID: String) async throws -> (user: User, reached: Bool, enrolled: Bool)?
     /// Whether the integration may still prompt user `userID`: own, granted, or (`all`) any user with a device.
     func integration(_ integrationID: String, reaches userID: String, all: Bool) async throws -> Bool
     /// `--prompt-all-users` on or off; `false` for an unknown id.

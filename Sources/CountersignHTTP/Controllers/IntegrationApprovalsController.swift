@@ -153,9 +153,10 @@ struct IntegrationApprovalsController: Sendable {
         // everyone) any user with a device. Anyone else, existing, device-less or not, is the same 404:
         // "has no device" (422) is told only of a user the integration reaches anyway.
         guard let found = try await store.user(email: checked.user, promptableBy: integration.id) else { throw APIError.userNotFound }
-        let (user, reached) = found
+        let (user, reached, enrolled) = found
         guard reached || integration.promptsAllUsers else { throw APIError.userNotFound }
-        guard !(try await store.devices(userID: user.id)).isEmpty else { throw reached ? APIError.notEnrolled : APIError.userNotFound }
+        // Whether the user has a device came with the user: the push dispatcher reads the devices themselves, once.
+        guard enrolled else { throw reached ? APIError.notEnrolled : APIError.userNotFound }
         // A repeat answers as the first create did, while the user is still reached (checked above).
         // Hashed only when a repeat has to be recognised.
         let requestHash = key == nil ? "" : checked.hash

@@ -30,7 +30,8 @@ public enum IntegrationSQL {
     public static func user(email: String, promptableBy integrationID: String) -> SQLStatement {
         """
         SELECT u.*, (u.owner_integration_id IS NOT NULL AND u.owner_integration_id = \(integrationID))
-                OR EXISTS (SELECT 1 FROM integration_grants g WHERE g.user_id = u.id AND g.integration_id = \(integrationID)) AS reached
+                OR EXISTS (SELECT 1 FROM integration_grants g WHERE g.user_id = u.id AND g.integration_id = \(integrationID)) AS reached,
+            EXISTS (SELECT 1 FROM devices d WHERE d.user_id = u.id) AS enrolled
         FROM users u WHERE u.email = \(email)
         """
     }
