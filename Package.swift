@@ -217,8 +217,9 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .executableTarget(
-            name: "countersign",
+        // The commands (`serve` and the admin commands), a library the tests call in-process.
+        .target(
+            name: "CountersignCommands",
             dependencies: [
                 .product(name: "CountersignDevice", package: "countersign-device"),
                 .product(name: "CountersignWire", package: "countersign-device"),
@@ -240,7 +241,9 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // A strict fake of FCM and Google's token endpoint, for tests and the benchmark.
+        // The executable: the entry point alone.
+        .executableTarget(name: "countersign", dependencies: ["CountersignCommands"]),
+        // A strict fake of FCM and Google's token endpoint, for tests and the benchmark: test support, not shipped.
         .target(
             name: "FakeFCM",
             dependencies: [
@@ -253,12 +256,15 @@ let package = Package(
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
-            ]
+            ],
+            path: "Tests/FakeFCM"
         ),
-        // The benchmark suite's reference route (benchmarks/suite.py).
+        // The benchmark suite's reference route (benchmarks/suite.py) and the push benchmark, beside the scripts
+        // that run them; the Debian package and `swift build --product countersign` build the daemon alone.
         .executableTarget(
             name: "countersign-bare-route",
-            dependencies: [.product(name: "Hummingbird", package: "hummingbird")]
+            dependencies: [.product(name: "Hummingbird", package: "hummingbird")],
+            path: "benchmarks/countersign-bare-route"
         ),
         .executableTarget(
             name: "countersign-push-bench",
@@ -266,6 +272,8 @@ let package = Package(
                 "CountersignCore",
                 "CountersignPush",
                 "FakeFCM",
+                .product(name: "CountersignWire", package: "countersign-device"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -274,7 +282,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            ]
+            ],
+            path: "benchmarks/countersign-push-bench"
         ),
         // Processes the tests start that die with the test process (TiedProcess).
         // What every test target shares: temporary folders, log capture, running programs.
@@ -468,7 +477,10 @@ let package = Package(
             name: "CountersignDaemonTests",
             dependencies: [
                 .product(name: "CountersignDevice", package: "countersign-device"),
+                // The binary, for what needs a process of its own; the commands, run in-process.
                 "countersign",
+                "CountersignCommands",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 "CountersignCore",
                 "TestSupport",
                 "CountersignRuntime",

@@ -761,12 +761,14 @@ def seal_key():
 
 
 def row_sealed(args, rows):
-    """The push row's prompts with no device sealed, half, and all (HPKE per message), in alternated rounds
-    against one stub: what sealing adds per push, from the rates of the same minutes."""
+    """Sealing's cost per push, two ways in one run: the push row's prompts through the whole daemon with no
+    device sealed, half, and all (HPKE per message), in alternated rounds against one stub; and sealing alone
+    on one core (countersign-push-bench seal: one ephemeral key, one ECDH, HKDF, AES-GCM per message), set
+    against the daemon's time per push at its readable rate."""
     target = "sealing's cost per push shown (sealed-push.md); push through the daemon unchanged otherwise"
     stub = args.fcm_stub
-    if not (stub and os.path.exists(os.path.join(stub, "start.sh"))) or not shutil.which("nginx"):
-        rows.append(("push, sealed vs readable", "not measured: no FCM stub or no nginx", target))
+    if not (stub and os.path.exists(os.path.join(stub, "start.sh"))) or not shutil.which("nginx") or not os.path.exists(args.push_bench):
+        rows.append(("push, sealed vs readable", "not measured: needs the FCM stub, nginx and the countersign-push-bench release build", target))
         return
     key = seal_key()
 
@@ -785,12 +787,21 @@ def row_sealed(args, rows):
                 rates[share].append(rate)
     finally:
         stop_stub(folder)
+    output = subprocess.run([args.push_bench, "seal", "--rounds", str(args.rounds)], capture_output=True, text=True, timeout=600)
+    seals = [float(found) for found in re.findall(r"seal ([0-9.]+) µs each", output.stdout)]
+    if output.returncode != 0 or not seals:
+        raise RuntimeError(f"countersign-push-bench seal: {(output.stdout + output.stderr)[-300:]}")
+    log(f"sealing alone: {output.stdout.strip()}")
+    seal = statistics.median(seals)
     plain, half, whole = (statistics.median(rates[share]) for share in (0.0, 0.5, 1.0))
-    added = (1 / whole - 1 / plain) * 1e6
+    per_push = 1e6 / plain * os.cpu_count()  # core-µs per readable push at its rate (every core: daemon, stub, client)
+    spread = (min(min(r) for r in rates.values()), max(max(r) for r in rates.values()))
     per_round = "; ".join(f"{a:,.0f} / {b:,.0f} / {c:,.0f}" for a, b, c in zip(rates[0.0], rates[0.5], rates[1.0]))
-    rows.append(("push msg/s through the whole daemon: no device sealed / half / all (same stub, alternated rounds)",
-                 f"median {plain:,.0f} / {half:,.0f} / {whole:,.0f} ({whole / plain:.2f} of readable when all are sealed; "
-                 f"sealing adds {added:.1f} µs of daemon time per push at this rate; per round: {per_round})", target))
+    rows.append(("push msg/s through the whole daemon: no device sealed / half / all (same stub, alternated rounds); sealing alone",
+                 f"median {plain:,.0f} / {half:,.0f} / {whole:,.0f} ({whole / plain:.2f} of readable when all are sealed; every round "
+                 f"within {spread[0]:,.0f}–{spread[1]:,.0f}; per round: {per_round}); sealing alone {seal:.0f} µs per message on one "
+                 f"core (median of {', '.join(f'{x:.0f}' for x in seals)}): {seal / per_push:.0%} of the {per_push:.0f} core-µs "
+                 f"each readable push takes at that rate", target))
 
 
 def row_push_clients(args, rows):

@@ -17,13 +17,16 @@ import Glibc
     }
 
     /// Runs `countersign ARGUMENTS` to its end: its exit status and output (stdout and stderr).
-    /// On a thread of its own (see ``onOwnThread(_:)``): `fcm check` talks to a fake FCM in this process.
+    /// The operator's commands on a database run in-process (``CLI``); a command that needs a
+    /// process of its own, an environment of its own or another program runs the binary, on a
+    /// thread of its own (see ``onOwnThread(_:)``): `fcm check` talks to a fake FCM in this process.
     static func command(
         _ arguments: [String], environment: [String: String] = [:], program: URL? = nil
     ) async throws -> (
         status: Int32, output: String
     ) {
-        try await onOwnThread { try commandBlocking(arguments, environment: environment, program: program) }
+        if program == nil, environment.isEmpty, CLI.runsInProcess(arguments) { return await CLI.run(arguments) }
+        return try await onOwnThread { try commandBlocking(arguments, environment: environment, program: program) }
     }
 
     static func commandBlocking(

@@ -36,10 +36,10 @@ struct MailCommand: AsyncParsableCommand {
             case .accepted(let reply):
                 print("✓ accepted: \(reply)")
             case .temporaryFailure(let reason):
-                FileHandle.standardError.write(Data("✗ temporary failure (a daemon would retry): \(reason)\n".utf8))
+                Console.current.writeError("✗ temporary failure (a daemon would retry): \(reason)\n")
                 throw ExitCode.failure
             case .permanentFailure(let reason):
-                FileHandle.standardError.write(Data("✗ refused: \(reason)\n".utf8))
+                Console.current.writeError("✗ refused: \(reason)\n")
                 throw ExitCode.failure
             }
         }

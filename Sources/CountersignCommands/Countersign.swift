@@ -5,9 +5,11 @@ import CountersignCore
 import Glibc
 #endif
 
-@main
-struct Countersign: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+/// The `countersign` command and its subcommands. The executable is one call
+/// to ``main()``; tests parse and run the commands in-process
+/// (`Countersign.parseAsRoot`), their output captured by a ``Console``.
+public struct Countersign: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "countersign",
         abstract: "Phone-approval broker: approve sensitive actions, such as password resets, from a trusted device.",
         version: CountersignVersion.current,
@@ -21,8 +23,10 @@ struct Countersign: AsyncParsableCommand {
 
     /// Every file this process creates (database, `-wal`, `-shm`, secret key,
     /// backups) is readable by its owner alone, whatever umask it was started with.
-    static func main() async {
+    public static func main() async {
         umask(0o077)
         await main(nil)
     }
+
+    public init() {}
 }

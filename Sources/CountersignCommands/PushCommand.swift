@@ -112,7 +112,7 @@ struct PushCheck {
                 case .webPush: try checkWebPush(pushConfiguration, logger: logger)
                 }
             } catch {
-                FileHandle.standardError.write(Data("✗ \(provider.rawValue): \(error)\n".utf8))
+                Console.current.writeError("✗ \(provider.rawValue): \(error)\n")
                 failed = true
             }
         }

@@ -14,7 +14,7 @@ import NIOSSL
 @main
 struct PushBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "countersign-push-bench", subcommands: [PushBench.self, ClientComparison.self], defaultSubcommand: PushBench.self)
+        commandName: "countersign-push-bench", subcommands: [PushBench.self, ClientComparison.self, SealCost.self], defaultSubcommand: PushBench.self)
 }
 
 /// Pushes N messages through ``FCMSender`` to a local fake FCM over HTTP/2 and

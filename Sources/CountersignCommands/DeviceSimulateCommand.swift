@@ -57,7 +57,7 @@ struct DeviceSimulateCommand: AsyncParsableCommand {
             try await simulate()
         } catch let failure as Failure {
             // A failure of the run, not of its usage: one line, exit 1.
-            FileHandle.standardError.write(Data("countersign device simulate: \(failure.message)\n".utf8))
+            Console.current.writeError("countersign device simulate: \(failure.message)\n")
             throw ExitCode.failure
         }
     }

@@ -63,10 +63,12 @@ let operatorConfigHelp = ArgumentHelp(
 
 /// Reads one line from standard input without echo when it is a terminal.
 func readSecretLine(prompt: String) -> String? {
+    // A command run in-process by a test has no standard input of its own.
+    if Console.current.isCapturing { return nil }
     let interactive = isatty(STDIN_FILENO) == 1
     var saved = termios()
     if interactive {
-        FileHandle.standardError.write(Data(prompt.utf8))
+        Console.current.writeError(prompt)
         tcgetattr(STDIN_FILENO, &saved)
         var silent = saved
         silent.c_lflag &= ~tcflag_t(ECHO)
@@ -75,7 +77,7 @@ func readSecretLine(prompt: String) -> String? {
     defer {
         if interactive {
             tcsetattr(STDIN_FILENO, TCSANOW, &saved)
-            FileHandle.standardError.write(Data("\n".utf8))
+            Console.current.writeError("\n")
         }
     }
     return readLine(strippingNewline: true)

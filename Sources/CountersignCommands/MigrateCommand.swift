@@ -52,7 +52,7 @@ struct Migrate: AsyncParsableCommand {
         }
         defer { try? destination.close() }
         guard try await destination.isEmpty() else {
-            FileHandle.standardError.write(Data("countersign: \(settings.redacted) is not empty; migrate copies only into an empty database\n".utf8))
+            Console.current.writeError("countersign: \(settings.redacted) is not empty; migrate copies only into an empty database\n")
             throw ExitCode.failure
         }
         var tables: [(table: MigratedTable, rows: [[(column: String, value: StoredValue)]])] = []

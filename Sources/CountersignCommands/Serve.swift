@@ -82,7 +82,7 @@ func faultLine(_ message: String, format: LogFormat) {
     let journal = DaemonLogHandler.standardErrorIsJournal(environment: ProcessInfo.processInfo.environment)
     switch format {
     case .text:
-        FileHandle.standardError.write(Data("\(journal ? "<3>" : "")countersign: \(message)\n".utf8))
+        Console.current.writeError("\(journal ? "<3>" : "")countersign: \(message)\n")
     case .json:
         let logger = Logger(label: "countersign") { DaemonLogHandler(label: $0, level: .error, format: .json, journal: journal) }
         logger.error("\(message)")

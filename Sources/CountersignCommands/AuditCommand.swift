@@ -57,7 +57,7 @@ struct AuditCommand: AsyncParsableCommand {
             let events = try await store.auditEvents(requestRef: request)
             if proof { return try await printProofs(events, request: request) }
             for event in events { print(json ? Self.jsonLine(event) : Self.textLine(event)) }
-            if events.isEmpty { FileHandle.standardError.write(Data("no audit events for request \(request)\n".utf8)) }
+            if events.isEmpty { Console.current.writeError("no audit events for request \(request)\n") }
             return
         }
         let events = try await store.auditEvents(since: sinceDate, email: email, kind: kindFilter, limit: limit)
@@ -65,7 +65,7 @@ struct AuditCommand: AsyncParsableCommand {
             print(json ? Self.jsonLine(event) : Self.textLine(event))
         }
         if events.isEmpty && !json {
-            FileHandle.standardError.write(Data("no audit events match\n".utf8))
+            Console.current.writeError("no audit events match\n")
         }
     }
 
@@ -82,7 +82,7 @@ struct AuditCommand: AsyncParsableCommand {
     func printProofs(_ events: [AuditEvent], request: String) async throws {
         let signed = events.filter { $0.proof != nil }
         guard !signed.isEmpty else {
-            FileHandle.standardError.write(Data("no signed answer for request \(request)\n".utf8))
+            Console.current.writeError("no signed answer for request \(request)\n")
             throw ExitCode.failure
         }
         var allValid = true
