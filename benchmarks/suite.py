@@ -184,12 +184,14 @@ def initiate(client, email):
     return answer
 
 
-def login(client, email, token=None, push=None):
+def login(client, email, token=None, push=None, seal_key=None):
     body = {"email": email, "password": PASSWORD, "deviceName": "bench", "platform": "android"}
     if token:
         body["fcmToken"] = token
     if push:
         body["push"] = push
+    if seal_key:  # beside `push`, not in it
+        body["sealKey"] = seal_key
     status, answer = client.call("POST", "/api/mobile/auth/login", body)
     assert status == 200, (status, answer)
     return answer["apiKey"]
@@ -586,11 +588,12 @@ def stop_stub(folder):
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def daemon_push_rate(args, folder, provider_flags=None, address=None, database=None, more=(), after=None):
+def daemon_push_rate(args, folder, provider_flags=None, address=None, database=None, more=(), after=None, seal=None):
     """Prompts/s through the whole daemon to a stub: FCM by default, else the
     flags of another provider and the push address of each user's device. A
     `database` URL and `more` flags run the daemon on another database; `after`
-    is called with the daemon once the last message was counted sent."""
+    is called with the daemon once the last message was counted sent; `seal`
+    gives a device's sealing key (or None), checked stored before the run."""
     extra = RAISED + ["--request-ttl", "3600"] + (provider_flags or [
         "--fcm-service-account", f"{folder}/sa.json", "--fcm-ca-file", f"{folder}/ca.pem", "--fcm-endpoint", "https://127.0.0.1:18443"])
     address = address or (lambda index, device: {"provider": "fcm", "token": f"bench-token-{index}-{device}-" + "x" * 120})
@@ -603,7 +606,11 @@ def daemon_push_rate(args, folder, provider_flags=None, address=None, database=N
         def enrol(index):
             client = Client(daemon.port)
             for device in range(devices):
-                login(client, f"user{index}@bench.test", push=address(index, device))
+                key = seal(index, device) if seal else None
+                api_key = login(client, f"user{index}@bench.test", push=address(index, device), seal_key=key)
+                if key:
+                    status, shown = client.call("GET", "/api/mobile/device", headers={"X-API-Key": api_key})
+                    assert status == 200 and shown.get("sealKey"), (status, shown)
 
         threads = [threading.Thread(target=enrol, args=(index,)) for index in range(users)]
         for thread in threads:
@@ -772,17 +779,16 @@ def row_sealed(args, rows):
         return
     key = seal_key()
 
-    def address(share):
+    def sealing(share):
         sealed = int(args.push_devices * share)
-        return lambda index, device: dict(
-            {"provider": "fcm", "token": f"bench-token-{index}-{device}-" + "x" * 120}, **({"sealKey": key} if device < sealed else {}))
+        return lambda index, device: key if device < sealed else None
 
     folder = start_stub(stub)
     rates = {0.0: [], 0.5: [], 1.0: []}
     try:
         for round in range(args.rounds):
             for share in rates:
-                rate, sent, expected, others = daemon_push_rate(args, folder, address=address(share))
+                rate, sent, expected, others = daemon_push_rate(args, folder, seal=sealing(share))
                 log(f"sealed {share:.0%}, round {round + 1}: {rate:,.0f} msg/s ({sent:,} of {expected:,} sent, {others} other outcomes)")
                 rates[share].append(rate)
     finally:

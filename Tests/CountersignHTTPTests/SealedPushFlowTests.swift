@@ -72,6 +72,14 @@ import Testing
             }
             let notString = try await Self.login(daemon, device: "Phone", extra: ["sealKey": 42])
             #expect(notString.status == 400, "\(notString.text)")
+            // In `push` it would be ignored, and the app would believe its prompts sealed: refused, naming where it goes.
+            let nested = try await Self.login(
+                daemon, device: "Phone",
+                extra: [
+                    "push": ["provider": "fcm", "token": "tok-1", "sealKey": Self.sealKey(P256.KeyAgreement.PrivateKey())] as [String: any Sendable]
+                ])
+            #expect(nested.status == 400, "\(nested.text)")
+            #expect(nested["message"]?.contains("`push.sealKey`") == true && nested["message"]?.contains("beside `push`") == true, "\(nested.text)")
             #expect(try await daemon.server.store.devices(userID: user.id).isEmpty, "nothing stored")
 
             let first = P256.KeyAgreement.PrivateKey()

@@ -11,6 +11,24 @@ struct PushAddressBody: Decodable, Sendable {
     var endpoint: String?
     var p256dh: String?
     var auth: String?
+    /// A `sealKey` member among the address's: in a login's or an enrollment's `push` it is
+    /// refused (it goes beside `push`), so that an app that put it there is told, not left
+    /// believing its prompts are sealed.
+    var hasSealKey = false
+
+    enum CodingKeys: String, CodingKey { case provider, token, topic, environment, endpoint, p256dh, auth, sealKey }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        provider = try container.decode(String.self, forKey: .provider)
+        token = try container.decodeIfPresent(String.self, forKey: .token)
+        topic = try container.decodeIfPresent(String.self, forKey: .topic)
+        environment = try container.decodeIfPresent(String.self, forKey: .environment)
+        endpoint = try container.decodeIfPresent(String.self, forKey: .endpoint)
+        p256dh = try container.decodeIfPresent(String.self, forKey: .p256dh)
+        auth = try container.decodeIfPresent(String.self, forKey: .auth)
+        hasSealKey = container.contains(.sealKey)
+    }
 }
 
 /// `PUT /api/mobile/device/push`'s body: a push address, and beside it the sealing key,
@@ -66,7 +84,12 @@ extension Field {
 
     /// A login's or enrollment's push address: `push` when given, else the older `fcmToken`.
     static func pushAddress(push: PushAddressBody?, fcmToken: String?, policy: PushEndpointPolicy) throws -> PushAddress? {
-        if let push { return try pushAddress(push, prefix: "push.", policy: policy) }
+        if let push {
+            if push.hasSealKey {
+                throw APIError.invalidRequest("The field `push.sealKey` is not read: send `sealKey` beside `push`, not in it.")
+            }
+            return try pushAddress(push, prefix: "push.", policy: policy)
+        }
         let token = try fcmToken.map { try text($0, "fcmToken", maxBytes: PushAddress.maximumTokenBytes, allowEmpty: true) }
         return Device.pushToken(from: token).map(PushAddress.fcm)
     }
