@@ -10,7 +10,9 @@ public final class Console: Sendable {
     private struct Captured {
         var output = ""
         var errors = ""
-        /// Both, in the order written: what a terminal (or `2>&1`) shows.
+        /// Both, in the order written. The binary's standard output goes through the C
+        /// library's buffer and its errors at once, so into a pipe its errors may come
+        /// first: a test checks what is said, not the order of the two.
         var both = ""
     }
     private let captured = Mutex(Captured())

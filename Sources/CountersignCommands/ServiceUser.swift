@@ -32,6 +32,11 @@ enum ServiceUser {
             let folderGroup = (attributes[.groupOwnerAccountID] as? NSNumber)?.uint32Value, owner != 0
         else { return }  // Root's own folder, or none (opening the database says so).
         let uid = uid_t(owner)
+        // A command a test runs in-process shares the test's process: changing user there would
+        // change it for every test after it, for good. Such a test must run the binary.
+        guard !Console.current.isCapturing else {
+            throw CommandFailure("a command run in-process does not change its user (\(folder) belongs to uid \(uid)): run the binary")
+        }
         let gid = getpwuid(uid).map { $0.pointee.pw_gid } ?? gid_t(folderGroup)
         guard gid != 0 else {
             throw CommandFailure("\(folder) belongs to uid \(uid) with group root: give it the service's group (chown \(uid):GROUP)")

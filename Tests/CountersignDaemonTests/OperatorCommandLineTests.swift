@@ -29,6 +29,24 @@ import Glibc
         return owners
     }
 
+    /// A command a test runs in-process on such a folder refuses to change user (it would change the
+    /// whole test process's, for good) and says to run the binary; the process is still root after.
+    @Test(.enabled(if: geteuid() == 0, "needs root: only root changes user"))
+    func aCommandRunInProcessNeverChangesTheTestProcesssUser() async throws {
+        try await withTemporaryDirectory("countersign-in-process-user") { root in
+            let folder = root.appendingPathComponent("countersign")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            try FileManager.default.setAttributes(
+                [.ownerAccountID: Self.serviceUID, .groupOwnerAccountID: Self.serviceUID, .posixPermissions: 0o700], ofItemAtPath: folder.path)
+            let (status, output) = await CLI.run([
+                "integration", "add", "acme", "--database", folder.appendingPathComponent("countersign.sqlite").path,
+            ])
+            #expect(status != 0)
+            #expect(output.contains("does not change its user") && output.contains("run the binary"), "\(output)")
+            #expect(geteuid() == 0 && getuid() == 0)
+        }
+    }
+
     /// Root runs the admin commands against the state directory of the unit's `User=` (before the first start, and
     /// after): every file they leave belongs to that user, who can go on writing the database.
     @Test(.enabled(if: geteuid() == 0, "needs root: it runs the commands as an operator's sudo does"))

@@ -112,6 +112,13 @@ import Testing
             #expect(removed.status == 200, "\(removed.text)")
             let afterRemoval = try await shown()
             #expect(afterRemoval.json["sealKey"] is NSNull, "\(afterRemoval.text)")
+
+            // A `null` inside `push` says nothing (a client that writes every member): taken, no key.
+            let nullInPush = try await Self.login(
+                daemon, device: "Tablet", extra: ["push": ["provider": "fcm", "token": "tok-4", "sealKey": NSNull()] as [String: any Sendable]])
+            #expect(nullInPush.status == 200, "\(nullInPush.text)")
+            let tablet = try await daemon.call(.GET, "/api/mobile/device", apiKey: try #require(nullInPush["apiKey"]))
+            #expect(tablet.json["sealKey"] is NSNull, "\(tablet.text)")
         }
     }
 

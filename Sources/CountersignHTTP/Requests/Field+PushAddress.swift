@@ -27,7 +27,8 @@ struct PushAddressBody: Decodable, Sendable {
         endpoint = try container.decodeIfPresent(String.self, forKey: .endpoint)
         p256dh = try container.decodeIfPresent(String.self, forKey: .p256dh)
         auth = try container.decodeIfPresent(String.self, forKey: .auth)
-        hasSealKey = container.contains(.sealKey)
+        // `null` there says nothing; a value there is a key the sender meant to be used.
+        hasSealKey = try container.contains(.sealKey) && !container.decodeNil(forKey: .sealKey)
     }
 }
 

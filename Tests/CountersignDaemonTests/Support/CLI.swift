@@ -5,7 +5,10 @@ import CountersignCommands
 /// from `arguments`, its output and errors captured in the order written,
 /// and the exit status ArgumentParser's `main` would end the process with.
 /// For commands that need no process of their own: nothing here sets a
-/// umask, reads standard input or takes signals (those run the binary).
+/// umask, reads standard input, takes signals or changes user (a command on a
+/// folder root does not own refuses to, in-process); those run the binary.
+/// A database a command creates here has the test process's umask, and a
+/// PostgreSQL store it opens stays connected until the test process ends.
 enum CLI {
     static func run(_ arguments: [String]) async -> (status: Int32, output: String) {
         let console = Console.capturing()
