@@ -23,13 +23,14 @@ struct SealCost: ParsableCommand {
     func run() throws {
         let key = SealKey(publicKey: P256.KeyAgreement.PrivateKey().publicKey)
         let plaintext = try JSONSerialization.data(withJSONObject: Self.payload, options: [.sortedKeys])
-        let sealedLength = try PushSeal.seal(plaintext, to: key, aad: Self.payload["requestId"]!).utf8.count
+        let aad = Self.payload["requestId"]!
+        let sealedLength = try PushSeal.seal(plaintext, to: key, aad: aad).utf8.count
         let clock = ContinuousClock()
         for round in 1...rounds {
             var bytes = 0
             let sealing = clock.measure {
                 for _ in 0..<messages {
-                    bytes &+= (try? PushSeal.seal(plaintext, to: key, aad: Self.payload["requestId"]!))?.utf8.count ?? 0
+                    bytes &+= (try? PushSeal.seal(plaintext, to: key, aad: aad))?.utf8.count ?? 0
                 }
             }
             let encoding = clock.measure {
@@ -37,9 +38,8 @@ struct SealCost: ParsableCommand {
                     bytes &+= (try? JSONSerialization.data(withJSONObject: Self.payload, options: [.sortedKeys]))?.count ?? 0
                 }
             }
-            let each = { (duration: Duration) in
-                Double(duration.components.attoseconds) / 1e12 / Double(messages) + Double(duration.components.seconds) * 1e6 / Double(messages)
-            }
+            // Microseconds per message.
+            let each = { (duration: Duration) in duration / .microseconds(messages) }
             print(
                 String(
                     format: "round %d: seal %.1f µs each, JSON encoding alone %.1f µs each (%d plaintext bytes, %d characters sealed; checksum %d)",
