@@ -20,14 +20,11 @@ struct Backup: AsyncParsableCommand {
             """)
 
     @Option(help: ArgumentHelp("The new backup file (never replaced).", valueName: "file")) var to: String
-    @Option(
-        name: ConfigurationLoader.secretKeyFile.name,
-        help: ConfigurationLoader.secretKeyFile.help("The daemon's secret key file.", default: "as serve finds it", value: "file"))
-    var secretKeyFile: String?
+    @Option(\.secretKeyFile) var secretKeyFile: String?
     @OptionGroup var database: DatabaseOptions
 
     func run() async throws {
-        let loader = try await loadOrExit { try database.loader(secretKeyFile.map { [ConfigurationLoader.secretKeyFile.flag: $0] } ?? [:]) }
+        let loader = try await loadOrExit { try database.loader(self) }
         guard case .sqlite(let path) = try await loadOrExit({ try loader.database() }) else {
             throw CommandFailure("the database is PostgreSQL: back it up with pg_dump, and keep the nodes' secret key with the dump")
         }

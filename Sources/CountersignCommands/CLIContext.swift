@@ -7,26 +7,15 @@ import Logging
 
 /// Options every database command takes.
 struct DatabaseOptions: ParsableArguments {
-    @Option(
-        name: ConfigurationLoader.database.name,
-        help: ConfigurationLoader.database.help(
-            "The SQLite database file, or a cluster's postgres:// URL.", default: "the config file's, else as serve finds it", value: "file-or-url"))
-    var database: String?
+    @Option(\.database) var database: String?
+    @Option(\.databasePasswordFile) var databasePasswordFile: String?
+    @Option(help: configHelp, completion: .file()) var config: String?
 
-    @Option(
-        name: ConfigurationLoader.databasePasswordFile.name,
-        help: ConfigurationLoader.databasePasswordFile.help("File holding the PostgreSQL password, when the URL has none.", value: "file"))
-    var databasePasswordFile: String?
-
-    @Option(help: operatorConfigHelp)
-    var config: String?
-
-    /// The settings as `serve` finds them: these flags (and `extra`), the environment, the config file.
-    func loader(_ extra: [String: String] = [:]) throws -> ConfigurationLoader {
-        var flags = extra
-        flags[ConfigurationLoader.database.flag] = database
-        flags[ConfigurationLoader.databasePasswordFile.flag] = databasePasswordFile
-        return try ConfigurationLoader(flags: flags, environment: ProcessInfo.processInfo.environment, configFile: operatorConfigFile(config))
+    /// The settings as `serve` finds them: these options (and `extra`'s), the environment, the config file.
+    func loader(_ extra: any ParsableArguments...) throws -> ConfigurationLoader {
+        var given = GivenSettings(self)
+        for group in extra { given.values.merge(GivenSettings(group).values) { $1 } }
+        return try given.loader(config: config)
     }
 
     /// The database `serve` uses. A SQLite file that does not exist is an error
@@ -45,21 +34,6 @@ struct DatabaseOptions: ParsableArguments {
         return try await loadOrExit { try await location.open(nodeID: { "cli-\(DatabaseLocation.hostName())-\(getpid())" }, logger: logger) }.store
     }
 }
-
-/// The package's config file.
-let installedConfigFile = "/etc/countersign/countersign.json"
-
-/// The config file an operator's command reads: `--config`, else `COUNTERSIGN_CONFIG`, else the package's
-/// `/etc/countersign/countersign.json` when it exists. (`serve` reads only the file it is given, and `demo` only its `--config`.)
-func operatorConfigFile(_ flag: String?) -> String? {
-    flag ?? ProcessInfo.processInfo.environment["COUNTERSIGN_CONFIG"]
-        ?? (FileManager.default.fileExists(atPath: installedConfigFile) ? installedConfigFile : nil)
-}
-
-/// The help of an operator command's `--config`.
-let operatorConfigHelp = ArgumentHelp(
-    "The daemon's JSON config file, for the settings this command reads. Also COUNTERSIGN_CONFIG. (default: \(installedConfigFile) when it exists)",
-    valueName: "file")
 
 /// Reads one line from standard input without echo when it is a terminal.
 func readSecretLine(prompt: String) -> String? {
@@ -97,15 +71,10 @@ func readNewPassword() throws -> String {
 /// The cost passwords are hashed at: the flag, else the environment, else
 /// the same JSON config file `serve` reads (`--config` or `COUNTERSIGN_CONFIG`).
 struct BcryptOption: ParsableArguments {
-    @Option(
-        name: ConfigurationLoader.bcryptCost.name,
-        help: ConfigurationLoader.bcryptCost.help("bcrypt cost, 4…31.", default: "12", value: "cost"))
-    var bcryptCost: String?
+    @Option(\.bcryptCost) var bcryptCost: String?
 
     func hasher(_ database: DatabaseOptions) async throws -> BcryptPasswordHasher {
-        let cost = try await loadOrExit {
-            try database.loader(bcryptCost.map { [ConfigurationLoader.bcryptCost.flag: $0] } ?? [:]).bcryptCost()
-        }
+        let cost = try await loadOrExit { try database.loader(self).bcryptCost() }
         return BcryptPasswordHasher(cost: cost)
     }
 }

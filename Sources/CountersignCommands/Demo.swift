@@ -21,7 +21,7 @@ struct Demo: AsyncParsableCommand {
     var email = false
     @Option(help: ArgumentHelp("With --email: the demo account's address, where the mail goes.", valueName: "address"))
     var to = "ana@example.com"
-    @Option(help: ArgumentHelp("The JSON config file, for the SMTP settings. Also COUNTERSIGN_CONFIG.", valueName: "file")) var config: String?
+    @Option(help: configHelp, completion: .file()) var config: String?
     @OptionGroup var mail: MailOptions
 
     func run() async throws {
@@ -39,7 +39,7 @@ struct Demo: AsyncParsableCommand {
         var printer: PrintingMailSender?
         if email {
             configuration.email.smtp = try await loadOrExit {
-                try ConfigurationLoader(flags: mail.flags, environment: ProcessInfo.processInfo.environment, configFile: config).smtpConfiguration()
+                try GivenSettings(mail).loader(config: config).smtpConfiguration()
             }
             if configuration.email.smtp == nil { printer = PrintingMailSender() }
             // The mail's link must name the port this daemon listens on: a free one, chosen before it starts.

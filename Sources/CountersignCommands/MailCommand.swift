@@ -12,13 +12,13 @@ struct MailCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Send one test mail with the configured SMTP settings and print the server's answer."
         )
-        @Option(help: operatorConfigHelp) var config: String?
+        @Option(help: configHelp, completion: .file()) var config: String?
         @OptionGroup var mail: MailOptions
         @Option(help: ArgumentHelp("Where to send the test mail.", valueName: "address")) var to: String
 
         func run() async throws {
             let smtp = try await loadOrExit {
-                try ConfigurationLoader(flags: mail.flags, environment: ProcessInfo.processInfo.environment, configFile: operatorConfigFile(config))
+                try GivenSettings(mail).loader(config: config)
                     .smtpConfiguration()
             }
             guard let smtp else {

@@ -36,12 +36,9 @@ struct Migrate: AsyncParsableCommand {
         guard let from, let to else { return }
         guard FileManager.default.fileExists(atPath: from) else { throw CommandFailure("no SQLite database at \(from)") }
         guard PostgresConfiguration.isURL(to) else { throw ValidationError("--to must be a postgres:// URL") }
-        var flags = [ConfigurationLoader.database.flag: to]
-        flags[ConfigurationLoader.databasePasswordFile.flag] = database.databasePasswordFile
-        let target = try await loadOrExit {
-            try ConfigurationLoader(flags: flags, environment: ProcessInfo.processInfo.environment, configFile: operatorConfigFile(database.config))
-                .database()
-        }
+        var given = GivenSettings(database)
+        given.values[Settings.table.database.flag] = to
+        let target = try await loadOrExit { try given.loader(config: database.config).database() }
         guard case .postgres(let settings) = target else { throw ValidationError("--to must be a postgres:// URL") }
         try ServiceUser.become(ownerOf: from)
         var logger = Logger(label: "countersign")

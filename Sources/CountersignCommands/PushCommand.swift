@@ -22,7 +22,7 @@ struct PushCommand: AsyncParsableCommand {
                 sends it with a device token that cannot exist: APNs answers BadDeviceToken only when it accepts the \
                 credentials (nothing is delivered). Web Push: loads the VAPID key (never creates one) and prints its public key.
                 """)
-        @Option(help: operatorConfigHelp) var config: String?
+        @Option(help: configHelp, completion: .file()) var config: String?
         @OptionGroup var push: PushOptions
         @Option(help: ArgumentHelp("Check only this provider.", valueName: "fcm|apns|webpush")) var provider: PushProvider?
         @Option(help: ArgumentHelp("A device's FCM registration token: send it a validate_only message (nothing is delivered).", valueName: "token"))
@@ -46,7 +46,7 @@ struct FCMCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Same as push check --provider fcm: load the service account, fetch an access token and, with --token, validate a message."
         )
-        @Option(help: operatorConfigHelp) var config: String?
+        @Option(help: configHelp, completion: .file()) var config: String?
         @OptionGroup var push: PushOptions
         @Option(help: ArgumentHelp("A device's FCM registration token: send it a validate_only message (nothing is delivered).", valueName: "token"))
         var token: String?
@@ -86,7 +86,7 @@ struct PushCheck {
 
     func run(only: PushProvider?) async throws {
         var pushConfiguration = try await loadOrExit {
-            try ConfigurationLoader(flags: push.flags, environment: ProcessInfo.processInfo.environment, configFile: operatorConfigFile(config))
+            try GivenSettings(push).loader(config: config)
                 .pushConfiguration()
         }
         // A check never creates the VAPID key: one made by another user than the daemon's would lock it out.

@@ -8,32 +8,22 @@ import Logging
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Run the daemon.")
 
-    @Option(
-        help: ArgumentHelp("The JSON config file; comments and trailing commas are allowed. Also COUNTERSIGN_CONFIG.", valueName: "file"),
-        completion: .file())
-    var config: String?
-    @OptionGroup(title: "Listening") var listening: ListenOptions
-    @OptionGroup(title: "Storage") var storage: StorageOptions
-    @OptionGroup(title: "Approvals") var approvals: ApprovalOptions
-    @OptionGroup(title: "Limits") var limits: LimitOptions
-    @OptionGroup(title: "Logs and audit") var logs: LogOptions
-    @OptionGroup(title: "Push") var push: PushOptions
-    @OptionGroup(title: "Mail") var mail: MailOptions
-    @OptionGroup(title: "Email reset") var emailReset: EmailResetOptions
+    @Option(help: configHelp, completion: .file()) var config: String?
+    @OptionGroup(title: SettingInfo.Group.listening.rawValue) var listening: ListenOptions
+    @OptionGroup(title: SettingInfo.Group.storage.rawValue) var storage: StorageOptions
+    @OptionGroup(title: SettingInfo.Group.approvals.rawValue) var approvals: ApprovalOptions
+    @OptionGroup(title: SettingInfo.Group.limits.rawValue) var limits: LimitOptions
+    @OptionGroup(title: SettingInfo.Group.logs.rawValue) var logs: LogOptions
+    @OptionGroup(title: SettingInfo.Group.push.rawValue) var push: PushOptions
+    @OptionGroup(title: SettingInfo.Group.mail.rawValue) var mail: MailOptions
+    @OptionGroup(title: SettingInfo.Group.emailReset.rawValue) var emailReset: EmailResetOptions
+
+    /// Every setting given on the command line.
+    var given: GivenSettings { GivenSettings(listening, storage, approvals, limits, logs, push, mail, emailReset) }
 
     func run() async throws {
-        let flags = [listening.flags, storage.flags, approvals.flags, limits.flags, logs.flags, push.flags, mail.flags, emailReset.flags]
-            .reduce(into: [String: String]()) { all, group in all.merge(group) { $1 } }
-        let loader = try await loadOrExit {
-            try ConfigurationLoader(
-                flags: flags,
-                lists: [
-                    ConfigurationLoader.rateLimits.flag: limits.rateLimits, ConfigurationLoader.trustedProxies.flag: listening.trustedProxies,
-                ],
-                environment: ProcessInfo.processInfo.environment,
-                configFile: config
-            )
-        }
+        let configFile = configFile(config)
+        let loader = try await loadOrExit { try given.loader(config: config) }
         // A refusal is written in the configured log format (one JSON object with --log-format json) once that is known:
         // only a config file that cannot be read, or a bad --log-format itself, is a plain line.
         let format = (try? loader.logFormat()).flatMap { $0 } ?? .text
@@ -44,7 +34,7 @@ struct Serve: AsyncParsableCommand {
             if let metrics = configuration.metricsListen { try await ListenCheck.ensureFree(metrics, what: "--metrics-listen") }
         }
         let logger = bootstrapLogging(level: configuration.logLevel, format: configuration.logFormat)
-        logger.info("starting", metadata: configuration.startupSummary)
+        logger.info("starting", metadata: configuration.startupSummary.merging(["config": "\(configFile ?? "none")"]) { $1 })
         let server = try await loadOrExit(format: format) {
             try await buildApplication(configuration: configuration, logger: logger, environment: ProcessInfo.processInfo.environment)
         }

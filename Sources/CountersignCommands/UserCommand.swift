@@ -85,10 +85,7 @@ struct UserCommand: AsyncParsableCommand {
         @Flag(help: "Let them answer a phone-approved password reset too.") var forPasswordReset = false
         @Flag(help: "Void the user's unused codes instead of issuing new ones.") var revoke = false
         @OptionGroup var database: DatabaseOptions
-        @Option(
-            name: ConfigurationLoader.secretKeyFile.name,
-            help: ConfigurationLoader.secretKeyFile.help("The daemon's secret key file.", default: "as serve finds it", value: "file"))
-        var secretKeyFile: String?
+        @Option(\.secretKeyFile) var secretKeyFile: String?
 
         func validate() throws {
             guard (1...100).contains(count) else { throw ValidationError("--count must be from 1 to 100") }
@@ -125,7 +122,7 @@ struct UserCommand: AsyncParsableCommand {
         }
 
         func secretKeyLoader() throws -> ConfigurationLoader {
-            try database.loader(secretKeyFile.map { [ConfigurationLoader.secretKeyFile.flag: $0] } ?? [:])
+            try database.loader(self)
         }
     }
 

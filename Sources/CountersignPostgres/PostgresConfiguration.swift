@@ -25,9 +25,11 @@ public struct PostgresConfiguration: Sendable, Equatable {
     public var connectTimeout: Duration = Self.defaultConnectTimeout
     public static let defaultConnectTimeout: Duration = .seconds(5)
     /// How long a query waits for a pooled connection (`--database-connection-wait`).
-    public var connectionWait: Duration = .seconds(5)
+    public var connectionWait: Duration = Self.defaultConnectionWait
+    public static let defaultConnectionWait: Duration = .seconds(5)
     /// How long a query or transaction may run on its connection (`--database-query-limit`).
-    public var queryLimit: Duration = .seconds(30)
+    public var queryLimit: Duration = Self.defaultQueryLimit
+    public static let defaultQueryLimit: Duration = .seconds(30)
 
     /// Whether `value` names a PostgreSQL database rather than an SQLite file.
     public static func isURL(_ value: String) -> Bool {

@@ -10,107 +10,8 @@ import Synchronization
 
 /// Merges settings with the precedence flag > environment (`COUNTERSIGN_*`) > config file > default.
 public struct ConfigurationLoader {
-    /// One setting: its flag, its environment variable and its config-file key.
-    public struct Setting: Sendable {
-        public var flag: String
-        public var environment: String
-        public var fileKey: String
-        /// A value that may hold a password (a database or SMTP URL): marked secret for swift-configuration
-        /// and never repeated in a refusal.
-        public var isSecret = false
-
-        /// The setting's key for the configuration reader: its config-file key (`fcm.endpoint`).
-        var readKey: ConfigKey { ConfigKey(fileKey) }
-        var configKey: AbsoluteConfigKey { AbsoluteConfigKey(readKey) }
-
-        /// The flag without its dashes, as a command-line parser names it (`listen`).
-        public var longName: String { String(flag.drop { $0 == "-" }) }
-    }
-
-    public static let listen = Setting(flag: "--listen", environment: "COUNTERSIGN_LISTEN", fileKey: "listen")
-    public static let metricsListen = Setting(flag: "--metrics-listen", environment: "COUNTERSIGN_METRICS_LISTEN", fileKey: "metricsListen")
-    public static let database = Setting(flag: "--database", environment: "COUNTERSIGN_DATABASE", fileKey: "database", isSecret: true)
-    public static let databasePasswordFile = Setting(
-        flag: "--database-password-file", environment: "COUNTERSIGN_DATABASE_PASSWORD_FILE", fileKey: "databasePasswordFile")
-    public static let nodeID = Setting(flag: "--node-id", environment: "COUNTERSIGN_NODE_ID", fileKey: "nodeID")
-    public static let databaseConnectionWait = Setting(
-        flag: "--database-connection-wait", environment: "COUNTERSIGN_DATABASE_CONNECTION_WAIT", fileKey: "databaseConnectionWait")
-    public static let databaseQueryLimit = Setting(
-        flag: "--database-query-limit", environment: "COUNTERSIGN_DATABASE_QUERY_LIMIT", fileKey: "databaseQueryLimit")
-    public static let requestTTL = Setting(flag: "--request-ttl", environment: "COUNTERSIGN_REQUEST_TTL", fileKey: "requestTTL")
-    public static let completionWindow = Setting(
-        flag: "--completion-window", environment: "COUNTERSIGN_COMPLETION_WINDOW", fileKey: "completionWindow")
-    public static let numberMatching = Setting(
-        flag: "--number-matching", environment: "COUNTERSIGN_NUMBER_MATCHING", fileKey: "numberMatching")
-    public static let bcryptCost = Setting(flag: "--bcrypt-cost", environment: "COUNTERSIGN_BCRYPT_COST", fileKey: "bcryptCost")
-    public static let bcryptQueue = Setting(flag: "--bcrypt-queue", environment: "COUNTERSIGN_BCRYPT_QUEUE", fileKey: "bcryptQueue")
-    public static let logLevel = Setting(flag: "--log-level", environment: "COUNTERSIGN_LOG_LEVEL", fileKey: "logLevel")
-    public static let logFormat = Setting(flag: "--log-format", environment: "COUNTERSIGN_LOG_FORMAT", fileKey: "logFormat")
-    public static let fraudSilence = Setting(flag: "--fraud-silence", environment: "COUNTERSIGN_FRAUD_SILENCE", fileKey: "fraudSilence")
-    public static let retention = Setting(
-        flag: "--audit-retention-days", environment: "COUNTERSIGN_AUDIT_RETENTION_DAYS", fileKey: "auditRetentionDays")
-    /// Repeatable: `--rate-limit NAME=COUNT/SECONDS`; environment `NAME=COUNT/SECONDS,…`; file `{"NAME": {"count": C, "window": S}}`.
-    public static let rateLimits = Setting(flag: "--rate-limit", environment: "COUNTERSIGN_RATE_LIMITS", fileKey: "rateLimits")
-    /// Repeatable: `--trusted-proxy CIDR`; environment `CIDR,…`; file `["CIDR", …]`.
-    public static let trustedProxies = Setting(
-        flag: "--trusted-proxy", environment: "COUNTERSIGN_TRUSTED_PROXIES", fileKey: "trustedProxies")
-    public static let idleTimeout = Setting(flag: "--idle-timeout", environment: "COUNTERSIGN_IDLE_TIMEOUT", fileKey: "idleTimeout")
-    public static let requestTimeout = Setting(
-        flag: "--request-timeout", environment: "COUNTERSIGN_REQUEST_TIMEOUT", fileKey: "requestTimeout")
-    /// The older name of ``requestTimeout``, still read (the request timeout wins when both are set).
-    public static let headTimeout = Setting(flag: "--header-timeout", environment: "COUNTERSIGN_HEADER_TIMEOUT", fileKey: "headerTimeout")
-    public static let longPollsPerAddress = Setting(
-        flag: "--long-polls-per-address", environment: "COUNTERSIGN_LONG_POLLS_PER_ADDRESS", fileKey: "longPollsPerAddress")
-    public static let connectionsPerAddress = Setting(
-        flag: "--connections-per-address", environment: "COUNTERSIGN_CONNECTIONS_PER_ADDRESS", fileKey: "connectionsPerAddress")
-    public static let maxDevicesPerUser = Setting(
-        flag: "--max-devices-per-user", environment: "COUNTERSIGN_MAX_DEVICES_PER_USER", fileKey: "maxDevicesPerUser")
-    public static let longPollsTotal = Setting(flag: "--long-polls-max", environment: "COUNTERSIGN_LONG_POLLS_MAX", fileKey: "longPollsMax")
-    public static let fcmServiceAccount = Setting(
-        flag: "--fcm-service-account", environment: "COUNTERSIGN_FCM_SERVICE_ACCOUNT", fileKey: "fcm.serviceAccountFile")
-    public static let fcmEndpoint = Setting(flag: "--fcm-endpoint", environment: "COUNTERSIGN_FCM_ENDPOINT", fileKey: "fcm.endpoint")
-    public static let fcmCAFile = Setting(flag: "--fcm-ca-file", environment: "COUNTERSIGN_FCM_CA_FILE", fileKey: "fcm.caFile")
-    public static let apnsKeyFile = Setting(flag: "--apns-key-file", environment: "COUNTERSIGN_APNS_KEY_FILE", fileKey: "apns.keyFile")
-    public static let apnsKeyID = Setting(flag: "--apns-key-id", environment: "COUNTERSIGN_APNS_KEY_ID", fileKey: "apns.keyID")
-    public static let apnsTeamID = Setting(flag: "--apns-team-id", environment: "COUNTERSIGN_APNS_TEAM_ID", fileKey: "apns.teamID")
-    public static let apnsURL = Setting(flag: "--apns-url", environment: "COUNTERSIGN_APNS_URL", fileKey: "apns.url")
-    public static let apnsCAFile = Setting(flag: "--apns-ca-file", environment: "COUNTERSIGN_APNS_CA_FILE", fileKey: "apns.caFile")
-    public static let vapidKeyFile = Setting(flag: "--vapid-key-file", environment: "COUNTERSIGN_VAPID_KEY_FILE", fileKey: "webpush.vapidKeyFile")
-    public static let vapidSubject = Setting(flag: "--vapid-subject", environment: "COUNTERSIGN_VAPID_SUBJECT", fileKey: "webpush.vapidSubject")
-    public static let pushAllowPrivateEndpoints = Setting(
-        flag: "--push-allow-private-endpoints", environment: "COUNTERSIGN_PUSH_ALLOW_PRIVATE_ENDPOINTS", fileKey: "pushAllowPrivateEndpoints")
-    public static let pushPerHostInFlight = Setting(
-        flag: "--push-per-host-in-flight", environment: "COUNTERSIGN_PUSH_PER_HOST_IN_FLIGHT", fileKey: "pushPerHostInFlight")
-    public static let sealedPush = Setting(flag: "--sealed-push", environment: "COUNTERSIGN_SEALED_PUSH", fileKey: "sealedPush")
-    public static let smtpURL = Setting(flag: "--smtp-url", environment: "COUNTERSIGN_SMTP_URL", fileKey: "smtp.url", isSecret: true)
-    public static let smtpUser = Setting(flag: "--smtp-user", environment: "COUNTERSIGN_SMTP_USER", fileKey: "smtp.user")
-    public static let smtpPasswordFile = Setting(
-        flag: "--smtp-password-file", environment: "COUNTERSIGN_SMTP_PASSWORD_FILE", fileKey: "smtp.passwordFile")
-    public static let smtpFrom = Setting(flag: "--smtp-from", environment: "COUNTERSIGN_SMTP_FROM", fileKey: "smtp.from")
-    public static let smtpTLS = Setting(flag: "--smtp-tls", environment: "COUNTERSIGN_SMTP_TLS", fileKey: "smtp.tls")
-    public static let smtpCAFile = Setting(flag: "--smtp-ca-file", environment: "COUNTERSIGN_SMTP_CA_FILE", fileKey: "smtp.caFile")
-    public static let publicURL = Setting(flag: "--public-url", environment: "COUNTERSIGN_PUBLIC_URL", fileKey: "publicURL")
-    public static let resetLinkTemplate = Setting(
-        flag: "--reset-link-template", environment: "COUNTERSIGN_RESET_LINK_TEMPLATE", fileKey: "resetLinkTemplate")
-    public static let emailCodeTTL = Setting(flag: "--email-code-ttl", environment: "COUNTERSIGN_EMAIL_CODE_TTL", fileKey: "emailCodeTTL")
-    public static let mailTemplates = Setting(flag: "--mail-templates", environment: "COUNTERSIGN_MAIL_TEMPLATES", fileKey: "mailTemplates")
-    public static let secretKeyFile = Setting(flag: "--secret-key-file", environment: "COUNTERSIGN_SECRET_KEY_FILE", fileKey: "secretKeyFile")
-    public static let deviceKeys = Setting(flag: "--device-keys", environment: "COUNTERSIGN_DEVICE_KEYS", fileKey: "deviceKeys")
-    public static let offlineCodes = Setting(flag: "--offline-codes", environment: "COUNTERSIGN_OFFLINE_CODES", fileKey: "offlineCodes")
-    public static let appLinkScheme = Setting(flag: "--app-link-scheme", environment: "COUNTERSIGN_APP_LINK_SCHEME", fileKey: "appLinkScheme")
-    public static let otpIssuer = Setting(flag: "--otp-issuer", environment: "COUNTERSIGN_OTP_ISSUER", fileKey: "otpIssuer")
-    public static let all = [
-        listen, metricsListen, database, databasePasswordFile, nodeID, databaseConnectionWait, databaseQueryLimit, requestTTL, completionWindow,
-        numberMatching,
-        bcryptCost, bcryptQueue, logLevel, logFormat, fraudSilence,
-        retention,
-        rateLimits, trustedProxies, idleTimeout, requestTimeout, headTimeout, longPollsPerAddress, longPollsTotal, maxDevicesPerUser,
-        connectionsPerAddress, fcmServiceAccount, fcmEndpoint,
-        fcmCAFile, apnsKeyFile, apnsKeyID, apnsTeamID, apnsURL, apnsCAFile, vapidKeyFile, vapidSubject, pushAllowPrivateEndpoints,
-        pushPerHostInFlight, sealedPush, smtpURL, smtpUser,
-        smtpPasswordFile, smtpFrom, smtpTLS, smtpCAFile, publicURL, resetLinkTemplate, emailCodeTTL,
-        mailTemplates, secretKeyFile, deviceKeys, offlineCodes, appLinkScheme, otpIssuer,
-    ]
+    /// The settings, declared once (``Settings``).
+    static var infos: [SettingInfo] { Settings.all.map(\.info) }
 
     /// The settings as swift-configuration reads them: the command line, then the environment, then the config file.
     let reader: ConfigReader
@@ -133,7 +34,7 @@ public struct ConfigurationLoader {
         self.environment = environment
         self.filePath = configFile ?? environment["COUNTERSIGN_CONFIG"]
         var given: [AbsoluteConfigKey: ConfigValue] = [:]
-        for setting in Self.all {
+        for setting in Self.infos {
             if let value = flags[setting.flag] {
                 given[setting.configKey] = ConfigValue(.string(value), isSecret: setting.isSecret)
             } else if let values = lists[setting.flag], !values.isEmpty {
@@ -142,10 +43,10 @@ public struct ConfigurationLoader {
         }
         self.commandLine = InMemoryProvider(name: "command line", values: given)
         // The environment's names are the daemon's own (COUNTERSIGN_REQUEST_TTL), not the key's default spelling (REQUEST_TTL).
-        let environmentNames = Dictionary(uniqueKeysWithValues: Self.all.map { ($0.configKey, AbsoluteConfigKey([$0.environment])) })
+        let environmentNames = Dictionary(uniqueKeysWithValues: Self.infos.map { ($0.configKey, AbsoluteConfigKey([$0.environment])) })
         self.environmentVariables = KeyMappingProvider(
             upstream: EnvironmentVariablesProvider(
-                environmentVariables: environment, secretsSpecifier: .specific(Set(Self.all.filter(\.isSecret).map(\.environment)))),
+                environmentVariables: environment, secretsSpecifier: .specific(Set(Self.infos.filter(\.isSecret).map(\.environment)))),
             keyMapper: { key in environmentNames[key] ?? AbsoluteConfigKey(["COUNTERSIGN_UNKNOWN"] + key.components) })
         let (fileValues, fileProblems) = try filePath.map(Self.fileValues) ?? ([:], [:])
         self.file = InMemoryProvider(name: filePath ?? "config file", values: fileValues)
@@ -173,7 +74,7 @@ public struct ConfigurationLoader {
                 flat[key] = value
             }
         }
-        let settings = Dictionary(uniqueKeysWithValues: Self.all.map { ($0.fileKey, $0) })
+        let settings = Dictionary(uniqueKeysWithValues: Self.infos.map { ($0.fileKey, $0) })
         if let unknown = flat.keys.sorted().first(where: { settings[$0] == nil }) {
             throw ConfigurationError(
                 "config file \(path): unknown key \"\(unknown)\" (known: \(settings.keys.sorted().joined(separator: ", ")))")
@@ -186,9 +87,9 @@ public struct ConfigurationLoader {
             do {
                 let content: ConfigContent
                 switch key {
-                case Self.rateLimits.fileKey:
+                case Settings.table.rateLimits.fileKey:
                     content = .stringArray(try Self.fileRateLimits(value, source: source))
-                case Self.trustedProxies.fileKey:
+                case Settings.table.trustedProxies.fileKey:
                     guard let array = value as? [String] else { throw ConfigurationError("\(source) must be an array of CIDR strings") }
                     content = .stringArray(array)
                 default:
@@ -223,7 +124,7 @@ public struct ConfigurationLoader {
     }
 
     /// Where a value came from, as the operator wrote it: the flag, the environment variable, or the file and its key.
-    func source(of setting: Setting, providerName: String?) -> String {
+    func source(of setting: SettingInfo, providerName: String?) -> String {
         switch providerName {
         case commandLine.providerName: setting.flag
         case environmentVariables.providerName: setting.environment
@@ -232,7 +133,7 @@ public struct ConfigurationLoader {
     }
 
     /// The raw value of a setting and where it came from, or `nil` when unset.
-    func raw(_ setting: Setting) throws -> (value: String, source: String)? {
+    func raw(_ setting: SettingInfo) throws -> (value: String, source: String)? {
         let value = reader.string(forKey: setting.readKey, isSecret: setting.isSecret)
         try answers.check(setting.configKey, reading: setting.flag)
         guard let value else {
@@ -243,40 +144,47 @@ public struct ConfigurationLoader {
         return (value, source(of: setting, providerName: answers.provider(of: setting.configKey)))
     }
 
-    static func parseNodeID(_ value: String) -> String? {
-        (1...100).contains(value.count) && value.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.:".contains($0)) }
-            ? value : nil
-    }
-
-    func value<T>(_ setting: Setting, expected: String, parse: (String) -> T?) throws -> T? {
-        guard let (raw, source) = try raw(setting) else { return nil }
-        guard let value = parse(raw.trimmingCharacters(in: .whitespaces)) else {
+    /// A setting's value, parsed as its declaration says; `nil` when unset. A value the parse refuses stops here,
+    /// naming where it came from and what was expected.
+    public func value<T>(_ setting: Setting<T>) throws -> T? {
+        guard let (raw, source) = try raw(setting.info) else { return nil }
+        guard let value = setting.parse(raw.trimmingCharacters(in: .whitespaces)) else {
             // A secret (a database URL may hold its password) is not repeated where the journal keeps it.
             let shown = setting.isSecret ? "" : "\"\(raw)\" "
-            throw ConfigurationError("invalid value \(shown)for \(source): expected \(expected)")
+            throw ConfigurationError("invalid value \(shown)for \(source): expected \(setting.expected)")
         }
         return value
     }
 
+    /// The setting the table declares at `path`.
+    func value<T>(_ path: KeyPath<Settings, Setting<T>>) throws -> T? {
+        try value(Settings.table[keyPath: path])
+    }
+
+    /// Reads each setting of `group` (every group: `nil`) that is a field of the configuration, in the table's order.
+    func apply(_ group: SettingInfo.Group?, to configuration: inout ServeConfiguration) throws {
+        for setting in Settings.all where group == nil || setting.info.group == group {
+            try setting.apply(from: self, to: &configuration)
+        }
+    }
+
     /// `--log-format`, when set: read first, so that even a refusal of the other settings is written as the log is.
     public func logFormat() throws -> LogFormat? {
-        try value(Self.logFormat, expected: "text or json", parse: { LogFormat(rawValue: $0.lowercased()) })
+        try value(\.logFormat)
     }
 
     public func databasePath() throws -> String {
-        try value(Self.database, expected: "a file path or a postgres:// URL", parse: { $0.isEmpty ? nil : $0 })
-            ?? ServeConfiguration.defaultDatabasePath(environment: environment)
+        try value(\.database) ?? ServeConfiguration.defaultDatabasePath(environment: environment)
     }
 
     /// The database (`--database`, with `--database-password-file` or the `database-password` credential for PostgreSQL).
     public func database() throws -> DatabaseLocation {
         let path = try databasePath()
         guard PostgresConfiguration.isURL(path) else { return .sqlite(path: path) }
-        let seconds = "whole seconds from 1 to 86400"
         return try DatabaseLocation.postgres(
-            url: path, password: try secret(Self.databasePasswordFile, credential: DatabaseLocation.passwordCredential, what: "database password"),
-            connectionWait: try value(Self.databaseConnectionWait, expected: seconds, parse: Self.parseSeconds).map { .seconds($0) },
-            queryLimit: try value(Self.databaseQueryLimit, expected: seconds, parse: Self.parseSeconds).map { .seconds($0) })
+            url: path, password: try secret(\.databasePasswordFile, credential: DatabaseLocation.passwordCredential, what: "database password"),
+            connectionWait: try value(\.databaseConnectionWait).map { .seconds($0) }, queryLimit: try value(\.databaseQueryLimit).map { .seconds($0) }
+        )
     }
 
     /// The daemon's secret key, as `serve` finds it (the operator's commands
@@ -293,7 +201,7 @@ public struct ConfigurationLoader {
 
     /// Where `serve` finds its secret key: `--secret-key-file`, the credential, or beside the database.
     public func secretKeyPath() throws -> String {
-        let file = try value(Self.secretKeyFile, expected: "a file path", parse: { $0.isEmpty ? nil : $0 })
+        let file = try value(\.secretKeyFile) ?? nil
         let database = try databasePath()
         if file == nil, PostgresConfiguration.isURL(database), environment["CREDENTIALS_DIRECTORY"] == nil {
             throw ConfigurationError("with a PostgreSQL database, give the nodes' secret key: --secret-key-file")
@@ -305,163 +213,33 @@ public struct ConfigurationLoader {
 
     /// The bcrypt cost alone (the user commands need nothing else).
     public func bcryptCost() throws -> Int {
-        let costs = BcryptPasswordHasher.costRange
-        return try value(
-            Self.bcryptCost, expected: "a whole number from \(costs.lowerBound) to \(costs.upperBound)",
-            parse: {
-                Int($0).flatMap { costs.contains($0) ? $0 : nil }
-            }) ?? ServeConfiguration(databasePath: "").bcryptCost
+        try value(\.bcryptCost) ?? ServeConfiguration(databasePath: "").bcryptCost
     }
 
+    /// Everything `serve` needs: each setting that is a field of the configuration, in the table's order, then those
+    /// read together (the database, lists, push providers, mail).
     public func serveConfiguration() throws -> ServeConfiguration {
         var configuration = ServeConfiguration(databasePath: try databasePath())
         configuration.database = try database()
-        configuration.nodeID = try value(Self.nodeID, expected: "1 to 100 letters, digits or - _ . :", parse: Self.parseNodeID)
-        if let (host, port) = try value(Self.listen, expected: "HOST:PORT, e.g. 127.0.0.1:8080", parse: Self.parseListen) {
-            configuration.host = host
-            configuration.port = port
-        }
-        if let metrics = try value(
-            Self.metricsListen, expected: "HOST:PORT (e.g. 127.0.0.1:9464) or off",
-            parse: { $0 == "off" ? ListenAddress(host: "", port: -1) : Self.parseListen($0).map { ListenAddress(host: $0.0, port: $0.1) } })
-        {
-            configuration.metricsListen = metrics.port < 0 ? nil : metrics
-        }
-        let seconds = "whole seconds from 1 to 86400"
-        if let ttl = try value(Self.requestTTL, expected: seconds, parse: Self.parseSeconds) {
-            configuration.broker.requestTTL = ttl
-        }
-        if let window = try value(Self.completionWindow, expected: seconds, parse: Self.parseSeconds) {
-            configuration.broker.completionWindow = window
-        }
-        if let matching = try value(Self.numberMatching, expected: "required or off", parse: Self.parseNumberMatching) {
-            configuration.broker.numberMatching = matching
-        }
-        configuration.bcryptCost = try bcryptCost()
-        if let queue = try value(
-            Self.bcryptQueue, expected: "a whole number from 1 to 10000", parse: { Int($0).flatMap { (1...10000).contains($0) ? $0 : nil } })
-        {
-            configuration.bcryptQueue = queue
-        }
-        if let level = try value(
-            Self.logLevel, expected: "trace, debug, info, notice, warning, error or critical",
-            parse: {
-                Logger.Level(rawValue: $0.lowercased())
-            })
-        {
-            configuration.logLevel = level
-        }
-        if let format = try logFormat() {
-            configuration.logFormat = format
-        }
-        if let silence = try value(
-            Self.fraudSilence, expected: "whole seconds from 1 to 604800",
-            parse: {
-                Int($0).flatMap { (1...604_800).contains($0) ? TimeInterval($0) : nil }
-            })
-        {
-            configuration.fraudSilence = silence
-        }
-        if let days = try value(
-            Self.retention, expected: "whole days from 1 to 3650",
-            parse: {
-                Int($0).flatMap { (1...3650).contains($0) ? TimeInterval($0) * 86400 : nil }
-            })
-        {
-            configuration.retention = days
-        }
-        if let idle = try value(Self.idleTimeout, expected: seconds, parse: Self.parseSeconds) {
-            configuration.idleTimeout = .seconds(idle)
-        }
-        if let head = try value(Self.headTimeout, expected: seconds, parse: Self.parseSeconds) {
-            configuration.requestTimeout = .seconds(head)
-        }
-        if let request = try value(Self.requestTimeout, expected: seconds, parse: Self.parseSeconds) {
-            configuration.requestTimeout = .seconds(request)
-        }
-        let count = "a whole number from 1 to 1000000"
-        let parseCount: (String) -> Int? = { Int($0).flatMap { (1...1_000_000).contains($0) ? $0 : nil } }
-        if let perAddress = try value(Self.longPollsPerAddress, expected: count, parse: parseCount) {
-            configuration.longPollsPerAddress = perAddress
-        }
-        if let connections = try value(
-            Self.connectionsPerAddress, expected: "a whole number from 0 (no cap) to 1000000",
-            parse: { Int($0).flatMap { (0...1_000_000).contains($0) ? $0 : nil } })
-        {
-            configuration.connectionsPerAddress = connections
-        }
-        if let devices = try value(Self.maxDevicesPerUser, expected: count, parse: parseCount) {
-            configuration.maxDevicesPerUser = devices
-        }
-        if let total = try value(Self.longPollsTotal, expected: count, parse: parseCount) {
-            configuration.longPollsTotal = total
-        }
+        try apply(nil, to: &configuration)
         configuration.rateLimits = try rateLimitValues()
         configuration.trustedProxies = try trustedProxyValues()
-        if let policy = try value(Self.deviceKeys, expected: "off, optional or required", parse: { DeviceKeyPolicy(rawValue: $0.lowercased()) }) {
-            configuration.deviceKeys = policy
-        }
-        if let scheme = try value(
-            Self.appLinkScheme, expected: "a URI scheme: a lower-case letter, then letters, digits, +, - or . (at most 32)",
-            parse: { AppIdentity.isLinkScheme($0) ? $0 : nil })
-        {
-            configuration.app.linkScheme = scheme
-        }
-        if let issuer = try value(
-            Self.otpIssuer, expected: "1 to 64 printable characters without a colon", parse: { AppIdentity.isOTPIssuer($0) ? $0 : nil })
-        {
-            configuration.app.otpIssuer = issuer
-        }
-        if let offline = try value(Self.offlineCodes, expected: "on or off", parse: Self.parseOnOff) {
-            configuration.offlineCodes = offline
-        }
         configuration.push = try pushConfiguration()
-        configuration.email = try emailConfiguration()
+        configuration.email.smtp = try smtpConfiguration()
         return configuration
     }
 
-    /// The email reset's configuration. The SMTP password comes from a file
-    /// (`--smtp-password-file`, or `$CREDENTIALS_DIRECTORY/smtp-password`),
-    /// never from a flag's value.
-    public func emailConfiguration() throws -> EmailConfiguration {
-        var email = EmailConfiguration()
-        let path = "a file path"
-        if let ttl = try value(Self.emailCodeTTL, expected: "whole seconds from 1 to 86400", parse: Self.parseSeconds) {
-            email.codeTTL = ttl
-        }
-        email.publicURL = try value(
-            Self.publicURL, expected: "an http(s) URL such as https://auth.example.com",
-            parse: { text in
-                URL(string: text).flatMap { ($0.scheme == "https" || $0.scheme == "http") && $0.host != nil && $0.query == nil ? text : nil }
-            })
-        email.linkTemplate = try value(
-            Self.resetLinkTemplate, expected: "a URL with a {token} placeholder, e.g. photosync://reset-password?token={token}&email={email}",
-            parse: ResetLinkTemplate.init)
-        email.templatesDirectory = try value(Self.mailTemplates, expected: "a folder", parse: { $0.isEmpty ? nil : $0 })
-        email.secretKeyFile = try value(Self.secretKeyFile, expected: path, parse: { $0.isEmpty ? nil : $0 })
-        email.smtp = try smtpConfiguration()
-        return email
-    }
-
-    /// `nil` when no SMTP URL is set (mail off).
+    /// `nil` when no SMTP URL is set (mail off). The SMTP password comes from a file
+    /// (`--smtp-password-file`, or `$CREDENTIALS_DIRECTORY/smtp-password`), never from a flag's value.
     public func smtpConfiguration() throws -> SMTPConfiguration? {
-        guard let (url, source) = try raw(Self.smtpURL), !url.isEmpty else { return nil }
-        let plainText =
-            try value(
-                Self.smtpTLS, expected: "required or none",
-                parse: { text -> Bool? in
-                    switch text.lowercased() {
-                    case "required": false
-                    case "none": true
-                    default: nil
-                    }
-                }) ?? false
-        guard let from = try raw(Self.smtpFrom)?.value, !from.isEmpty else {
+        guard let (url, source) = try raw(Settings.table.smtpURL.info), !url.isEmpty else { return nil }
+        let plainText = try value(\.smtpTLS) ?? false
+        guard let from = try raw(Settings.table.smtpFrom.info)?.value, !from.isEmpty else {
             throw ConfigurationError("\(source) is set but --smtp-from is not: mail needs a sender address")
         }
-        let user = try value(Self.smtpUser, expected: "a user name", parse: { $0.isEmpty ? nil : $0 })
-        let password = try secret(Self.smtpPasswordFile, credential: EmailConfiguration.smtpPasswordCredential, what: "SMTP password")
-        let caFile = try value(Self.smtpCAFile, expected: "a file path", parse: { $0.isEmpty ? nil : $0 })
+        let user = try value(\.smtpUser)
+        let password = try secret(\.smtpPasswordFile, credential: EmailConfiguration.smtpPasswordCredential, what: "SMTP password")
+        let caFile = try value(\.smtpCAFile)
         do {
             return try SMTPConfiguration(
                 url: url.trimmingCharacters(in: .whitespaces), plainText: plainText, user: user, password: password, from: from, caFile: caFile)
@@ -472,10 +250,8 @@ public struct ConfigurationLoader {
 
     /// A secret kept in a file: the one `setting` names, else the systemd
     /// credential `credential` when the unit passes it; its contents without the final newline.
-    func secret(_ setting: Setting, credential: String, what: String) throws -> String? {
-        guard let file = try value(setting, expected: "a file path", parse: { $0.isEmpty ? nil : $0 }) ?? self.credential(credential) else {
-            return nil
-        }
+    func secret(_ setting: KeyPath<Settings, Setting<String>>, credential: String, what: String) throws -> String? {
+        guard let file = try value(setting) ?? self.credential(credential) else { return nil }
         guard let data = FileManager.default.contents(atPath: file) else {
             throw ConfigurationError("cannot read the \(what) file \(file)")
         }
@@ -493,28 +269,10 @@ public struct ConfigurationLoader {
     /// the config file, then `$CREDENTIALS_DIRECTORY/fcm-service-account.json`
     /// (systemd `LoadCredential=`) when that file exists.
     public func pushConfiguration() throws -> PushConfiguration {
-        var push = PushConfiguration()
-        let path = "a file path"
-        push.serviceAccountFile = try value(Self.fcmServiceAccount, expected: path, parse: { $0.isEmpty ? nil : $0 })
-        push.serviceAccountFile = push.serviceAccountFile ?? credential(PushConfiguration.credentialName)
-        if let endpoint = try value(
-            Self.fcmEndpoint, expected: "an http(s) URL such as https://fcm.googleapis.com",
-            parse: { text in
-                URL(string: text).flatMap { ($0.scheme == "https" || $0.scheme == "http") && $0.host != nil ? text : nil }
-            })
-        {
-            push.endpoint = endpoint
-        }
-        push.caFile = try value(Self.fcmCAFile, expected: path, parse: { $0.isEmpty ? nil : $0 })
-        push.endpoints.allowsPrivate = try value(Self.pushAllowPrivateEndpoints, expected: "on or off", parse: Self.parseOnOff) ?? false
-        if let perHost = try value(
-            Self.pushPerHostInFlight, expected: "a whole number from 1 to 1000", parse: { Int($0).flatMap { (1...1000).contains($0) ? $0 : nil } })
-        {
-            push.perHostInFlight = perHost
-        }
-        if let policy = try value(Self.sealedPush, expected: "off, optional or required", parse: { SealedPushPolicy(rawValue: $0.lowercased()) }) {
-            push.sealedPush = policy
-        }
+        var configuration = ServeConfiguration(databasePath: "")
+        try apply(.push, to: &configuration)
+        var push = configuration.push
+        push.serviceAccountFile = try value(\.fcmServiceAccount) ?? credential(PushConfiguration.credentialName)
         push.apns = try apnsConfiguration()
         push.webPush = try webPushConfiguration()
         return push
@@ -522,42 +280,23 @@ public struct ConfigurationLoader {
 
     /// APNs, on when a key file is given (`--apns-key-file` or the `apns-key` credential); its key and team ids are then required.
     func apnsConfiguration() throws -> APNsConfiguration? {
-        let path = "a file path"
-        guard
-            let keyFile = try value(Self.apnsKeyFile, expected: path, parse: { $0.isEmpty ? nil : $0 })
-                ?? credential(APNsConfiguration.credentialName)
-        else { return nil }
-        let id = "the 10 letters and digits Apple shows"
-        let parseID: (String) -> String? = { $0.count == 10 && $0.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) } ? $0 : nil }
-        guard let keyID = try value(Self.apnsKeyID, expected: id, parse: parseID) else {
+        guard let keyFile = try value(\.apnsKeyFile) ?? credential(APNsConfiguration.credentialName) else { return nil }
+        guard let keyID = try value(\.apnsKeyID) else {
             throw ConfigurationError("an APNs key is configured (\(keyFile)) but --apns-key-id is not")
         }
-        guard let teamID = try value(Self.apnsTeamID, expected: id, parse: parseID) else {
+        guard let teamID = try value(\.apnsTeamID) else {
             throw ConfigurationError("an APNs key is configured (\(keyFile)) but --apns-team-id is not")
         }
-        var settings = APNsConfiguration(keyFile: keyFile, keyID: keyID, teamID: teamID)
-        settings.url = try value(
-            Self.apnsURL, expected: "an https URL such as https://api.push.apple.com",
-            parse: { text in URL(string: text).flatMap { ($0.scheme == "https" || $0.scheme == "http") && $0.host != nil ? text : nil } })
-        settings.caFile = try value(Self.apnsCAFile, expected: path, parse: { $0.isEmpty ? nil : $0 })
-        return settings
+        return APNsConfiguration(keyFile: keyFile, keyID: keyID, teamID: teamID, url: try value(\.apnsURL), caFile: try value(\.apnsCAFile))
     }
 
     /// Web Push, on when `--vapid-subject` is given. The VAPID key: `--vapid-key-file`, the `vapid-key`
     /// credential, else `countersign.vapid.pem` beside the SQLite database (created on first start).
     /// A cluster's nodes share one key: with PostgreSQL the file must be given and exist.
     func webPushConfiguration() throws -> WebPushConfiguration? {
-        guard
-            let subject = try value(
-                Self.vapidSubject, expected: "mailto:ADDRESS or an https:// URL",
-                parse: { text in
-                    (text.hasPrefix("mailto:") && text.count > 8 && text.contains("@"))
-                        || (text.hasPrefix("https://") && URL(string: text)?.host != nil)
-                        ? text : nil
-                })
-        else { return nil }
+        guard let subject = try value(\.vapidSubject) else { return nil }
         let database = try databasePath()
-        if let file = try value(Self.vapidKeyFile, expected: "a file path", parse: { $0.isEmpty ? nil : $0 }) ?? credential("vapid-key") {
+        if let file = try value(\.vapidKeyFile) ?? credential("vapid-key") {
             return WebPushConfiguration(vapidKeyFile: file, subject: subject, createKey: !PostgresConfiguration.isURL(database))
         }
         guard !PostgresConfiguration.isURL(database) else {
@@ -571,7 +310,7 @@ public struct ConfigurationLoader {
     /// (not only the first that has one), the later ones overriding a name the earlier ones set.
     func rateLimitValues() throws -> [RateLimitName: RateLimit] {
         var limits: [RateLimitName: RateLimit] = [:]
-        let setting = Self.rateLimits
+        let setting = Settings.table.rateLimits.info
         if let problem = fileProblems[setting.fileKey] { throw problem }
         let providers: [any ConfigProvider] = [file, environmentVariables, commandLine]
         for provider in providers {
@@ -588,7 +327,7 @@ public struct ConfigurationLoader {
 
     /// The flag's list if given, else the environment's, else the file's.
     func trustedProxyValues() throws -> [IPNetwork] {
-        let setting = Self.trustedProxies
+        let setting = Settings.table.trustedProxies.info
         let read = reader.stringArray(forKey: setting.readKey)
         try answers.check(setting.configKey, reading: setting.flag)
         guard var items = read else {
@@ -599,9 +338,8 @@ public struct ConfigurationLoader {
         let source = self.source(of: setting, providerName: answered)
         if answered == environmentVariables.providerName { items.removeAll(where: \.isEmpty) }
         return try items.map { item in
-            let trimmed = item.trimmingCharacters(in: .whitespaces)
-            guard let network = IPNetwork(trimmed) else {
-                throw ConfigurationError("invalid value \"\(item)\" for \(source): expected an IP address or CIDR, e.g. 10.0.0.0/8")
+            guard let network = Settings.table.trustedProxies.parse(item.trimmingCharacters(in: .whitespaces)) else {
+                throw ConfigurationError("invalid value \"\(item)\" for \(source): expected \(setting.expected)")
             }
             return network
         }
@@ -619,7 +357,7 @@ public struct ConfigurationLoader {
     static func parseLimit(_ text: String, source: String) throws -> (RateLimitName, RateLimit) {
         let parts = text.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1).map(String.init)
         guard parts.count == 2 else {
-            throw ConfigurationError("invalid value \"\(text)\" for \(source): expected NAME=COUNT/SECONDS, e.g. statusPollsPerIP=50/1")
+            throw ConfigurationError("invalid value \"\(text)\" for \(source): expected \(Settings.table.rateLimits.expected)")
         }
         let name = try limitName(parts[0], source: source)
         let numbers = parts[1].split(separator: "/").map { Int($0) }
@@ -627,35 +365,6 @@ public struct ConfigurationLoader {
             throw ConfigurationError("invalid value \"\(text)\" for \(source): expected NAME=COUNT/SECONDS with COUNT ≥ 1 and 1…86400 seconds")
         }
         return (name, RateLimit(count: count, window: TimeInterval(window)))
-    }
-
-    static func parseListen(_ text: String) -> (String, Int)? {
-        guard let colon = text.lastIndex(of: ":") else { return nil }
-        var host = String(text[..<colon])
-        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        guard !host.isEmpty, let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else { return nil }
-        return (host, port)
-    }
-
-    static func parseSeconds(_ text: String) -> TimeInterval? {
-        guard let seconds = Int(text), (1...86400).contains(seconds) else { return nil }
-        return TimeInterval(seconds)
-    }
-
-    static func parseOnOff(_ text: String) -> Bool? {
-        switch text.lowercased() {
-        case "on": true
-        case "off": false
-        default: nil
-        }
-    }
-
-    static func parseNumberMatching(_ text: String) -> Bool? {
-        switch text.lowercased() {
-        case "required", "on": true
-        case "off": false
-        default: nil
-        }
     }
 }
 
@@ -692,6 +401,12 @@ final class AnsweringProviders: AccessReporter {
             throw ConfigurationError("cannot read \(flag): \(error)")
         }
     }
+}
+
+extension SettingInfo {
+    /// The setting's key for the configuration reader: its config-file key (`fcm.endpoint`).
+    var readKey: ConfigKey { ConfigKey(fileKey) }
+    var configKey: AbsoluteConfigKey { AbsoluteConfigKey(readKey) }
 }
 
 extension ConfigContent {

@@ -65,6 +65,12 @@ public struct ServeConfiguration: Sendable, Equatable {
         self.database = .sqlite(path: databasePath)
     }
 
+    /// The API's address (`--listen`).
+    public var listen: ListenAddress {
+        get { ListenAddress(host: host, port: port) }
+        set { (host, port) = (newValue.host, newValue.port) }
+    }
+
     /// `http://` and the listen address: where links point without `--public-url`.
     public var listenURL: String {
         "http://\(host.contains(":") ? "[\(host)]" : host):\(port)"

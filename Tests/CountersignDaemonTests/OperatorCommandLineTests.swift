@@ -99,7 +99,7 @@ import Glibc
         let (status, output) = try await DaemonProcessTests.command(["--experimental-dump-help"])
         #expect(status == 0, "\(output)")
         let tool = try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any])
-        let settings = Dictionary(uniqueKeysWithValues: ConfigurationLoader.all.map { ($0.longName, $0) })
+        let settings = Dictionary(uniqueKeysWithValues: Settings.all.map(\.info).map { ($0.longName, $0) })
         var serveSettings: Set<String> = []
         var optionsSeen = 0
 

@@ -85,8 +85,8 @@ import Testing
         try FileManager.default.createDirectory(at: credentials, withIntermediateDirectories: true)
         let credential = credentials.appendingPathComponent(PushConfiguration.credentialName).path
         try Data("{}".utf8).write(to: URL(fileURLWithPath: credential))
-        let flag = [ConfigurationLoader.fcmServiceAccount.flag: "/from/flag.json"]
-        let variable = [ConfigurationLoader.fcmServiceAccount.environment: "/from/environment.json", "CREDENTIALS_DIRECTORY": credentials.path]
+        let flag = [Settings.table.fcmServiceAccount.flag: "/from/flag.json"]
+        let variable = [Settings.table.fcmServiceAccount.environment: "/from/environment.json", "CREDENTIALS_DIRECTORY": credentials.path]
         func found(_ flags: [String: String], _ environment: [String: String], _ file: String?) throws -> String? {
             try ConfigurationLoader(flags: flags, environment: environment, configFile: file).pushConfiguration().serviceAccountFile
         }
