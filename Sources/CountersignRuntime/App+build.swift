@@ -133,7 +133,7 @@ public func buildApplication(
         // Other nodes' transitions wake this node's long polls.
         + (database.changes.map { [ChangeFeedService(feed: $0, broker: broker)] } ?? [])
         + (deliverers.isEmpty
-            ? [] : [OutboxService(store: store, deliverers: deliverers, bell: bell, audit: audit, metrics: metrics, logger: logger)])
+            ? [] : [OutboxService(store: store, deliverers: deliverers, bell: bell, audit: audit, metrics: metrics, logger: logger, now: now)])
     let router = buildRouter(dependencies)
     let connections = OpenConnections()
     var application = Application(

@@ -18,6 +18,8 @@ public struct OutboxService: Service, CustomStringConvertible {
     let audit: AuditLog
     let metrics: AppMetrics
     let logger: Logger
+    /// The daemon's clock, which the codes' deadlines are written in (a test moves it by hand).
+    let now: @Sendable () -> Date
     var pollInterval: Duration = .seconds(1)
     /// How long a claimed row is ours; past it another sender may take it.
     var lease: TimeInterval = 120
@@ -27,8 +29,9 @@ public struct OutboxService: Service, CustomStringConvertible {
 
     public init(
         store: any OutboxStore, deliverers: [OutboxKind: any OutboxDeliverer], bell: OutboxBell, audit: AuditLog, metrics: AppMetrics,
-        logger: Logger
+        logger: Logger, now: @escaping @Sendable () -> Date = { Date() }
     ) {
+        self.now = now
         self.store = store
         self.deliverers = deliverers
         self.bell = bell
@@ -89,7 +92,7 @@ public struct OutboxService: Service, CustomStringConvertible {
         while true {
             let items: [OutboxItem]
             do {
-                items = try await store.claimOutbox(now: Date(), lease: lease, limit: batch)
+                items = try await store.claimOutbox(now: now(), lease: lease, limit: batch)
             } catch {
                 logger.error("cannot read the outbox", metadata: ["error": "\(error)"])
                 return
@@ -107,8 +110,7 @@ public struct OutboxService: Service, CustomStringConvertible {
         var logger = logger
         logger[metadataKey: "outbox"] = "\(item.id)"
         logger[metadataKey: "kind"] = "\(item.kind.rawValue)"
-        let now = Date()
-        guard now < item.deadline else {
+        guard now() < item.deadline else {
             await end(item, .dropped, "its deadline passed before delivery", logger: logger)
             return
         }
@@ -122,7 +124,7 @@ public struct OutboxService: Service, CustomStringConvertible {
         case .failed(let reason):
             await end(item, .failed, reason, logger: logger)
         case .retry(let reason):
-            guard let next = retry.nextAttempt(afterAttempt: item.attempts, now: Date(), deadline: item.deadline) else {
+            guard let next = retry.nextAttempt(afterAttempt: item.attempts, now: now(), deadline: item.deadline) else {
                 await end(item, .dropped, "still failing at its deadline: \(reason)", logger: logger)
                 return
             }
@@ -138,14 +140,14 @@ public struct OutboxService: Service, CustomStringConvertible {
             metrics.outbox(kind: item.kind, outcome: "retried")
             logger.warning(
                 "delivery failed; will retry",
-                metadata: ["attempt": "\(item.attempts)", "in": "\(Int(next.timeIntervalSinceNow.rounded()))s", "reason": "\(reason)"])
+                metadata: ["attempt": "\(item.attempts)", "in": "\(Int(next.timeIntervalSince(now()).rounded()))s", "reason": "\(reason)"])
             audit.record(await auditEvent(.retried, item, "attempt \(item.attempts): \(reason)"))
         }
     }
 
     private func end(_ item: OutboxItem, _ end: OutboxEnd, _ detail: String, logger: Logger) async {
         do {
-            guard try await store.finishOutbox(id: item.id, as: end, detail: detail, at: Date()) else {
+            guard try await store.finishOutbox(id: item.id, as: end, detail: detail, at: now()) else {
                 // A newer code dropped it while it was being sent; that drop was audited then.
                 logger.info("ended elsewhere while it was being sent", metadata: ["outcome": "\(end.rawValue)"])
                 if end == .delivered {
