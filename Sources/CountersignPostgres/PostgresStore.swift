@@ -111,7 +111,7 @@ public final class PostgresStore: ChangeFeed, Sendable {
                 do {
                     // The check closes a connection that no longer answers (a silent
                     // one would lose every notification), which ends the listening.
-                    let checking = Task { await self.checkAnswers(connection) }
+                    let checking = Task { await self.watchListener(connection) }
                     defer { checking.cancel() }
                     try await connection.listen(on: Self.channel) { notifications in
                         notificationState.withLock { $0 = "ok" }
@@ -144,7 +144,7 @@ public final class PostgresStore: ChangeFeed, Sendable {
     /// one unanswered within `listenerCheck` closes the connection (its
     /// listening then ends, and the node reconnects and has its waiters re-read).
     /// Returns once it closed the connection, or when cancelled.
-    private func checkAnswers(_ connection: PostgresConnection) async {
+    private func watchListener(_ connection: PostgresConnection) async {
         while (try? await Task.sleep(for: listenerCheck)) != nil {
             do {
                 _ = try await waits.bounding(

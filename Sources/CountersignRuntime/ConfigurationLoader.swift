@@ -16,7 +16,7 @@ public struct ConfigurationLoader {
     /// The settings as swift-configuration reads them: the command line, then the environment, then the config file.
     let reader: ConfigReader
     /// Which provider answered each read, so that a refusal can name where the bad value came from.
-    let answers: AnsweringProviders
+    let answers: ValueSources
     let commandLine: InMemoryProvider
     let environmentVariables: KeyMappingProvider<EnvironmentVariablesProvider>
     let file: InMemoryProvider
@@ -51,7 +51,7 @@ public struct ConfigurationLoader {
         let (fileValues, fileProblems) = try filePath.map(Self.fileValues) ?? ([:], [:])
         self.file = InMemoryProvider(name: filePath ?? "config file", values: fileValues)
         self.fileProblems = fileProblems
-        self.answers = AnsweringProviders()
+        self.answers = ValueSources()
         self.reader = ConfigReader(providers: [commandLine, environmentVariables, file], accessReporter: answers)
     }
 
@@ -370,7 +370,7 @@ public struct ConfigurationLoader {
 
 /// Remembers, for each key read, the provider whose value the reader returned (swift-configuration reports every
 /// read to its access reporter, with each provider's answer in order).
-final class AnsweringProviders: AccessReporter {
+final class ValueSources: AccessReporter {
     private let answered = Mutex<[AbsoluteConfigKey: Result<String?, any Error>]>([:])
 
     func report(_ event: AccessEvent) {

@@ -18,13 +18,13 @@ import Testing
     }
 
     @Test(arguments: ApprovalState.allCases) func theWrittenAnswerIsTheEncodersBytes(state: ApprovalState) throws {
-        let answer = PhoneResetController.StatusAnswer(Self.request(state))
+        let answer = PhoneResetController.StatusResponse(Self.request(state))
         let written = try #require(answer.plainJSON)
         #expect(Data(written.utf8) == (try APIJSON.encoder.encode(answer)))
     }
 
     @Test func aValueThatNeedsEscapingGoesThroughTheEncoder() throws {
-        let answer = PhoneResetController.StatusAnswer(Self.request(.pending, id: #"a"b\c"#))
+        let answer = PhoneResetController.StatusResponse(Self.request(.pending, id: #"a"b\c"#))
         #expect(answer.plainJSON == nil)
         #expect(JSONText.needsNoEscaping("AZaz09-_:.+ /"))
         for text in ["\"", "\\", "\n", "\u{7F}", "é"] { #expect(!JSONText.needsNoEscaping(text), "\(text)") }
@@ -33,7 +33,7 @@ import Testing
     /// Polls of a request that stays as it is share one encoding; any change
     /// of what the answer says (state, how it was answered, expiry, request) encodes anew.
     @Test func anUnchangedRequestSharesItsEncodingAndAChangedOneIsEncodedAgain() throws {
-        let last = LastStatusAnswer()
+        let last = LastStatusResponse()
         var encoded: [String] = []
         func answer(_ request: ApprovalRequest) throws -> String {
             let response = last.response(for: request) {

@@ -56,24 +56,24 @@ struct ApprovalsController: Sendable {
         }
     }
 
-    struct PendingAnswer: ResponseEncodable { var approvals: [Item] }
+    struct PendingResponse: ResponseEncodable { var approvals: [Item] }
 
-    @Sendable func pending(_ request: Request, context: AppRequestContext) async throws -> PendingAnswer {
+    @Sendable func pending(_ request: Request, context: AppRequestContext) async throws -> PendingResponse {
         let device = try await authenticator.device(for: request)
         let requests = try await broker.pendingRequests(ofUser: device.userID)
-        return PendingAnswer(approvals: requests.map { Item($0, withStatus: false) })
+        return PendingResponse(approvals: requests.map { Item($0, withStatus: false) })
     }
 
-    struct OneAnswer: ResponseEncodable {
+    struct OneResponse: ResponseEncodable {
         var item: Item
         func encode(to encoder: any Encoder) throws { try item.encode(to: encoder) }
     }
 
-    @Sendable func one(_ request: Request, context: AppRequestContext) async throws -> OneAnswer {
+    @Sendable func one(_ request: Request, context: AppRequestContext) async throws -> OneResponse {
         let device = try await authenticator.device(for: request)
         let id = try context.parameters.require("requestId")
         guard let approval = try await broker.request(id, ofUser: device.userID) else { throw APIError.notFound }
-        return OneAnswer(item: Item(approval, withStatus: true))
+        return OneResponse(item: Item(approval, withStatus: true))
     }
 
     struct RespondBody: Decodable {
@@ -109,12 +109,12 @@ struct ApprovalsController: Sendable {
         }
     }
 
-    struct RespondAnswer: ResponseEncodable {
+    struct RespondResponse: ResponseEncodable {
         var requestId: String
         var status: ApprovalState
     }
 
-    @Sendable func respond(_ request: Request, context: AppRequestContext) async throws -> RespondAnswer {
+    @Sendable func respond(_ request: Request, context: AppRequestContext) async throws -> RespondResponse {
         let device = try await authenticator.device(for: request)
         try await abuse.hit(.respondPerDevice, device.id, RateLimitGuard.Message.answers, context: context, request: request, userID: device.userID)
         let id = try context.parameters.require("requestId")
@@ -183,6 +183,6 @@ struct ApprovalsController: Sendable {
             metadata: ["request": "\(approval.logReference)", "device": "\(device.id)", "status": "\(approval.state.rawValue)"]
         )
         if answer == .numberMismatch { throw APIError.numberMismatch }
-        return RespondAnswer(requestId: approval.id, status: approval.state)
+        return RespondResponse(requestId: approval.id, status: approval.state)
     }
 }

@@ -23,12 +23,12 @@ struct DeviceKeyController: Sendable {
         var previousProof: String?
     }
 
-    struct Answer: ResponseEncodable {
+    struct KeyResponse: ResponseEncodable {
         var success = true
         var keyBound = true
     }
 
-    @Sendable func setKey(_ request: Request, context: AppRequestContext) async throws -> Answer {
+    @Sendable func setKey(_ request: Request, context: AppRequestContext) async throws -> KeyResponse {
         let device = try await authenticator.device(for: request)
         guard deviceKeys != .off else { throw APIError.invalidRequest("Device keys are turned off on this server.") }
         try await abuse.hit(
@@ -64,7 +64,7 @@ struct DeviceKeyController: Sendable {
         let replaced = device.publicKey.map { $0 == key ? " (unchanged)" : " (replaces \($0.thumbprint))" } ?? ""
         context.logger.info("device key set", metadata: ["device": "\(device.id)", "key": "\(key.thumbprint)"])
         audit.record(AuditEvent(kind: .deviceKeySet, userID: device.userID, context: auditContext, detail: "key \(key.thumbprint)\(replaced)"))
-        return Answer()
+        return KeyResponse()
     }
 
     private func refuse(_ reason: String, device: Device, context: AuditContext, logger: Logger) -> APIError {

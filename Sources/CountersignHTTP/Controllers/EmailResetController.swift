@@ -18,21 +18,21 @@ struct EmailResetController: Sendable {
 
     struct InitiateBody: Decodable { var email: String }
 
-    struct InitiateAnswer: ResponseEncodable {
+    struct InitiateResponse: ResponseEncodable {
         var success = true
         var message = "If an account exists for this address, a reset code is on its way."
     }
 
     /// The same answer, after the same work, whether or not the address has an
     /// account: the mail is queued in the outbox, never sent inside the request.
-    @Sendable func initiate(_ request: Request, context: AppRequestContext) async throws -> InitiateAnswer {
+    @Sendable func initiate(_ request: Request, context: AppRequestContext) async throws -> InitiateResponse {
         let body = try await request.decodeJSON(as: InitiateBody.self, context: context)
         let email = User.normalize(email: try Field.email(body.email))
         // Unknown addresses count against the per-email limit exactly like known ones.
         try await abuse.hit(.emailResetPerIP, context.clientKey, RateLimitGuard.Message.resets, context: context, request: request, email: email)
         try await abuse.hit(.emailResetPerEmail, email, RateLimitGuard.Message.resets, context: context, request: request, email: email)
         try await resets.initiate(email: email, context: request.auditContext(context), logger: context.logger)
-        return InitiateAnswer()
+        return InitiateResponse()
     }
 
     struct VerifyBody: Decodable {

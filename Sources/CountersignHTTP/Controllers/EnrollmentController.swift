@@ -31,7 +31,7 @@ struct EnrollmentController: Sendable {
         var sealKey: String?
     }
 
-    @Sendable func enroll(_ request: Request, context: AppRequestContext) async throws -> MobileAuthController.LoginAnswer {
+    @Sendable func enroll(_ request: Request, context: AppRequestContext) async throws -> MobileAuthController.LoginResponse {
         let body = try await request.decodeJSON(as: EnrollBody.self, context: context)
         let typed = body.enrollmentCode
         let deviceName = try Field.name(body.deviceName, "deviceName", maxBytes: 100)
@@ -87,7 +87,7 @@ struct EnrollmentController: Sendable {
                     + (device.push.map { "; push \($0.described)" } ?? "; pull only")
                     + (device.publicKey.map { "; key \($0.thumbprint)" } ?? "")))
         await arrivals.announce(device, route: "enroll", integrationName: integrationName, context: auditContext, logger: context.logger)
-        return MobileAuthController.LoginAnswer(
+        return MobileAuthController.LoginResponse(
             user: .init(id: user.id, email: user.email),
             device: .init(
                 id: device.id, name: device.name, platform: device.platform, pushEnabled: device.pushEnabled, keyBound: device.publicKey != nil),

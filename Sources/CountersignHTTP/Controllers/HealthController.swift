@@ -13,7 +13,7 @@ struct HealthController: Sendable {
         router.get("healthz", use: health)
     }
 
-    struct Answer: Encodable {
+    struct HealthResponse: Encodable {
         var status: String
         var database: String
         var push: PushField
@@ -50,7 +50,7 @@ struct HealthController: Sendable {
 
     @Sendable func health(_ request: Request, context: AppRequestContext) async throws -> Response {
         let databaseOK = await store.ping()
-        let answer = Answer(
+        let answer = HealthResponse(
             status: databaseOK ? "ok" : "unavailable", database: databaseOK ? "ok" : "unavailable", push: PushField(push),
             mail: (mail?.health ?? .disabled).rawValue, node: store.cluster?.node, notifications: store.cluster?.notifications)
         var response = try context.responseEncoder.encode(answer, from: request, context: context)

@@ -68,7 +68,7 @@ struct IntegrationApprovalsController: Sendable {
         }
     }
 
-    struct CreateAnswer: Codable {
+    struct CreateResponse: Codable {
         var approvalId: String
         var status: ApprovalState
         var expiresAt: String
@@ -206,7 +206,7 @@ struct IntegrationApprovalsController: Sendable {
             if let wait = checked.wait {
                 return try await waited(draft.id, seconds: wait, integration: integration, request: request, context: context)
             }
-            return try JSONAnswer.response(Self.answer(draft), status: .created)
+            return try JSONResponse.response(Self.answer(draft), status: .created)
         } catch is IdempotencyKeyTaken {
             // A concurrent create with the same key won: answer as it did.
             guard let key, let earlier = try await firstCreate(integration: integration, key: key, requestHash: requestHash) else {
@@ -226,7 +226,7 @@ struct IntegrationApprovalsController: Sendable {
             let seconds = checked.wait ?? Self.codeCheckWaitSeconds
             return try await waited(earlier.approvalID, seconds: seconds, integration: integration, request: request, context: context)
         }
-        return try JSONAnswer.response(json: try keys.open(earlier.answer), status: .created)
+        return try JSONResponse.response(json: try keys.open(earlier.answer), status: .created)
     }
 
     /// How long a repeat of a create with a code waits for the first call's check.
@@ -256,7 +256,7 @@ struct IntegrationApprovalsController: Sendable {
         return try await waited(id, seconds: 1, integration: integration, request: request, context: context)
     }
 
-    struct WaitedAnswer: Encodable {
+    struct WaitedResponse: Encodable {
         var approvalId: String
         var status: ApprovalState
         /// `push`, `offline_code` or `bypass_code`.
@@ -308,17 +308,17 @@ struct IntegrationApprovalsController: Sendable {
         {
             approval = now
         }
-        let answer = WaitedAnswer(approvalId: approval.id, status: approval.state, via: approval.via?.rawValue)
+        let answer = WaitedResponse(approvalId: approval.id, status: approval.state, via: approval.via?.rawValue)
         guard approval.state == .completed else { throw APIError.notApproved(approval.state) }
         guard completedHere || Date().timeIntervalSince(approval.updatedAt) <= approval.completionWindow else {
             throw APIError.notApproved(approval.state)
         }
-        return try JSONAnswer.response(answer, status: .ok)
+        return try JSONResponse.response(answer, status: .ok)
     }
 
     /// The create's answer: the approval as it starts.
-    static func answer(_ draft: ApprovalDraft) -> CreateAnswer {
-        CreateAnswer(approvalId: draft.id, status: .pending, expiresAt: Timestamp.string(draft.expiresAt), numberCode: draft.numberCode)
+    static func answer(_ draft: ApprovalDraft) -> CreateResponse {
+        CreateResponse(approvalId: draft.id, status: .pending, expiresAt: Timestamp.string(draft.expiresAt), numberCode: draft.numberCode)
     }
 
     /// The first create under `key`, or 409 when that key came with another request.
@@ -331,7 +331,7 @@ struct IntegrationApprovalsController: Sendable {
         return record
     }
 
-    struct StatusAnswer: ResponseEncodable {
+    struct StatusResponse: ResponseEncodable {
         struct DeviceOut: Encodable {
             var id: String
             var name: String?
@@ -379,7 +379,7 @@ struct IntegrationApprovalsController: Sendable {
         case .waited(let found?): return try await Self.answer(found: found, store: store).response(from: request, context: context)
         // Gone while waiting: the plain status, as without a wait.
         case .waited(nil), .answerNow:
-            return try await Self.statusAnswer(
+            return try await Self.statusResponse(
                 of: id, integrationID: integration.id, broker: broker, store: store, request: request, context: context, after: nil)
         }
     }
@@ -394,14 +394,14 @@ struct IntegrationApprovalsController: Sendable {
             guard (try? await Self.reachable(id, integration: integration, broker: broker, store: store)) != nil else {
                 throw APIError.approvalNotFound
             }
-            return try await Self.statusAnswer(
+            return try await Self.statusResponse(
                 of: id, integrationID: integration.id, broker: broker, store: store, request: request, context: context, after: woken)
         }
     }
 
     /// The status answer of approval `id` as it is now: a plain poll's, and a
     /// parked poll's once its caller is checked again (`woken`: what ended its wait).
-    static func statusAnswer(
+    static func statusResponse(
         of id: String, integrationID: String, broker: ApprovalBroker, store: any IntegrationStore & UserAdministration, request: Request,
         context: AppRequestContext, after woken: LongPollWake?
     ) async throws -> Response {
@@ -411,15 +411,15 @@ struct IntegrationApprovalsController: Sendable {
 
     /// The status answer for `approval`, or not found. A function of its own,
     /// so that the route's async frame, which a waiting long poll keeps, has no
-    /// room for this work (as ``PhoneResetController/statusAnswer(_:last:request:context:)``).
+    /// room for this work (as ``PhoneResetController/statusResponse(_:last:request:context:)``).
     @inline(never)
-    private static func answer(found approval: ApprovalRequest?, store: any IntegrationStore & UserAdministration) async throws -> StatusAnswer {
+    private static func answer(found approval: ApprovalRequest?, store: any IntegrationStore & UserAdministration) async throws -> StatusResponse {
         guard let approval else { throw APIError.approvalNotFound }
-        var device: StatusAnswer.DeviceOut?
+        var device: StatusResponse.DeviceOut?
         if let deviceID = approval.respondingDeviceID {
             device = .init(id: deviceID, name: try await store.device(id: deviceID)?.name)
         }
-        return StatusAnswer(
+        return StatusResponse(
             approvalId: approval.id, action: approval.action.rawValue, status: approval.state, createdAt: Timestamp.string(approval.createdAt),
             expiresAt: Timestamp.string(approval.expiresAt), decidedAt: Self.decidedAt(approval).map(Timestamp.string), device: device,
             deviceKeyBound: approval.respondingDeviceID == nil ? nil : (approval.deviceKeyBound ?? false), via: approval.via?.rawValue)
@@ -456,13 +456,13 @@ struct IntegrationApprovalsController: Sendable {
         return Done(status: approval.state)
     }
 
-    struct CodeAnswer: ResponseEncodable {
+    struct CodeResponse: ResponseEncodable {
         var approvalId: String
         var status: ApprovalState
     }
 
     /// The relying service's user typed the code their trusted device shows offline (or a bypass code).
-    @Sendable func verifyCode(_ request: Request, context: AppRequestContext) async throws -> CodeAnswer {
+    @Sendable func verifyCode(_ request: Request, context: AppRequestContext) async throws -> CodeResponse {
         let integration = try await authenticator.integration(for: request)
         let id = try context.parameters.require("approvalId")
         let code = try Field.answerCode(try await request.decodeJSON(as: PhoneResetController.CodeBody.self, context: context).code)
@@ -475,7 +475,7 @@ struct IntegrationApprovalsController: Sendable {
                     code, to: id, integrationID: integration.id, counted: (.verifyCodePerUser, "\(integration.id):\(approval.subject)"),
                     abuse: abuse, context: context, request: request)
             }
-            return CodeAnswer(approvalId: approved.id, status: approved.state)
+            return CodeResponse(approvalId: approved.id, status: approved.state)
         } catch let locked as CodeAnswers.Locked {
             throw APIError.codesLocked(until: locked.until)
         }

@@ -28,7 +28,7 @@ struct IntegrationUsersController: Sendable {
     }
 
     struct CreateBody: Decodable { var email: String }
-    struct UserAnswer: Encodable {
+    struct UserResponse: Encodable {
         var userId: String
         var email: String
     }
@@ -57,10 +57,10 @@ struct IntegrationUsersController: Sendable {
                     kind: .userCreated, userID: user.id, email: user.email, context: request.auditContext(context),
                     detail: "integration \(integration.name)"))
         }
-        return try JSONAnswer.response(UserAnswer(userId: user.id, email: user.email), status: created ? .created : .ok)
+        return try JSONResponse.response(UserResponse(userId: user.id, email: user.email), status: created ? .created : .ok)
     }
 
-    struct EnrollmentAnswer: Encodable {
+    struct EnrollmentResponse: Encodable {
         var enrollmentCode: String
         var enrollmentURI: String
         var expiresAt: String
@@ -86,10 +86,10 @@ struct IntegrationUsersController: Sendable {
         audit.record(
             AuditEvent(
                 kind: .enrollmentIssued, userID: user.id, context: request.auditContext(context), detail: "integration \(integration.name)"))
-        let answer = EnrollmentAnswer(
+        let answer = EnrollmentResponse(
             enrollmentCode: code, enrollmentURI: Self.enrollmentURI(base: base, code: code, scheme: linkScheme),
             expiresAt: Timestamp.string(expiresAt))
-        return try JSONAnswer.response(answer, status: .created)
+        return try JSONResponse.response(answer, status: .created)
     }
 
     /// `countersign://enroll?url=…&code=…` (the app's scheme), each value percent-encoded.
@@ -106,7 +106,7 @@ struct IntegrationUsersController: Sendable {
 
     private var base: String { publicURL.hasSuffix("/") ? String(publicURL.dropLast()) : publicURL }
 
-    struct DevicesAnswer: ResponseEncodable {
+    struct DevicesResponse: ResponseEncodable {
         struct Item: Encodable {
             var id: String
             var name: String
@@ -120,11 +120,11 @@ struct IntegrationUsersController: Sendable {
         var devices: [Item]
     }
 
-    @Sendable func devices(_ request: Request, context: AppRequestContext) async throws -> DevicesAnswer {
+    @Sendable func devices(_ request: Request, context: AppRequestContext) async throws -> DevicesResponse {
         let integration = try await authenticator.integration(for: request)
         let user = try await user(context, integration: integration)
         let devices = try await store.devices(userID: user.id)
-        return DevicesAnswer(
+        return DevicesResponse(
             devices: devices.map {
                 .init(
                     id: $0.id, name: $0.name, platform: $0.platform, pushEnabled: $0.pushEnabled, keyBound: $0.publicKey != nil,
@@ -165,7 +165,7 @@ struct IntegrationUsersController: Sendable {
 }
 
 /// A JSON answer with a status other than 200.
-enum JSONAnswer {
+enum JSONResponse {
     static func response(_ value: some Encodable, status: HTTPResponse.Status) throws -> Response {
         try response(json: APIJSON.encoder.encode(value), status: status)
     }

@@ -48,7 +48,7 @@ struct MobileAuthController: Sendable {
         var sealKey: String?
     }
 
-    struct LoginAnswer: ResponseEncodable {
+    struct LoginResponse: ResponseEncodable {
         struct UserOut: Encodable {
             var id: String
             var email: String
@@ -83,7 +83,7 @@ struct MobileAuthController: Sendable {
         }
     }
 
-    @Sendable func login(_ request: Request, context: AppRequestContext) async throws -> LoginAnswer {
+    @Sendable func login(_ request: Request, context: AppRequestContext) async throws -> LoginResponse {
         let body = try await request.decodeJSON(as: LoginBody.self, context: context)
         let email = try Field.email(body.email)
         let password = try Field.password(body.password)
@@ -155,7 +155,7 @@ struct MobileAuthController: Sendable {
                     + (device.publicKey.map { "; key \($0.thumbprint)" } ?? "") + (device.sealKey.map { "; seal key \($0.thumbprint)" } ?? "")))
         await arrivals.announce(
             device, route: "login", context: request.auditContext(context, deviceID: device.id), logger: context.logger)
-        return LoginAnswer(
+        return LoginResponse(
             user: .init(id: user.id, email: user.email),
             device: .init(
                 id: device.id, name: device.name, platform: device.platform, pushEnabled: device.pushEnabled,
@@ -167,13 +167,13 @@ struct MobileAuthController: Sendable {
     }
 
     struct RefreshBody: Decodable { var password: String }
-    struct RefreshAnswer: ResponseEncodable {
+    struct RefreshResponse: ResponseEncodable {
         var apiKey: String
         /// A new offline-code secret; the old one's codes stop working.
         var offline: OfflineOut?
     }
 
-    @Sendable func refreshKey(_ request: Request, context: AppRequestContext) async throws -> RefreshAnswer {
+    @Sendable func refreshKey(_ request: Request, context: AppRequestContext) async throws -> RefreshResponse {
         let device = try await authenticator.device(for: request)
         let body = try await request.decodeJSON(as: RefreshBody.self, context: context)
         let password = try Field.password(body.password)
@@ -198,7 +198,7 @@ struct MobileAuthController: Sendable {
         try await accounts.replaceAPIKey(deviceID: device.id, apiKeyHash: SecureToken.sha256Hex(apiKey), offlineSecret: secret?.sealed)
         context.logger.info("API key refreshed", metadata: ["device": "\(device.id)"])
         audit.record(AuditEvent(kind: .keyRefreshed, userID: user.id, context: request.auditContext(context, deviceID: device.id)))
-        return RefreshAnswer(apiKey: apiKey, offline: OfflineOut(secret, email: user.email))
+        return RefreshResponse(apiKey: apiKey, offline: OfflineOut(secret, email: user.email))
     }
 
     struct TokenBody: Decodable { var fcmToken: String }
@@ -237,7 +237,7 @@ struct MobileAuthController: Sendable {
         return Success()
     }
 
-    struct DeviceAnswer: ResponseEncodable {
+    struct DeviceResponse: ResponseEncodable {
         struct PushOut: Encodable {
             var provider: PushProvider
             /// The token's or endpoint's last 6 characters.
@@ -255,9 +255,9 @@ struct MobileAuthController: Sendable {
     }
 
     /// `GET /api/mobile/device`: the device as the daemon holds it; of its push address, only the provider and the last characters.
-    @Sendable func showDevice(_ request: Request, context: AppRequestContext) async throws -> DeviceAnswer {
+    @Sendable func showDevice(_ request: Request, context: AppRequestContext) async throws -> DeviceResponse {
         let device = try await authenticator.device(for: request)
-        return DeviceAnswer(
+        return DeviceResponse(
             id: device.id, name: device.name, platform: device.platform, keyBound: device.publicKey != nil,
             mayApproveResets: device.mayApproveResets,
             push: device.push.map { .init(provider: $0.provider, token: String($0.token.suffix(6)), enabled: device.pushEnabled) },
@@ -265,9 +265,9 @@ struct MobileAuthController: Sendable {
     }
 
     /// `GET /api/mobile/push/config`: what the app subscribes its push with.
-    @Sendable func pushConfig(_ request: Request, context: AppRequestContext) async throws -> PushOfferAnswer {
+    @Sendable func pushConfig(_ request: Request, context: AppRequestContext) async throws -> PushOfferResponse {
         _ = try await authenticator.device(for: request)
-        return PushOfferAnswer(offer: pushOffer)
+        return PushOfferResponse(offer: pushOffer)
     }
 
     @Sendable func signOut(_ request: Request, context: AppRequestContext) async throws -> Success {
@@ -280,7 +280,7 @@ struct MobileAuthController: Sendable {
 }
 
 /// ``PushOffer`` as an answer of its own.
-struct PushOfferAnswer: ResponseEncodable {
+struct PushOfferResponse: ResponseEncodable {
     var offer: PushOffer
 
     func encode(to encoder: any Encoder) throws {

@@ -13,7 +13,7 @@ struct PhoneResetController: Sendable {
     let longPolls: LongPollSlots
     let codes: CodeAnswers
     /// The status answer last encoded, shared by the polls of a request while it stays as it is.
-    let lastStatus = LastStatusAnswer()
+    let lastStatus = LastStatusResponse()
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.post("auth/reset/phone/initiate", use: initiate)
@@ -28,13 +28,13 @@ struct PhoneResetController: Sendable {
         var newPassword: String
     }
 
-    struct InitiateAnswer: ResponseEncodable {
+    struct InitiateResponse: ResponseEncodable {
         var requestId: String
         var expiresAt: String
         var numberCode: String?
     }
 
-    @Sendable func initiate(_ request: Request, context: AppRequestContext) async throws -> InitiateAnswer {
+    @Sendable func initiate(_ request: Request, context: AppRequestContext) async throws -> InitiateResponse {
         let body = try await request.decodeJSON(as: InitiateBody.self, context: context)
         let email = User.normalize(email: try Field.email(body.email))
         if let violation = PasswordPolicy.violation(of: body.newPassword) {
@@ -51,10 +51,10 @@ struct PhoneResetController: Sendable {
             context: request.auditContext(context),
             logger: context.logger
         )
-        return InitiateAnswer(requestId: approval.id, expiresAt: Timestamp.string(approval.expiresAt), numberCode: code)
+        return InitiateResponse(requestId: approval.id, expiresAt: Timestamp.string(approval.expiresAt), numberCode: code)
     }
 
-    struct StatusAnswer: ResponseEncodable {
+    struct StatusResponse: ResponseEncodable {
         var requestId: String
         var status: ApprovalState
         var expiresAt: String
@@ -116,9 +116,10 @@ struct PhoneResetController: Sendable {
         let poll = StatusLongPoll(broker: broker, slots: longPolls)
         switch try await poll.poll(id, integrationID: nil, seconds: wait, context: context, answer: statusNow(of: id)) {
         case .parked: return LongPollHandOff.parkedResponse()
-        case .waited(let found?): return try Self.statusAnswer(found, last: lastStatus, request: request, context: context)
+        case .waited(let found?): return try Self.statusResponse(found, last: lastStatus, request: request, context: context)
         // Gone while waiting: the plain status, as without a wait.
-        case .waited(nil), .answerNow: return try Self.statusAnswer(await broker.status(of: id), last: lastStatus, request: request, context: context)
+        case .waited(nil), .answerNow:
+            return try Self.statusResponse(await broker.status(of: id), last: lastStatus, request: request, context: context)
         }
     }
 
@@ -127,18 +128,18 @@ struct PhoneResetController: Sendable {
     func statusNow(of id: String) -> StatusResponder {
         // What it holds, each parked poll keeps: two references, not the controller.
         { [broker, lastStatus] request, context, woken in
-            try Self.statusAnswer(await broker.status(of: id, wokenBy: woken), last: lastStatus, request: request, context: context)
+            try Self.statusResponse(await broker.status(of: id, wokenBy: woken), last: lastStatus, request: request, context: context)
         }
     }
 
     /// The answer for `found`, or not found. Out of line, so that the status
     /// route's async frame (kept by a long poll waiting in it) holds no copy of the request.
     @inline(never)
-    static func statusAnswer(
-        _ found: ApprovalRequest?, last: LastStatusAnswer, request: Request, context: AppRequestContext
+    static func statusResponse(
+        _ found: ApprovalRequest?, last: LastStatusResponse, request: Request, context: AppRequestContext
     ) throws -> Response {
         guard let found else { throw APIError.notFound }
-        return try last.response(for: found) { try StatusAnswer(found).response(from: request, context: context) }
+        return try last.response(for: found) { try StatusResponse(found).response(from: request, context: context) }
     }
 
     struct Success: ResponseEncodable {
@@ -162,19 +163,19 @@ struct PhoneResetController: Sendable {
 
     struct CodeBody: Decodable { var code: String }
 
-    struct CodeAnswer: ResponseEncodable {
+    struct CodeResponse: ResponseEncodable {
         var requestId: String
         var status: ApprovalState
     }
 
     /// The requester types the code the user's trusted device shows offline (or a bypass code).
-    @Sendable func verifyCode(_ request: Request, context: AppRequestContext) async throws -> CodeAnswer {
+    @Sendable func verifyCode(_ request: Request, context: AppRequestContext) async throws -> CodeResponse {
         let id = try context.parameters.require("requestId")
         let code = try Field.answerCode(try await request.decodeJSON(as: CodeBody.self, context: context).code)
         // Wrong codes here are counted per client address: whoever types at this route is the guesser. A user
         // whose codes are locked gets the wrong code's answer here, as an unknown email does.
         let approved = try await codes.answer(
             code, to: id, integrationID: nil, counted: (.verifyCodePerIP, context.clientKey), abuse: abuse, context: context, request: request)
-        return CodeAnswer(requestId: approved.id, status: approved.state)
+        return CodeResponse(requestId: approved.id, status: approved.state)
     }
 }

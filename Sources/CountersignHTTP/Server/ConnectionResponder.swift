@@ -17,7 +17,7 @@ import Synchronization
 /// once to check the caller, the rate limit and the request. A poll that must
 /// wait hands its wait on (``LongPollHandOff``) and is parked with the broker
 /// (``ParkedLongPoll``); the route's first answer is not written. When the
-/// wait ends, the route's answer (``LongPollAnswer``) reads the status as it is
+/// wait ends, the route's answer (``LongPollResponse``) reads the status as it is
 /// then, logged as the router's middleware logs an answer. Parking and answering
 /// take their turn (``LongPollTurns``): a burst of thousands of polls, sent
 /// at once on open connections or woken by one approval, starts a few tasks,
@@ -56,7 +56,7 @@ struct ConnectionResponder: Sendable {
     }
 
     /// The answer of a long poll once its wait is over (`woken`: what ended it, if it waited).
-    private func answer(_ request: Request, askedAt: ContinuousClock.Instant, with answer: LongPollAnswer, after woken: LongPollWake?) async {
+    private func answer(_ request: Request, askedAt: ContinuousClock.Instant, with answer: LongPollResponse, after woken: LongPollWake?) async {
         // Nobody to answer: no work for a poll whose client is gone (it has no access-log line).
         guard channel.isActive else { return }
         let context = newContext()

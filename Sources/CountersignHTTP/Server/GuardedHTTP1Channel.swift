@@ -120,7 +120,7 @@ final class RequestCollector: ChannelDuplexHandler, RemovableChannelHandler {
     private var body: ByteBuffer?
     /// A request's answer has not ended yet.
     private var answering = false
-    private var closeAfterAnswer = false
+    private var closeAfterResponse = false
     /// The client has closed its side.
     private var inputClosed = false
     /// The last answer is written: nothing more is read or answered.
@@ -163,14 +163,14 @@ final class RequestCollector: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func start(_ head: HTTPRequest, body: ByteBuffer, context: ChannelHandlerContext) {
         answering = true
-        if head.headerFields[.connection].map(Self.asksToClose) == true { closeAfterAnswer = true }
+        if head.headerFields[.connection].map(Self.asksToClose) == true { closeAfterResponse = true }
         responder.start(Request(head: head, body: RequestBody(buffer: body)))
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         guard case .end = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
         answering = false
-        guard closeAfterAnswer else { return context.write(data, promise: promise) }
+        guard closeAfterResponse else { return context.write(data, promise: promise) }
         // The last answer: a request pipelined behind it is not started, and the
         // connection closes once the answer is out (its output only, while the
         // client may still be sending: closing both would reset the connection).
@@ -186,7 +186,7 @@ final class RequestCollector: ChannelDuplexHandler, RemovableChannelHandler {
         if let event = event as? ChannelEvent, event == .inputClosed {
             inputClosed = true
             // The client will send nothing more: close once the answer in flight is written.
-            if answering { closeAfterAnswer = true } else { context.close(promise: nil) }
+            if answering { closeAfterResponse = true } else { context.close(promise: nil) }
         }
         context.fireUserInboundEventTriggered(event)
     }

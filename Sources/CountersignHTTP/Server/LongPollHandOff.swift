@@ -16,7 +16,7 @@ import Synchronization
 // ``ConnectionResponder``): it checks the caller, the rate limit and the
 // request, hands the wait on (``LongPollHandOff``) and returns. The wait is
 // then a record the broker keeps (``ParkedLongPoll``), with no task at all;
-// when it ends, the route's own answer (``LongPollAnswer``) reads the status
+// when it ends, the route's own answer (``LongPollResponse``) reads the status
 // as it is then, without the router and middleware again. Both the parking
 // and the answers wait their turn (``LongPollTurns``): 18,000 polls sent at
 // once on open connections, each route's task kept until the broker had taken
@@ -66,7 +66,7 @@ final class LongPollHandOff: Sendable {
 /// (`nil`: a plain poll, or one answered without waiting): on a shared
 /// database, the request as read or committed once for all its waiters
 /// (``ApprovalBroker/status(of:integrationID:wokenBy:)``).
-struct LongPollAnswer: Sendable {
+struct LongPollResponse: Sendable {
     /// The route's template, for the access log and the metrics.
     let route: String
     let respond: StatusResponder
@@ -85,7 +85,7 @@ struct ParkedLongPoll: Sendable {
     let deadline: ContinuousClock.Instant
     let slots: LongPollSlots
     let slot: String
-    let answer: LongPollAnswer
+    let answer: LongPollResponse
 
     /// Takes a slot and parks with the broker until the request changes, the
     /// deadline passes, the client hangs up or the server drains; then gives
@@ -205,7 +205,7 @@ struct StatusLongPoll: Sendable {
             ParkedLongPoll(
                 broker: broker, id: id, integrationID: integrationID, version: version,
                 deadline: ContinuousClock.now.advanced(by: .seconds(seconds)), slots: slots, slot: slot,
-                answer: LongPollAnswer(route: context.endpointPath ?? "unmatched", respond: answer())))
+                answer: LongPollResponse(route: context.endpointPath ?? "unmatched", respond: answer())))
         return .parked
     }
 }

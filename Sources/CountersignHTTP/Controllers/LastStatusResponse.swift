@@ -11,7 +11,7 @@ import Synchronization
 ///
 /// One entry: a poll of another request replaces it. The answer is a function
 /// of the ``Key``'s fields alone, so an equal key gives the same bytes.
-final class LastStatusAnswer: Sendable {
+final class LastStatusResponse: Sendable {
     /// What a status answer says: the request, its state, until when, and how it was answered.
     struct Key: Equatable, Sendable {
         let id: String
