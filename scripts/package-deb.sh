@@ -98,15 +98,22 @@ maintainer="Countersign developers <countersign@example.org>"
   echo
   echo " -- $maintainer  $(date -u -R -d "@$SOURCE_DATE_EPOCH")"
 } | gzip -9n >"$doc/changelog.gz"
+# The Swift packages linked into /usr/bin/countersign, and only those (not the ones only the tests use): the
+# modules the linker was given, each found in its package's checkout.
+linked=$(sed -E 's#.*/([^/]+)\.build/[^/]*$#\1#' "$(dirname "$binary")/countersign.product/Objects.LinkFileList" | sort -u |
+  while read -r module; do find .build/checkouts -mindepth 2 -maxdepth 3 -type d -name "$module" | cut -d/ -f3; done |
+  sort -u)
+[ -n "$linked" ] || { echo "package-deb: no linked package found in the link file list" >&2; exit 1; }
 {
   echo "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"
   echo "Upstream-Name: countersign"
+  echo "Upstream-Contact: $maintainer"
   echo "Comment: /usr/bin/countersign links the Swift runtime (Apache-2.0 with Runtime"
-  echo " Library Exception) statically, and the Swift packages it is built from (this"
-  echo " list also holds those only its tests use), each under the license its"
-  echo " repository states:"
-  for checkout in .build/checkouts/*/; do
-    name=$(basename "$checkout")
+  echo " Library Exception) statically, and these Swift packages, each under the"
+  echo " license its repository states (their NOTICE files are in"
+  echo " /usr/share/doc/countersign/third-party-notices.txt):"
+  for name in $linked; do
+    checkout=.build/checkouts/$name
     license=$(ls "$checkout" | grep -i -m1 '^licen[cs]e' || true)
     kind="see its repository"
     if [ -n "$license" ]; then
@@ -117,13 +124,38 @@ maintainer="Countersign developers <countersign@example.org>"
     fi
     echo "  $name: $kind"
   done
-  echo " On Debian systems, the Apache License 2.0 is in /usr/share/common-licenses/Apache-2.0."
   echo
   echo "Files: *"
   echo "Copyright: 2025-$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y) the Countersign developers"
-  echo "License: none-granted"
-  echo " No license has been granted yet for Countersign itself."
+  echo "License: Apache-2.0"
+  echo
+  echo "License: Apache-2.0"
+  echo " Licensed under the Apache License, Version 2.0 (the \"License\"); you may not"
+  echo " use this file except in compliance with the License. You may obtain a copy of"
+  echo " the License at"
+  echo " ."
+  echo "     http://www.apache.org/licenses/LICENSE-2.0"
+  echo " ."
+  echo " Unless required by applicable law or agreed to in writing, software"
+  echo " distributed under the License is distributed on an \"AS IS\" BASIS, WITHOUT"
+  echo " WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the"
+  echo " License for the specific language governing permissions and limitations under"
+  echo " the License."
+  echo " ."
+  echo " On Debian systems, the complete text of the Apache License 2.0 is in"
+  echo " /usr/share/common-licenses/Apache-2.0."
 } >"$doc/copyright"
+# Apache-2.0 asks that a work's NOTICE travel with what is built from it: Countersign's, then each linked package's.
+{
+  cat NOTICE
+  for name in $linked; do
+    notice=$(ls ".build/checkouts/$name" | grep -i -m1 '^notice' || true)
+    [ -n "$notice" ] || continue
+    printf '\n\n==== %s (%s) ====\n\n' "$name" "$notice"
+    cat ".build/checkouts/$name/$notice"
+  done
+} >"$doc/third-party-notices.txt"
+chmod 0644 "$doc/third-party-notices.txt"
 chmod 0644 "$doc/changelog.gz" "$doc/copyright"
 
 # swift-nio-extras compiles its own copy of zlib (CNIOExtrasZlib, for HTTP

@@ -37,6 +37,14 @@ done
 case "$depends" in *"libsqlite3-0 (>= 3.35.0)"*) ;; *) fail "Depends ($depends) does not ask for SQLite 3.35, which the store needs" ;; esac
 echo "test-deb: no libswift; Depends: $depends"
 
+# The licence: Countersign's in DEP-5, the linked packages (and none only the tests use) with theirs, their notices.
+copyright="$root/usr/share/doc/countersign/copyright"
+grep -q '^License: Apache-2.0$' "$copyright" || fail "the copyright file grants no Apache-2.0 licence"
+grep -q '^  swift-nio: Apache-2.0$' "$copyright" || fail "the copyright file does not list swift-nio, which the binary links"
+if grep -q 'swift-property-based' "$copyright"; then fail "the copyright file lists swift-property-based, which only the tests use"; fi
+grep -q '==== swift-nio (NOTICE.txt) ====' "$root/usr/share/doc/countersign/third-party-notices.txt" || fail "swift-nio's NOTICE is not shipped"
+echo "test-deb: Apache-2.0; $(grep -c '^  [a-zA-Z]' "$copyright") linked packages with their licences; their notices"
+
 # A whole phone-approved reset against a throw-away daemon, from the scratch root.
 (cd "$root" && timeout 120 "$binary" demo) >"$work/demo.log" 2>&1 || { cat "$work/demo.log"; fail "countersign demo failed"; }
 grep -q '"success" *: *true' "$work/demo.log" || { cat "$work/demo.log"; fail "the demo's reset did not complete"; }
