@@ -16,7 +16,7 @@ public struct Countersign: AsyncParsableCommand {
         subcommands: [
             Serve.self, UserCommand.self, DeviceCommand.self, IntegrationCommand.self, WebhookCommand.self, AuditCommand.self, PushCommand.self,
             FCMCommand.self,
-            MailCommand.self, Migrate.self, Backup.self, Demo.self,
+            MailCommand.self, ConfigCommand.self, Migrate.self, Backup.self, Demo.self,
         ]
         // No default subcommand: a bare `countersign` prints this help, never starting a daemon in the current folder by surprise.
     )

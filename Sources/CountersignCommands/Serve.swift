@@ -9,21 +9,11 @@ struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Run the daemon.")
 
     @Option(help: configHelp, completion: .file()) var config: String?
-    @OptionGroup(title: SettingInfo.Group.listening.rawValue) var listening: ListenOptions
-    @OptionGroup(title: SettingInfo.Group.storage.rawValue) var storage: StorageOptions
-    @OptionGroup(title: SettingInfo.Group.approvals.rawValue) var approvals: ApprovalOptions
-    @OptionGroup(title: SettingInfo.Group.limits.rawValue) var limits: LimitOptions
-    @OptionGroup(title: SettingInfo.Group.logs.rawValue) var logs: LogOptions
-    @OptionGroup(title: SettingInfo.Group.push.rawValue) var push: PushOptions
-    @OptionGroup(title: SettingInfo.Group.mail.rawValue) var mail: MailOptions
-    @OptionGroup(title: SettingInfo.Group.emailReset.rawValue) var emailReset: EmailResetOptions
-
-    /// Every setting given on the command line.
-    var given: GivenSettings { GivenSettings(listening, storage, approvals, limits, logs, push, mail, emailReset) }
+    @OptionGroup var settings: ServeSettings
 
     func run() async throws {
         let configFile = configFile(config)
-        let loader = try await loadOrExit { try given.loader(config: config) }
+        let loader = try await loadOrExit { try settings.given.loader(config: config) }
         // A refusal is written in the configured log format (one JSON object with --log-format json) once that is known:
         // only a config file that cannot be read, or a bad --log-format itself, is a plain line.
         let format = (try? loader.logFormat()).flatMap { $0 } ?? .text
@@ -35,6 +25,9 @@ struct Serve: AsyncParsableCommand {
         }
         let logger = bootstrapLogging(level: configuration.logLevel, format: configuration.logFormat)
         logger.info("starting", metadata: configuration.startupSummary.merging(["config": "\(configFile ?? "none")"]) { $1 })
+        if let warning = OpenFileLimit.warning(longPolls: configuration.longPollsTotal, limit: OpenFileLimit.raise()) {
+            logger.warning("\(warning)")
+        }
         let server = try await loadOrExit(format: format) {
             try await buildApplication(configuration: configuration, logger: logger, environment: ProcessInfo.processInfo.environment)
         }

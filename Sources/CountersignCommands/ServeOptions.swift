@@ -6,6 +6,21 @@ import Foundation
 // value name and default come from its declaration in `Settings`) and a property named as the setting, through which
 // `givenSettings` finds it. Commands that need a group's settings take the group (`push check`: `PushOptions`).
 
+/// Every setting, in its group: `serve`'s options, and `config check`'s.
+struct ServeSettings: ParsableArguments {
+    @OptionGroup(title: SettingInfo.Group.listening.rawValue) var listening: ListenOptions
+    @OptionGroup(title: SettingInfo.Group.storage.rawValue) var storage: StorageOptions
+    @OptionGroup(title: SettingInfo.Group.approvals.rawValue) var approvals: ApprovalOptions
+    @OptionGroup(title: SettingInfo.Group.limits.rawValue) var limits: LimitOptions
+    @OptionGroup(title: SettingInfo.Group.logs.rawValue) var logs: LogOptions
+    @OptionGroup(title: SettingInfo.Group.push.rawValue) var push: PushOptions
+    @OptionGroup(title: SettingInfo.Group.mail.rawValue) var mail: MailOptions
+    @OptionGroup(title: SettingInfo.Group.emailReset.rawValue) var emailReset: EmailResetOptions
+
+    /// Every setting given on the command line.
+    var given: GivenSettings { GivenSettings(listening, storage, approvals, limits, logs, push, mail, emailReset) }
+}
+
 struct ListenOptions: ParsableArguments {
     @Option(\.listen) var listen: String?
     @Option(\.metricsListen) var metricsListen: String?

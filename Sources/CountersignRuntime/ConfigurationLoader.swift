@@ -168,6 +168,35 @@ public struct ConfigurationLoader {
         }
     }
 
+    /// Each setting as `serve` reads it, in the table's order: its value as given and where it came from, else its
+    /// default. A URL's password is replaced by `REDACTED`; a list shows its items; rate limits show every name set,
+    /// merged from every source.
+    public func effectiveSettings() throws -> [(setting: SettingInfo, value: String, source: String)] {
+        try Self.infos.map { setting in
+            if setting.fileKey == Settings.table.rateLimits.fileKey {
+                let limits = try rateLimitValues().map { "\($0.key.rawValue)=\($0.value.count)/\(Int($0.value.window))" }.sorted()
+                return (setting, limits.isEmpty ? "none" : limits.joined(separator: ","), limits.isEmpty ? "default" : "merged from every source")
+            }
+            if setting.isList {
+                let items = reader.stringArray(forKey: setting.readKey)
+                try answers.check(setting.configKey, reading: setting.flag)
+                guard let items, !items.isEmpty else { return (setting, "none", "default") }
+                return (setting, items.joined(separator: ","), source(of: setting, providerName: answers.provider(of: setting.configKey)))
+            }
+            guard let (value, source) = try raw(setting) else { return (setting, setting.shownDefault ?? "unset", "default") }
+            return (setting, setting.isSecret ? Self.redacted(value) : value, source)
+        }
+    }
+
+    /// `value` with the password of a URL in it replaced: a file path, or a URL without a password, is shown as it is;
+    /// a URL that cannot be read is not shown at all.
+    static func redacted(_ value: String) -> String {
+        guard value.contains("://") else { return value }
+        guard var url = URLComponents(string: value) else { return "REDACTED" }
+        if url.password != nil { url.password = "REDACTED" }
+        return url.string ?? "REDACTED"
+    }
+
     /// `--log-format`, when set: read first, so that even a refusal of the other settings is written as the log is.
     public func logFormat() throws -> LogFormat? {
         try value(\.logFormat)

@@ -25,12 +25,12 @@ import Testing
             }
         }
         let serve = try #require(try Countersign.parseAsRoot(["serve"] + arguments) as? Serve)
-        let given = serve.given
+        let given = serve.settings.given
         #expect(given.values == expected)
         #expect(given.lists == expectedLists)
         // Nothing given, nothing read from the command line.
         let bare = try #require(try Countersign.parseAsRoot(["serve"]) as? Serve)
-        #expect(bare.given.values.isEmpty && bare.given.lists.isEmpty)
+        #expect(bare.settings.given.values.isEmpty && bare.settings.given.lists.isEmpty)
     }
 
     /// The operator's commands take the same options, and the loader reads them: `--database` reaches `database()`.

@@ -39,7 +39,7 @@ enum CLI {
     /// checks run the binary.
     static func runsInProcess(_ arguments: [String]) -> Bool {
         switch arguments.first {
-        case "integration", "user", "audit", "migrate", "--version", "--experimental-dump-help": true
+        case "integration", "user", "audit", "migrate", "config", "--version", "--experimental-dump-help": true
         case "device": arguments.dropFirst().first == "list"
         default: false
         }

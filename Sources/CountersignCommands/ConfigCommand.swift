@@ -1,0 +1,107 @@
+import ArgumentParser
+import CountersignCore
+import CountersignPostgres
+import CountersignPush
+import CountersignRuntime
+import Foundation
+import Logging
+
+/// `countersign config check`: what `serve` would start with, found without starting.
+struct ConfigCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "config", abstract: "The daemon's configuration.", subcommands: [Check.self])
+
+    struct Check: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Read every setting as serve would and print what it would start with, and where each value came from.",
+            discussion: """
+                Takes serve's options, reads the environment and the config file as serve does, reads the files serve \
+                reads at start (the database and SMTP passwords, the secret key, the FCM service account, the APNs key, \
+                the VAPID key; none is created; the database is not opened), and binds each listen address for a moment (one in use is said, not \
+                refused: the running daemon holds it). Secrets are never printed. Exit status 0 when serve would start \
+                with this configuration, 78 with one line naming the bad setting, where its value came from and what it \
+                expects. Run it before restarting the daemon.
+                """)
+
+        @Option(help: configHelp, completion: .file()) var config: String?
+        @OptionGroup var settings: ServeSettings
+
+        func run() async throws {
+            let loader = try await loadOrExit { try settings.given.loader(config: config) }
+            let configuration = try await loadOrExit { try loader.serveConfiguration() }
+            let logger = Logger(label: "countersign") { _ in SwiftLogNoOpLogHandler() }
+            let files = try await loadOrExit { try Self.checkFiles(loader, configuration, logger: logger) }
+            var notes: [String] = []
+            if let warning = OpenFileLimit.warning(longPolls: configuration.longPollsTotal, limit: OpenFileLimit.raise()) {
+                notes.append("\(warning) (as this command runs; the unit's LimitNOFILE= sets the daemon's)")
+            }
+            for (address, what) in [(configuration.listen, "--listen"), configuration.metricsListen.map { ($0, "--metrics-listen") }].compactMap({
+                $0
+            }) {
+                do {
+                    try await ListenCheck.ensureFree(address, what: what)
+                } catch let error as ConfigurationError where error.description.hasSuffix("Address already in use") {
+                    notes.append("\(address.host):\(address.port) (\(what)) is in use now: by the running daemon, if it runs there")
+                } catch let error as ConfigurationError {
+                    throw configurationFault(error.description)
+                }
+            }
+
+            print("config file: \(configFile(config) ?? "none")")
+            var group: SettingInfo.Group?
+            for line in try await loadOrExit({ try loader.effectiveSettings() }) {
+                if line.setting.group != group {
+                    group = line.setting.group
+                    print("\n\(line.setting.group.rawValue):")
+                }
+                print("  \(line.setting.fileKey) = \(line.value)  (\(line.source))")
+            }
+            print("\nfiles read at start:")
+            for file in files { print("  \(file)") }
+            for note in notes { print("note: \(note)") }
+            print("\n✓ serve would start with this configuration")
+        }
+
+        /// The files `serve` reads at start, each read as it would read it, none created: one line each.
+        static func checkFiles(_ loader: ConfigurationLoader, _ configuration: ServeConfiguration, logger: Logger) throws -> [String] {
+            var lines: [String] = []
+            let keyPath = try loader.secretKeyPath()
+            if FileManager.default.fileExists(atPath: keyPath) {
+                _ = try SecretKeyFile.load(path: keyPath, create: false, logger: logger)
+                lines.append("secret key: \(keyPath)")
+            } else if !PostgresConfiguration.isURL(configuration.databasePath) {
+                lines.append("secret key: \(keyPath) (not there yet: serve creates it at first start)")
+            }
+            if let file = configuration.push.serviceAccountFile {
+                do {
+                    let account = try ServiceAccount.load(path: file)
+                    lines.append("FCM service account: \(file) (\(account))")
+                } catch {
+                    throw ConfigurationError("the FCM service account \(file): \(error)")
+                }
+            }
+            if let apns = configuration.push.apns {
+                do {
+                    _ = try PushSetup.keyText(apns.keyFile, what: "APNs key")
+                    lines.append("APNs key: \(apns.keyFile) (key \(apns.keyID), team \(apns.teamID))")
+                } catch {
+                    throw ConfigurationError("\(error)")
+                }
+            }
+            if let webPush = configuration.push.webPush {
+                if FileManager.default.fileExists(atPath: webPush.vapidKeyFile) {
+                    do {
+                        _ = try VAPIDKeyFile.load(path: webPush.vapidKeyFile, create: false, logger: logger)
+                    } catch {
+                        throw ConfigurationError("the VAPID key \(webPush.vapidKeyFile): \(error)")
+                    }
+                    lines.append("VAPID key: \(webPush.vapidKeyFile)")
+                } else if webPush.createKey {
+                    lines.append("VAPID key: \(webPush.vapidKeyFile) (not there yet: serve creates it at first start)")
+                } else {
+                    throw ConfigurationError("no VAPID key at \(webPush.vapidKeyFile): a cluster's nodes share one, made beforehand")
+                }
+            }
+            return lines
+        }
+    }
+}
