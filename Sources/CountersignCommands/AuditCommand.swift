@@ -36,21 +36,15 @@ struct AuditCommand: AsyncParsableCommand {
         if let request, request.hasPrefix("-"), !(request.utf8.count == 22 && SecureToken.isWellFormed(request)) {
             throw ValidationError("--request needs a request id or reference, not \(request)")
         }
+        if let kind, AuditKind(rawValue: kind) == nil { throw ValidationError("unknown kind \(kind)") }
+        if let since, Self.duration(since) == nil { throw ValidationError("--since takes a duration such as 30m, 1h or 7d") }
+        guard limit > 0 else { throw ValidationError("--limit must be positive") }
+        if proof && request == nil { throw ValidationError("--proof goes with --request REF") }
     }
 
     func run() async throws {
-        var kindFilter: AuditKind?
-        if let kind {
-            guard let parsed = AuditKind(rawValue: kind) else { throw ValidationError("unknown kind \(kind)") }
-            kindFilter = parsed
-        }
-        var sinceDate: Date?
-        if let since {
-            guard let seconds = Self.duration(since) else { throw ValidationError("--since takes a duration such as 30m, 1h or 7d") }
-            sinceDate = Date().addingTimeInterval(-seconds)
-        }
-        guard limit > 0 else { throw ValidationError("--limit must be positive") }
-        if proof && request == nil { throw ValidationError("--proof goes with --request REF") }
+        let kindFilter = kind.flatMap(AuditKind.init(rawValue:))
+        let sinceDate = since.flatMap(Self.duration).map { Date().addingTimeInterval(-$0) }
         let store = try await database.open()
         if let given = request {
             let request = Self.reference(given)

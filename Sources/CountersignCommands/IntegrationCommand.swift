@@ -27,12 +27,16 @@ struct IntegrationCommand: AsyncParsableCommand {
             )) var promptAllUsers = false
         @OptionGroup var database: DatabaseOptions
 
-        func run() async throws {
+        /// Invalid values are refused as the parser refuses them: exit 64, with this command's usage.
+        func validate() throws {
             guard Integration.isValidName(name) else {
                 throw ValidationError(
                     "\(name) is not a valid name: 1 to 64 letters, digits, spaces, `_`, `.` or `-`, starting with a letter or digit")
             }
             if let webhookURL, let problem = Integration.webhookURLProblem(webhookURL) { throw ValidationError(problem) }
+        }
+
+        func run() async throws {
             let store = try await database.open(creating: true)
             let key = Integration.newAPIKey()
             let secret = webhookURL.map { _ in Integration.newWebhookSecret() }

@@ -18,9 +18,12 @@ struct UserCommand: AsyncParsableCommand {
         @OptionGroup var database: DatabaseOptions
         @OptionGroup var bcrypt: BcryptOption
 
+        func validate() throws {
+            guard User.normalize(email: email).contains("@") else { throw ValidationError("\(email) is not an email address") }
+        }
+
         func run() async throws {
             let email = User.normalize(email: email)
-            guard email.contains("@") else { throw ValidationError("\(email) is not an email address") }
             let store = try await database.open(creating: true)
             let password = try readNewPassword()
             let hash = try await bcrypt.hasher(database).hash(password)

@@ -192,7 +192,8 @@ public struct Settings: Sendable {
         expected: Parse.secondsExpected, parse: Parse.seconds, at: \.broker.completionWindow, show: Parse.showSeconds)
     public let numberMatching = Setting(
         "numberMatching", "--number-matching", .approvals, value: "required|off",
-        help: "Number matching: the phone's user picks the code the requester shows.", expected: "required or off",
+        help: "Number matching: the phone's user enters the number the requester shows, and an answer without it is refused.",
+        expected: "required or off",
         parse: { ["required": true, "on": true, "off": false][$0.lowercased()] }, at: \.broker.numberMatching,
         show: { $0 ? "required" : "off" })
     public let deviceKeys = Setting(
