@@ -87,3 +87,16 @@ struct CommandFailure: Error, CustomStringConvertible {
     /// Once an admin command run by root works as the database folder's owner, the line says so.
     init(_ description: String) { self.description = ServiceUser.actingAs.map { "\(description) (\($0))" } ?? description }
 }
+
+/// `--json`: what a command prints, as JSON for scripts.
+struct JSONOption: ParsableArguments {
+    @Flag(help: "Print JSON for scripts: one object, or one object a line for a list (none for an empty one).") var json = false
+}
+
+/// One JSON object on one line: keys sorted, dates in ISO 8601, absent values left out.
+func printJSON(_ value: some Encodable) {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    encoder.dateEncodingStrategy = .iso8601
+    print(String(decoding: (try? encoder.encode(value)) ?? Data("{}".utf8), as: UTF8.self))
+}

@@ -14,13 +14,22 @@ struct DeviceCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List a user's trusted devices.")
         @Argument(help: "The user's email.") var email: String
         @OptionGroup var database: DatabaseOptions
+        @OptionGroup var output: JSONOption
 
         func run() async throws {
             let store = try await database.open()
             guard let user = try await store.user(email: email) else { throw CommandFailure("no user with email \(email)") }
             let devices = try await store.devices(userID: user.id)
-            if devices.isEmpty { print("no devices for \(user.email)") }
+            if devices.isEmpty && !output.json { print("no devices for \(user.email)") }
             for device in devices {
+                if output.json {
+                    printJSON(
+                        DeviceLine(
+                            id: device.id, name: device.name, platform: device.platform, provider: device.push?.provider.rawValue,
+                            pushEnabled: device.push != nil && device.pushEnabled, keyThumbprint: device.publicKey?.thumbprint,
+                            createdAt: device.createdAt))
+                    continue
+                }
                 let push =
                     device.push.map { device.pushEnabled ? "push \($0.described)" : "push off (\($0.provider.rawValue) token rejected)" }
                     ?? "pull only"
@@ -45,4 +54,15 @@ struct DeviceCommand: AsyncParsableCommand {
             print("revoked device \(deviceID)")
         }
     }
+}
+
+/// `device list --json`: one line a device (its push address is not shown, only its provider).
+struct DeviceLine: Encodable {
+    let id: String
+    let name: String
+    let platform: String
+    let provider: String?
+    let pushEnabled: Bool
+    let keyThumbprint: String?
+    let createdAt: Date
 }

@@ -26,6 +26,7 @@ struct IntegrationCommand: AsyncParsableCommand {
                 "Let it prompt every user with a device (a deployment's single sign-on or VPN); it gives no enrollment, listing or removal."
             )) var promptAllUsers = false
         @OptionGroup var database: DatabaseOptions
+        @OptionGroup var output: JSONOption
 
         /// Invalid values are refused as the parser refuses them: exit 64, with this command's usage.
         func validate() throws {
@@ -54,6 +55,9 @@ struct IntegrationCommand: AsyncParsableCommand {
                     detail: "integration \(name)" + (webhookURL.map { " with webhook to \(Self.host($0))" } ?? "")
                         + (promptAllUsers ? "; prompts all users" : ""))
             ])
+            if output.json {
+                return printJSON(["id": integration.id, "name": name, "apiKey": key, "webhookSecret": secret].compactMapValues { $0 })
+            }
             print("created integration \(name)")
             print("id:             \(integration.id)")
             print("API key:        \(key)")
@@ -67,10 +71,20 @@ struct IntegrationCommand: AsyncParsableCommand {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List integrations.")
         @OptionGroup var database: DatabaseOptions
+        @OptionGroup var output: JSONOption
 
         func run() async throws {
             let store = try await database.open()
             let integrations = try await store.integrations()
+            if output.json {
+                for integration in integrations {
+                    printJSON(
+                        IntegrationLine(
+                            id: integration.id, name: integration.name, enabled: integration.enabled, promptsAllUsers: integration.promptsAllUsers,
+                            webhookURL: integration.webhookURL, createdAt: integration.createdAt))
+                }
+                return
+            }
             if integrations.isEmpty { print("no integrations") }
             for integration in integrations {
                 let state = integration.enabled ? "enabled" : "disabled"
@@ -87,6 +101,7 @@ struct IntegrationCommand: AsyncParsableCommand {
             commandName: "rotate-key", abstract: "Give an integration a new API key; the old one stops at once.")
         @Argument(help: "The integration's id or name.") var integration: String
         @OptionGroup var database: DatabaseOptions
+        @OptionGroup var output: JSONOption
 
         func run() async throws {
             let store = try await database.open()
@@ -96,6 +111,7 @@ struct IntegrationCommand: AsyncParsableCommand {
                 throw CommandFailure("no integration \(integration)")
             }
             try await store.append([AuditEvent(kind: .integrationKeyRotated, detail: "integration \(found.name)")])
+            if output.json { return printJSON(["id": found.id, "name": found.name, "apiKey": key]) }
             print("new API key for \(found.name): \(key)")
             print("The old key no longer works. This one is shown once.")
         }
@@ -110,6 +126,7 @@ struct IntegrationCommand: AsyncParsableCommand {
         @Flag(help: "Remove the webhook: no more events are queued.") var none = false
         @Flag(help: "Give the webhook a new signing secret (printed once); the old one stops signing at once.") var rotateSecret = false
         @OptionGroup var database: DatabaseOptions
+        @OptionGroup var output: JSONOption
 
         func validate() throws {
             guard (url == nil) == none else { throw ValidationError("give either a URL or --none") }
@@ -129,6 +146,11 @@ struct IntegrationCommand: AsyncParsableCommand {
                     kind: .integrationWebhookSet,
                     detail: "integration \(found.name): " + (url.map { "webhook to \(Add.host($0))" } ?? "webhook removed"))
             ])
+            if output.json {
+                // The secret only when it is new: it is shown once.
+                return printJSON(
+                    ["name": found.name, "webhookURL": url, "webhookSecret": secret == found.webhookSecret ? nil : secret].compactMapValues { $0 })
+            }
             if let url, let secret {
                 print("webhook of \(found.name): \(url)")
                 if secret != found.webhookSecret { print("webhook secret: \(secret)  (shown once)") } else { print("signing secret unchanged") }
@@ -144,6 +166,7 @@ struct IntegrationCommand: AsyncParsableCommand {
             abstract: "Give the webhook a new signing secret (printed once); events are signed with both for 24 hours.")
         @Argument(help: "The integration's id or name.") var integration: String
         @OptionGroup var database: DatabaseOptions
+        @OptionGroup var output: JSONOption
 
         func run() async throws {
             let store = try await database.open()
@@ -156,6 +179,7 @@ struct IntegrationCommand: AsyncParsableCommand {
             try await store.append([
                 AuditEvent(kind: .integrationWebhookSet, detail: "integration \(found.name): webhook secret rotated; the old one signs too for 24 h")
             ])
+            if output.json { return printJSON(["name": found.name, "webhookSecret": secret, "previousSecretUntil": Timestamp.string(until)]) }
             print("webhook secret: \(secret)  (shown once)")
             print("Events are signed with the new and the old secret until \(Timestamp.string(until)); move receivers over before then.")
         }
@@ -274,11 +298,12 @@ struct WebhookCommand: AsyncParsableCommand {
         @Flag(help: "Only events that failed, were dropped, or are being retried.") var failed = false
         @Option(help: ArgumentHelp("How many to show.", valueName: "count")) var limit = 50
         @OptionGroup var database: DatabaseOptions
+        @OptionGroup var output: JSONOption
 
         func run() async throws {
             let store = try await database.open()
             let entries = try await store.webhookDeliveries(failedOnly: failed, limit: max(1, min(limit, 10_000)))
-            if entries.isEmpty { print(failed ? "no failed deliveries" : "no webhook deliveries") }
+            if entries.isEmpty && !output.json { print(failed ? "no failed deliveries" : "no webhook deliveries") }
             for entry in entries {
                 let event = entry.payload.flatMap { try? JSONDecoder().decode(WebhookEvent.self, from: $0) }
                 let state =
@@ -289,6 +314,14 @@ struct WebhookCommand: AsyncParsableCommand {
                 var line = "\(entry.id)  \(event?.type ?? "?")  request \(reference)  \(state)"
                 line += "  attempts \(entry.attempts)  created \(entry.createdAt.formatted(.iso8601))"
                 if let error = entry.lastError { line += "  last error: \(LogText.escaped(error))" }
+                if output.json {
+                    printJSON(
+                        DeliveryLine(
+                            id: entry.id, type: event?.type, request: reference, state: entry.state, attempts: entry.attempts,
+                            nextAttemptAt: entry.state == "pending" ? entry.nextAttemptAt : nil, createdAt: entry.createdAt,
+                            lastError: entry.lastError))
+                    continue
+                }
                 print(line)
             }
         }
@@ -318,4 +351,26 @@ struct WebhookCommand: AsyncParsableCommand {
             print("event \(eventID) queued again")
         }
     }
+}
+
+/// `integration list --json`: one line an integration.
+struct IntegrationLine: Encodable {
+    let id: String
+    let name: String
+    let enabled: Bool
+    let promptsAllUsers: Bool
+    let webhookURL: String?
+    let createdAt: Date
+}
+
+/// `webhook list --json`: one line a delivery (the request by its reference, never its id).
+struct DeliveryLine: Encodable {
+    let id: String
+    let type: String?
+    let request: String
+    let state: String
+    let attempts: Int
+    let nextAttemptAt: Date?
+    let createdAt: Date
+    let lastError: String?
 }

@@ -89,6 +89,7 @@ struct UserCommand: AsyncParsableCommand {
         @Flag(help: "Void the user's unused codes instead of issuing new ones.") var revoke = false
         @OptionGroup var database: DatabaseOptions
         @Option(\.secretKeyFile) var secretKeyFile: String?
+        @OptionGroup var output: JSONOption
 
         func validate() throws {
             guard (1...100).contains(count) else { throw ValidationError("--count must be from 1 to 100") }
@@ -119,6 +120,9 @@ struct UserCommand: AsyncParsableCommand {
                     kind: .bypassCodesIssued, userID: user.id,
                     detail: "\(count) codes, valid \(valid) days, for \(scope); countersign user bypass-codes")
             ])
+            if output.json {
+                return printJSON(BypassCodesLine(email: user.email, codes: codes.map(BypassCode.display), validUntil: expiresAt, scope: scope))
+            }
             print("\(count) bypass codes for \(user.email), each usable once, valid until \(expiresAt.formatted(.iso8601)) for \(scope).")
             print("They are shown only now; earlier unused codes no longer work.")
             for code in codes { print("  \(BypassCode.display(code))") }
@@ -132,16 +136,41 @@ struct UserCommand: AsyncParsableCommand {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List users.")
         @OptionGroup var database: DatabaseOptions
+        @OptionGroup var output: JSONOption
 
         func run() async throws {
             let store = try await database.open()
             let users = try await store.users()
-            if users.isEmpty { print("no users") }
+            if users.isEmpty && !output.json { print("no users") }
             for user in users {
                 let devices = try await store.devices(userID: user.id)
+                if output.json {
+                    printJSON(
+                        UserLine(
+                            id: user.id, email: user.email, devices: devices.count, createdAt: user.createdAt,
+                            silencedUntil: user.isSilenced(at: Date()) ? user.silencedUntil : nil))
+                    continue
+                }
                 let silence = user.isSilenced(at: Date()) ? "  prompts silenced until \(user.silencedUntil!.formatted(.iso8601))" : ""
                 print("\(user.id)  \(user.email)  devices: \(devices.count)  created \(user.createdAt.formatted(.iso8601))\(silence)")
             }
         }
     }
+}
+
+/// `user list --json`: one line a user.
+struct UserLine: Encodable {
+    let id: String
+    let email: String
+    let devices: Int
+    let createdAt: Date
+    let silencedUntil: Date?
+}
+
+/// `user bypass-codes --json`: the codes, shown once.
+struct BypassCodesLine: Encodable {
+    let email: String
+    let codes: [String]
+    let validUntil: Date
+    let scope: String
 }
