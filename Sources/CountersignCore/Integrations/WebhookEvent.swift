@@ -32,6 +32,10 @@ public struct WebhookEvent: Codable, Sendable, Equatable {
     public var id: String
     /// `approval.approved | denied | expired | cancelled | completed`.
     public var type: String
+    /// When the transition happened: Standard Webhooks' envelope field (`type`, `timestamp`, `data`). `nil` in events
+    /// queued before it was added.
+    public var timestamp: String?
+    /// The same time, under the name it had first.
     public var createdAt: String
     public var data: Payload
 
@@ -45,6 +49,7 @@ public struct WebhookEvent: Codable, Sendable, Equatable {
         let event = WebhookEvent(
             id: "evt_" + SecureToken.generate(byteCount: 16),
             type: "approval." + transition.to.rawValue,
+            timestamp: Timestamp.string(transition.at),
             createdAt: Timestamp.string(transition.at),
             data: Payload(
                 approvalId: request.id, action: request.action.rawValue, user: prompt.userEmail, status: transition.to.rawValue,
