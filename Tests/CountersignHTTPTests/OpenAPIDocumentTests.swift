@@ -48,8 +48,10 @@ import Testing
         #expect(webhooks.count == ApprovalState.allCases.count - 1)
         // The envelope as the daemon writes it.
         var request = ApprovalRequest(
-            id: "r1", userID: "u1", subject: "u1", action: try #require(ApprovalAction(rawValue: "login")), state: .approved, createdAt: Date(), expiresAt: Date().addingTimeInterval(60),
-            completionWindow: 120, updatedAt: Date(), numberCode: nil, newPasswordHash: nil, requester: RequesterInfo(ip: "127.0.0.1", userAgent: nil))
+            id: "r1", userID: "u1", subject: "u1", action: try #require(ApprovalAction(rawValue: "login")), state: .approved, createdAt: Date(),
+            expiresAt: Date().addingTimeInterval(60),
+            completionWindow: 120, updatedAt: Date(), numberCode: nil, newPasswordHash: nil, requester: RequesterInfo(ip: "127.0.0.1", userAgent: nil)
+        )
         request.prompt = ApprovalPrompt(
             integrationID: "int_1", integrationName: "app", userEmail: "ana@example.com", title: "Log in", body: "", context: [:])
         let item = try #require(
