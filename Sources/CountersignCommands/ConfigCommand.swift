@@ -24,6 +24,7 @@ struct ConfigCommand: AsyncParsableCommand {
 
         @Option(help: configHelp, completion: .file()) var config: String?
         @OptionGroup var settings: ServeSettings
+        @OptionGroup var output: JSONOption
 
         func run() async throws {
             let loader = try await loadOrExit { try settings.given.loader(config: config) }
@@ -46,9 +47,17 @@ struct ConfigCommand: AsyncParsableCommand {
                 }
             }
 
+            let effective = try await loadOrExit { try loader.effectiveSettings() }
+            if output.json {
+                return printJSON(
+                    CheckReport(
+                        configFile: configFile(config),
+                        settings: effective.map { .init(key: $0.setting.fileKey, flag: $0.setting.flag, value: $0.value, source: $0.source) },
+                        files: files, notes: notes))
+            }
             print("config file: \(configFile(config) ?? "none")")
             var group: SettingInfo.Group?
-            for line in try await loadOrExit({ try loader.effectiveSettings() }) {
+            for line in effective {
                 if line.setting.group != group {
                     group = line.setting.group
                     print("\n\(line.setting.group.rawValue):")
@@ -104,4 +113,19 @@ struct ConfigCommand: AsyncParsableCommand {
             return lines
         }
     }
+}
+
+/// `config check --json`: what serve would start with, as one object.
+struct CheckReport: Encodable {
+    struct Line: Encodable {
+        let key: String
+        let flag: String
+        let value: String
+        let source: String
+    }
+
+    let configFile: String?
+    let settings: [Line]
+    let files: [String]
+    let notes: [String]
 }

@@ -1,3 +1,4 @@
+import CountersignRuntime
 import Foundation
 import NIOCore
 import NIOPosix
@@ -40,6 +41,16 @@ import Testing
         #expect(!output.contains("hunter2"))
         #expect(output.contains("secret key: \(key)"))
         #expect(output.contains("✓ serve would start with this configuration"))
+
+        // The same as one JSON object, for scripts.
+        let (jsonStatus, json) = try await DaemonProcessTests.command(
+            ["config", "check", "--config", config, "--listen", "127.0.0.1:0", "--metrics-listen", "off", "--json"])
+        #expect(jsonStatus == 0, "\(json)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        let settings = try #require(report["settings"] as? [[String: String]])
+        #expect(settings.count == Settings.all.count)
+        #expect(settings.contains { $0["key"] == "requestTTL" && $0["value"] == "90" && $0["source"] == "\(config): requestTTL" })
+        #expect(!json.contains("hunter2"))
     }
 
     @Test func theEnvironmentIsReadAsServeReadsIt() async throws {
