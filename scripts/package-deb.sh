@@ -100,7 +100,7 @@ maintainer="Countersign developers <countersign@example.org>"
 } | gzip -9n >"$doc/changelog.gz"
 # The Swift packages linked into /usr/bin/countersign, and only those (not the ones only the tests use): the
 # modules the linker was given, each found in its package's checkout.
-linked=$(sed -E 's#.*/([^/]+)\.build/[^/]*$#\1#' "$(dirname "$binary")/countersign.product/Objects.LinkFileList" | sort -u |
+linked=$(sed -nE 's#.*/([^/]+)\.build/.*#\1#p' "$(dirname "$binary")/countersign.product/Objects.LinkFileList" | sort -u |
   while read -r module; do find .build/checkouts -mindepth 2 -maxdepth 3 -type d -name "$module" | cut -d/ -f3; done |
   sort -u)
 [ -n "$linked" ] || { echo "package-deb: no linked package found in the link file list" >&2; exit 1; }
@@ -111,7 +111,11 @@ linked=$(sed -E 's#.*/([^/]+)\.build/[^/]*$#\1#' "$(dirname "$binary")/countersi
   echo "Comment: /usr/bin/countersign links the Swift runtime (Apache-2.0 with Runtime"
   echo " Library Exception) statically, and these Swift packages, each under the"
   echo " license its repository states (their NOTICE files are in"
-  echo " /usr/share/doc/countersign/third-party-notices.txt):"
+  echo " /usr/share/doc/countersign/third-party-notices.txt). Some carry code of"
+  echo " others under its own license: swift-crypto and swift-nio-ssl BoringSSL"
+  echo " (OpenSSL and ISC licenses), swift-nio llhttp (MIT), swift-nio-extras zlib"
+  echo " (zlib license), swift-crypto XKCP (CC0); each repository's LICENSE and"
+  echo " NOTICE name them:"
   for name in $linked; do
     checkout=.build/checkouts/$name
     license=$(ls "$checkout" | grep -i -m1 '^licen[cs]e' || true)

@@ -1,10 +1,12 @@
 import ArgumentParser
 import CountersignCore
+import CountersignMail
 import CountersignPostgres
 import CountersignPush
 import CountersignRuntime
 import Foundation
 import Logging
+import NIOSSL
 
 /// `countersign config check`: what `serve` would start with, found without starting.
 struct ConfigCommand: AsyncParsableCommand {
@@ -29,8 +31,12 @@ struct ConfigCommand: AsyncParsableCommand {
         func run() async throws {
             let loader = try await loadOrExit { try settings.given.loader(config: config) }
             let configuration = try await loadOrExit { try loader.serveConfiguration() }
+            // Run by root on the service's SQLite folder, read files as the service's user would, as the other commands do.
+            if case .sqlite(let path) = configuration.database, FileManager.default.fileExists(atPath: path) {
+                try ServiceUser.become(ownerOf: path)
+            }
             let logger = Logger(label: "countersign") { _ in SwiftLogNoOpLogHandler() }
-            let files = try await loadOrExit { try Self.checkFiles(loader, configuration, logger: logger) }
+            let files = try await loadOrExit { try await Self.checkFiles(configuration, logger: logger) }
             var notes: [String] = []
             if let warning = OpenFileLimit.warning(longPolls: configuration.longPollsTotal, limit: OpenFileLimit.raise()) {
                 notes.append("\(warning) (as this command runs; the unit's LimitNOFILE= sets the daemon's)")
@@ -71,29 +77,68 @@ struct ConfigCommand: AsyncParsableCommand {
         }
 
         /// The files `serve` reads at start, each read as it would read it, none created: one line each.
-        static func checkFiles(_ loader: ConfigurationLoader, _ configuration: ServeConfiguration, logger: Logger) throws -> [String] {
+        static func checkFiles(_ configuration: ServeConfiguration, logger: Logger) async throws -> [String] {
             var lines: [String] = []
-            let keyPath = try loader.secretKeyPath()
+            let environment = ProcessInfo.processInfo.environment
+            let email = configuration.email
+            let keyPath = email.secretKeyPath(databasePath: configuration.databasePath, environment: environment)
+            let credentialKey = environment["CREDENTIALS_DIRECTORY"].map { $0 + "/" + EmailConfiguration.secretKeyCredential }
+            if configuration.database.isCluster, email.secretKeyFile == nil, keyPath != credentialKey {
+                throw ConfigurationError(
+                    "with a PostgreSQL database every node needs the same secret key: give --secret-key-file (or the systemd credential secret-key)")
+            }
             if FileManager.default.fileExists(atPath: keyPath) {
                 _ = try SecretKeyFile.load(path: keyPath, create: false, logger: logger)
                 lines.append("secret key: \(keyPath)")
-            } else if !PostgresConfiguration.isURL(configuration.databasePath) {
+            } else if email.secretKeyFile != nil || configuration.database.isCluster {
+                // Only the default place is created; a named file, or a cluster's shared key, must exist.
+                throw ConfigurationError("no secret key at \(keyPath)")
+            } else {
                 lines.append("secret key: \(keyPath) (not there yet: serve creates it at first start)")
             }
-            if let file = configuration.push.serviceAccountFile {
-                do {
-                    let account = try ServiceAccount.load(path: file)
-                    lines.append("FCM service account: \(file) (\(account))")
-                } catch {
-                    throw ConfigurationError("the FCM service account \(file): \(error)")
+            let push = configuration.push
+            var fcmOn = false
+            if let file = push.serviceAccountFile {
+                guard let data = FileManager.default.contents(atPath: file) else {
+                    throw ConfigurationError("cannot read FCM service account file \(file)")
+                }
+                if data.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
+                    lines.append("FCM service account: \(file) is empty: FCM push off")
+                } else {
+                    do {
+                        let account = try ServiceAccount.parse(data, source: file)
+                        lines.append("FCM service account: \(file) (\(account))")
+                        fcmOn = true
+                    } catch {
+                        throw ConfigurationError("\(error)")
+                    }
                 }
             }
-            if let apns = configuration.push.apns {
+            if let apns = push.apns {
                 do {
-                    _ = try PushSetup.keyText(apns.keyFile, what: "APNs key")
+                    let pem = try PushSetup.keyText(apns.keyFile, what: "APNs key")
+                    _ = try await APNsProviderToken(pem: pem, keyID: apns.keyID, teamID: apns.teamID)
                     lines.append("APNs key: \(apns.keyFile) (key \(apns.keyID), team \(apns.teamID))")
                 } catch {
-                    throw ConfigurationError("\(error)")
+                    throw ConfigurationError("the APNs key \(apns.keyFile): \(error)")
+                }
+            }
+            // The extra trusted CAs of the clients serve makes: each as that client loads it.
+            for (what, file) in [("FCM", fcmOn ? push.caFile : nil), ("APNs", push.apns?.caFile), ("SMTP", email.smtp?.caFile)] {
+                guard let file else { continue }
+                do {
+                    _ = try NIOSSLCertificate.fromPEMFile(file)
+                    lines.append("\(what) CA file: \(file)")
+                } catch {
+                    throw ConfigurationError("the \(what) CA file \(file): \(error)")
+                }
+            }
+            if email.smtp != nil, let folder = email.templatesDirectory {
+                do {
+                    _ = try MailTemplates(directory: folder)
+                    lines.append("mail templates: \(folder)")
+                } catch {
+                    throw ConfigurationError("the mail templates in \(folder): \(error)")
                 }
             }
             if let webPush = configuration.push.webPush {

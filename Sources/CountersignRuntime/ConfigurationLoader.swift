@@ -183,6 +183,11 @@ public struct ConfigurationLoader {
                 guard let items, !items.isEmpty else { return (setting, "none", "default") }
                 return (setting, items.joined(separator: ","), source(of: setting, providerName: answers.provider(of: setting.configKey)))
             }
+            if setting.fileKey == Settings.table.requestTimeout.fileKey, try raw(setting) == nil,
+                let (value, source) = try raw(Settings.table.headerTimeout.info)
+            {
+                return (setting, value, "\(source), its older name")
+            }
             guard let (value, source) = try raw(setting) else { return (setting, setting.shownDefault ?? "unset", "default") }
             return (setting, setting.isSecret ? Self.redacted(value) : value, source)
         }
@@ -251,6 +256,10 @@ public struct ConfigurationLoader {
         var configuration = ServeConfiguration(databasePath: try databasePath())
         configuration.database = try database()
         try apply(nil, to: &configuration)
+        // The request timeout's older name, when the request timeout itself is set in no source.
+        if let header = try value(\.headerTimeout), try raw(Settings.table.requestTimeout.info) == nil {
+            configuration.requestTimeout = header
+        }
         configuration.rateLimits = try rateLimitValues()
         configuration.trustedProxies = try trustedProxyValues()
         configuration.push = try pushConfiguration()

@@ -140,10 +140,11 @@ public struct Settings: Sendable {
     public let idleTimeout = Setting(
         "idleTimeout", "--idle-timeout", .listening, value: "seconds", help: "Seconds before an idle connection is closed.",
         expected: Parse.secondsExpected, parse: { Parse.seconds($0).map(Duration.seconds) }, at: \.idleTimeout, show: Parse.showSeconds)
-    /// The older name of ``requestTimeout``, still read; declared before it, so that the request timeout wins when both are set.
-    public let headerTimeout = Setting(
+    /// The older name of ``requestTimeout``, still read: used when the request timeout is set nowhere
+    /// (``ConfigurationLoader/serveConfiguration()``).
+    public let headerTimeout = Setting<Duration>(
         "headerTimeout", "--header-timeout", .listening, value: "seconds", help: "The older name of --request-timeout.",
-        expected: Parse.secondsExpected, parse: { Parse.seconds($0).map(Duration.seconds) }, at: \.requestTimeout)
+        expected: Parse.secondsExpected, parse: { Parse.seconds($0).map(Duration.seconds) })
     public let requestTimeout = Setting(
         "requestTimeout", "--request-timeout", .listening, value: "seconds",
         help: "Seconds a request (headers and body) may take to arrive after its first byte.", expected: Parse.secondsExpected,

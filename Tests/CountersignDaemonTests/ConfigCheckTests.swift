@@ -69,6 +69,10 @@ import Testing
         ("{\"secretKeyFile\": \"SHORT\"}", "SHORT"),
         ("{\"fcm\": {\"serviceAccountFile\": \"/nonexistent/sa.json\"}}", "/nonexistent/sa.json"),
         ("{\"apns\": {\"keyFile\": \"/nonexistent/key.p8\"}}", "--apns-key-id"),
+        ("{\"apns\": {\"keyFile\": \"SHORT\", \"keyID\": \"ABCDE12345\", \"teamID\": \"TEAM123456\"}}", "the APNs key SHORT"),
+        // A named key must exist: serve creates only the default one.
+        ("{\"secretKeyFile\": \"/nonexistent/secret.key\"}", "no secret key at /nonexistent/secret.key"),
+        ("{\"smtp\": {\"url\": \"smtp://127.0.0.1:2525\", \"from\": \"a@example.com\", \"tls\": \"none\", \"caFile\": \"SHORT\"}}", "SHORT"),
     ])
     func aBadConfigurationIsRefusedAsServeWouldRefuseIt(file: String, says: String) async throws {
         let folder = try folder()
@@ -80,6 +84,22 @@ import Testing
         #expect(status == 78, "\(output)")
         #expect(output.contains(says.replacingOccurrences(of: "SHORT", with: short)), "\(output)")
         #expect(!output.contains("✓"))
+    }
+
+    /// What serve takes as it is: an empty service-account file (push off, as the package installs it), and the request
+    /// timeout's older name when the request timeout is set nowhere.
+    @Test func anEmptyServiceAccountIsPushOffAndTheOlderTimeoutNameIsShownInForce() async throws {
+        let folder = try folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let account = try write("\n", "fcm-service-account.json", in: folder)
+        let (status, output) = try await DaemonProcessTests.command(
+            [
+                "config", "check", "--fcm-service-account", account, "--header-timeout", "12", "--listen", "127.0.0.1:0", "--metrics-listen", "off",
+                "--database", folder.path + "/db.sqlite",
+            ])
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("FCM service account: \(account) is empty: FCM push off"))
+        #expect(output.contains("requestTimeout = 12  (--header-timeout, its older name)"))
     }
 
     /// An address the daemon holds now is said (the check runs before a restart), one that cannot be bound is refused.

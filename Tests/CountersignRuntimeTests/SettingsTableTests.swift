@@ -31,4 +31,16 @@ import Testing
         let other = try ConfigurationLoader(flags: [Settings.table.idleTimeout.flag: "76"], environment: [:], configFile: nil).serveConfiguration()
         #expect(other != defaults)
     }
+
+    /// `--header-timeout`, the request timeout's older name, counts only where the request timeout is set in no source.
+    @Test func theOlderTimeoutNameCountsOnlyWhereTheRequestTimeoutIsSetNowhere() throws {
+        let header = try ConfigurationLoader(flags: ["--header-timeout": "12"], environment: [:], configFile: nil).serveConfiguration()
+        #expect(header.requestTimeout == .seconds(12))
+        let both = try ConfigurationLoader(
+            flags: ["--header-timeout": "12"], environment: ["COUNTERSIGN_REQUEST_TIMEOUT": "40"], configFile: nil
+        ).serveConfiguration()
+        #expect(both.requestTimeout == .seconds(40))
+        let neither = try ConfigurationLoader(flags: [:], environment: [:], configFile: nil).serveConfiguration()
+        #expect(neither.requestTimeout == .seconds(30))
+    }
 }
