@@ -20,8 +20,8 @@ struct Serve: AsyncParsableCommand {
         let configuration = try await loadOrExit(format: format) { try loader.serveConfiguration() }
         // Before the database is opened or migrated: a daemon that cannot listen changes nothing.
         try await loadOrExit(format: format) {
-            try await ListenCheck.ensureFree(ListenAddress(host: configuration.host, port: configuration.port), what: "--listen")
-            if let metrics = configuration.metricsListen { try await ListenCheck.ensureFree(metrics, what: "--metrics-listen") }
+            try await ListenCheck.ensureFree(configuration.listen, what: "--listen", attempts: 5)
+            if let metrics = configuration.metricsListen { try await ListenCheck.ensureFree(metrics, what: "--metrics-listen", attempts: 5) }
         }
         let logger = bootstrapLogging(level: configuration.logLevel, format: configuration.logFormat)
         logger.info("starting", metadata: configuration.startupSummary.merging(["config": "\(configFile ?? "none")"]) { $1 })

@@ -108,4 +108,33 @@ import Glibc
         }
         try await listener.close().get()
     }
+
+    /// An address in use is tried again after a pause, up to the attempts given: one freed meanwhile is taken, one
+    /// still held is refused after the last try, and any other failure is refused at once.
+    @Test func anAddressInUseIsTriedAgainAndOneFreedMeanwhileIsTaken() async throws {
+        let listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(listener.localAddress?.port)
+        let pauses = Atomic<Int>(0)
+        // Held throughout: five tries, four pauses, then the refusal.
+        await #expect(throws: ConfigurationError.self) {
+            try await ListenCheck.ensureFree(ListenAddress(host: "127.0.0.1", port: port), what: "--listen", attempts: 5) {
+                pauses.add(1, ordering: .relaxed)
+            }
+        }
+        #expect(pauses.load(ordering: .relaxed) == 4)
+        // Freed during the first pause: the second try binds.
+        pauses.store(0, ordering: .relaxed)
+        try await ListenCheck.ensureFree(ListenAddress(host: "127.0.0.1", port: port), what: "--listen", attempts: 5) {
+            if pauses.add(1, ordering: .relaxed).newValue == 1 { try? await listener.close().get() }
+        }
+        #expect(pauses.load(ordering: .relaxed) == 1)
+        // Not an address in use (not on this host): no second try.
+        pauses.store(0, ordering: .relaxed)
+        await #expect(throws: ConfigurationError.self) {
+            try await ListenCheck.ensureFree(ListenAddress(host: "192.0.2.1", port: 8080), what: "--listen", attempts: 5) {
+                pauses.add(1, ordering: .relaxed)
+            }
+        }
+        #expect(pauses.load(ordering: .relaxed) == 0)
+    }
 }
