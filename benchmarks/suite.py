@@ -69,7 +69,8 @@ RAISED = ["--bcrypt-cost", "4", "--bcrypt-queue", "256",
           "--rate-limit", "resetInitiatePerEmail=1000000000/1", "--rate-limit", "respondPerDevice=1000000000/1",
           "--rate-limit", "approvalsPerUser=1000000000/1", "--rate-limit", "approvalsPerIntegration=1000000000/1",
           "--rate-limit", "loginFailuresPerIP=1000000000/1", "--rate-limit", "enrollmentsPerIntegration=1000000000/1",
-          "--rate-limit", "approvalsPerUserAllIntegrations=1000000000/1", "--max-devices-per-user", "1000"]
+          "--rate-limit", "approvalsPerUserAllIntegrations=1000000000/1", "--rate-limit", "userCreatesPerIntegration=1000000000/1",
+          "--max-devices-per-user", "1000"]
 
 
 def log(message):
