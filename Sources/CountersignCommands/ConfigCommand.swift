@@ -79,22 +79,15 @@ struct ConfigCommand: AsyncParsableCommand {
         /// The files `serve` reads at start, each read as it would read it, none created: one line each.
         static func checkFiles(_ configuration: ServeConfiguration, logger: Logger) async throws -> [String] {
             var lines: [String] = []
-            let environment = ProcessInfo.processInfo.environment
             let email = configuration.email
-            let keyPath = email.secretKeyPath(databasePath: configuration.databasePath, environment: environment)
-            let credentialKey = environment["CREDENTIALS_DIRECTORY"].map { $0 + "/" + EmailConfiguration.secretKeyCredential }
-            if configuration.database.isCluster, email.secretKeyFile == nil, keyPath != credentialKey {
-                throw ConfigurationError(
-                    "with a PostgreSQL database every node needs the same secret key: give --secret-key-file (or the systemd credential secret-key)")
-            }
+            let (keyPath, mayCreate) = try configuration.secretKeyLocation(environment: ProcessInfo.processInfo.environment)
             if FileManager.default.fileExists(atPath: keyPath) {
                 _ = try SecretKeyFile.load(path: keyPath, create: false, logger: logger)
                 lines.append("secret key: \(keyPath)")
-            } else if email.secretKeyFile != nil || configuration.database.isCluster {
-                // Only the default place is created; a named file, or a cluster's shared key, must exist.
-                throw ConfigurationError("no secret key at \(keyPath)")
-            } else {
+            } else if mayCreate {
                 lines.append("secret key: \(keyPath) (not there yet: serve creates it at first start)")
+            } else {
+                throw ConfigurationError("no secret key at \(keyPath)")
             }
             let push = configuration.push
             var fcmOn = false
@@ -102,7 +95,7 @@ struct ConfigCommand: AsyncParsableCommand {
                 guard let data = FileManager.default.contents(atPath: file) else {
                     throw ConfigurationError("cannot read FCM service account file \(file)")
                 }
-                if data.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
+                if ServiceAccount.isEmptyFile(data) {
                     lines.append("FCM service account: \(file) is empty: FCM push off")
                 } else {
                     do {

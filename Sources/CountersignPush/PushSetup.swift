@@ -72,7 +72,7 @@ public enum PushSetup {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw ServiceAccountError("cannot read FCM service account file \(path)")
         }
-        if data.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
+        if ServiceAccount.isEmptyFile(data) {
             logger.notice("FCM push disabled: the service account file is empty", metadata: ["file": "\(path)"])
             return nil
         }

@@ -29,6 +29,11 @@ public struct ServiceAccount: Sendable, CustomStringConvertible {
         return try parse(data, source: path)
     }
 
+    /// A file of white space alone: push off, so that the unit's credential can stay in place unused.
+    public static func isEmptyFile(_ data: Data) -> Bool {
+        data.allSatisfy { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
+    }
+
     public static func parse(_ data: Data, source: String) throws -> ServiceAccount {
         guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
             throw ServiceAccountError("FCM service account \(source) is not a JSON object")

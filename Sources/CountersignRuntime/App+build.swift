@@ -188,15 +188,8 @@ private struct EmailParts {
         broker: ApprovalBroker, logger: Logger
     ) throws -> EmailParts {
         let email = configuration.email
-        let keyPath = email.secretKeyPath(databasePath: configuration.databasePath, environment: environment)
-        let credentialKey = environment["CREDENTIALS_DIRECTORY"].map { $0 + "/" + EmailConfiguration.secretKeyCredential }
-        if configuration.database.isCluster, email.secretKeyFile == nil, keyPath != credentialKey {
-            // Enrollment codes, idempotent answers and email codes made on one node are checked on another.
-            throw ConfigurationError(
-                "with a PostgreSQL database every node needs the same secret key: give --secret-key-file (or the systemd credential secret-key)")
-        }
-        // Only the default place is created; a named file must exist.
-        let keys = try SecretKeyFile.load(path: keyPath, create: email.secretKeyFile == nil, logger: logger)
+        let key = try configuration.secretKeyLocation(environment: environment)
+        let keys = try SecretKeyFile.load(path: key.path, create: key.mayCreate, logger: logger)
         let smtp = mailSender == nil ? email.smtp.map(SMTPMailer.init(configuration:)) : nil
         let mailer: (any MailSender)? = mailSender ?? smtp
         var deliverers: [OutboxKind: any OutboxDeliverer] = [:]

@@ -94,6 +94,19 @@ public struct ServeConfiguration: Sendable, Equatable {
         ]
     }
 
+    /// Where `serve` finds its secret key, and whether it may make it there: only the default place is made; a named
+    /// file must exist, and a cluster's nodes must share one (given as a file or the `secret-key` credential).
+    public func secretKeyLocation(environment: [String: String]) throws -> (path: String, mayCreate: Bool) {
+        let path = email.secretKeyPath(databasePath: databasePath, environment: environment)
+        let credential = environment["CREDENTIALS_DIRECTORY"].map { $0 + "/" + EmailConfiguration.secretKeyCredential }
+        if database.isCluster, email.secretKeyFile == nil, path != credential {
+            // Enrollment codes, idempotent answers and email codes made on one node are checked on another.
+            throw ConfigurationError(
+                "with a PostgreSQL database every node needs the same secret key: give --secret-key-file (or the systemd credential secret-key)")
+        }
+        return (path, email.secretKeyFile == nil)
+    }
+
     /// `$STATE_DIRECTORY/countersign.sqlite` under systemd, else `./countersign.sqlite`.
     public static func defaultDatabasePath(environment: [String: String]) -> String {
         if let state = environment["STATE_DIRECTORY"]?.split(separator: ":").first, !state.isEmpty {
