@@ -81,14 +81,21 @@ struct IntegrationCommand: AsyncParsableCommand {
                     printJSON(
                         IntegrationLine(
                             id: integration.id, name: integration.name, enabled: integration.enabled, promptsAllUsers: integration.promptsAllUsers,
-                            webhookURL: integration.webhookURL, createdAt: integration.createdAt))
+                            webhookURL: integration.webhookURL, webhookDisabledAt: integration.webhookDisabledAt,
+                            webhookDisabledReason: integration.webhookDisabledAt == nil ? nil : integration.webhookDisabledReason,
+                            createdAt: integration.createdAt))
                 }
                 return
             }
             if integrations.isEmpty { print("no integrations") }
             for integration in integrations {
                 let state = integration.enabled ? "enabled" : "disabled"
-                let webhook = integration.webhookURL.map { "webhook \($0)" } ?? "no webhook"
+                var webhook = integration.webhookURL.map { "webhook \($0)" } ?? "no webhook"
+                if let since = integration.webhookDisabledAt {
+                    // Told as stored; escaped, as a receiver's host is not ours to trust on a terminal.
+                    let reason = LogText.escaped(integration.webhookDisabledReason ?? "410 Gone")
+                    webhook += " (disabled since \(since.formatted(.iso8601)): \(reason); set-webhook enables it)"
+                }
                 let reach = integration.promptsAllUsers ? "prompts all users" : "prompts own and granted users"
                 print(
                     "\(integration.id)  \(integration.name)  \(state)  \(reach)  \(webhook)  created \(integration.createdAt.formatted(.iso8601))")
@@ -302,15 +309,16 @@ struct WebhookCommand: AsyncParsableCommand {
 
         func run() async throws {
             let store = try await database.open()
-            let entries = try await store.webhookDeliveries(failedOnly: failed, limit: max(1, min(limit, 10_000)))
+            let entries = try await store.webhookDeliveries(integrationID: nil, failedOnly: failed, limit: max(1, min(limit, 10_000)))
             if entries.isEmpty && !output.json { print(failed ? "no failed deliveries" : "no webhook deliveries") }
             for entry in entries {
-                let event = entry.payload.flatMap { try? JSONDecoder().decode(WebhookEvent.self, from: $0) }
+                let event = entry.payload.flatMap(WebhookEvent.Envelope.init)
                 let state =
                     entry.state == "pending"
                     ? (entry.attempts == 0 ? "queued" : "retrying at \(entry.nextAttemptAt.formatted(.iso8601))") : entry.state
                 // The request by its reference, as the audit trail files it (`audit --request REF`); never its id, a credential.
-                let reference = event.map { ApprovalRequest.logReference(of: $0.data.approvalId) } ?? "?"
+                // A test event tells of no request.
+                let reference = event.map { $0.data.approvalId.map(ApprovalRequest.logReference(of:)) ?? "-" } ?? "?"
                 var line = "\(entry.id)  \(event?.type ?? "?")  request \(reference)  \(state)"
                 line += "  attempts \(entry.attempts)  created \(entry.createdAt.formatted(.iso8601))"
                 if let error = entry.lastError { line += "  last error: \(LogText.escaped(error))" }
@@ -334,18 +342,19 @@ struct WebhookCommand: AsyncParsableCommand {
 
         func run() async throws {
             let store = try await database.open()
-            guard let approvalID = try await store.redeliverWebhook(eventID: eventID, now: Date()) else {
+            guard let about = try await store.redeliverWebhook(eventID: eventID, integrationID: nil, now: Date()) else {
                 throw CommandFailure("no webhook event \(eventID) that can be sent again (unknown, or being sent right now)")
             }
             // Told like the daemon's own webhook audit events: the approval's log reference, the integration's name.
-            let approval = try await store.request(id: approvalID)
+            // A test event is about its integration, and tells of no approval.
+            let approval = try await store.request(id: about)
             var subject = ""
-            if let integrationID = approval?.integrationID, let integration = try await store.integration(id: integrationID) {
+            if let integration = try await store.integration(id: approval?.integrationID ?? about) {
                 subject = "integration \(integration.name): "
             }
             try await store.append([
                 AuditEvent(
-                    kind: .webhookRedelivered, userID: approval?.userID, requestRef: ApprovalRequest.logReference(of: approvalID),
+                    kind: .webhookRedelivered, userID: approval?.userID, requestRef: approval.map { _ in ApprovalRequest.logReference(of: about) },
                     detail: "event \(eventID), \(subject)countersign webhook redeliver")
             ])
             print("event \(eventID) queued again")
@@ -360,6 +369,9 @@ struct IntegrationLine: Encodable {
     let enabled: Bool
     let promptsAllUsers: Bool
     let webhookURL: String?
+    /// Set when its receiver answered 410 Gone; `set-webhook` (or `PUT /v1/webhook`) clears it.
+    let webhookDisabledAt: Date?
+    let webhookDisabledReason: String?
     let createdAt: Date
 }
 

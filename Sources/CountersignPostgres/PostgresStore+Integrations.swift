@@ -120,12 +120,26 @@ extension PostgresStore: IntegrationStore {
             IdempotencyRecord.init(row:))
     }
 
-    public func webhookDeliveries(failedOnly: Bool, limit: Int) async throws -> [OutboxEntry] {
-        try await fetch(IntegrationSQL.webhookDeliveries(failedOnly: failedOnly, limit: limit, .postgres)).compactMap(OutboxEntry.init(row:))
+    public func webhookDeliveries(integrationID: String?, failedOnly: Bool, limit: Int) async throws -> [OutboxEntry] {
+        try await fetch(IntegrationSQL.webhookDeliveries(integrationID: integrationID, failedOnly: failedOnly, limit: limit, .postgres))
+            .compactMap(OutboxEntry.init(row:))
     }
 
-    public func redeliverWebhook(eventID: String, now: Date) async throws -> String? {
-        try await fetch(IntegrationSQL.redeliverWebhook(eventID: eventID, now: now, .postgres)).first?.get("reference")
+    public func redeliverWebhook(eventID: String, integrationID: String?, now: Date) async throws -> String? {
+        try await fetch(IntegrationSQL.redeliverWebhook(eventID: eventID, integrationID: integrationID, now: now, .postgres)).first?.get("reference")
+    }
+
+    public func queueWebhookPing(_ item: OutboxItem, integrationID: String) async throws -> Bool {
+        try await fetch(IntegrationSQL.queuePing(item, integrationID: integrationID)).count == 1
+    }
+
+    public func disableWebhook(integrationID: String, url: String, reason: String, at: Date, audit: AuditEvent) async throws -> Bool {
+        try await transaction { connection in
+            let statement = IntegrationSQL.disableWebhook(integrationID: integrationID, url: url, reason: reason, at: at)
+            guard try await connection.perform(statement, self.logger) == 1 else { return false }
+            try await Self.insert(audit, connection, self.logger)
+            return true
+        }
     }
 
     /// Removes enrollment codes, idempotency keys and used proofs past their use; returns how many.

@@ -206,6 +206,19 @@ extension PostgresStore {
         ),
         // The same change as SQLite's v12-sealed-push.
         ("v12-sealed-push", ["ALTER TABLE devices ADD COLUMN seal_key text"]),
+        (
+            "v13-webhook-self-service",
+            [
+                "ALTER TABLE outbox ADD COLUMN integration_id text",
+                """
+                UPDATE outbox SET integration_id = a.integration_id FROM approval_requests a
+                WHERE outbox.kind = 'webhook' AND a.id = outbox.reference
+                """,
+                "CREATE INDEX outbox_by_integration ON outbox(integration_id, created_at) WHERE integration_id IS NOT NULL",
+                "ALTER TABLE integrations ADD COLUMN webhook_disabled_at double precision",
+                "ALTER TABLE integrations ADD COLUMN webhook_disabled_reason text",
+            ]
+        ),
     ]
 
     /// Applies the missing versions in one transaction under an advisory lock:

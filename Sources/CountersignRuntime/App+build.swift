@@ -89,6 +89,7 @@ public func buildApplication(
         connectionsPerAddress: configuration.connectionsPerAddress
     )
     dependencies.app = configuration.app
+    dependencies.outboxBell = bell
 
     let (readyPorts, readyContinuation) = AsyncStream.makeStream(of: Int.self)
     let systemd = SystemdNotifier(environment: environment).map { notifier in

@@ -215,9 +215,10 @@ public struct OutboxService: Service, CustomStringConvertible {
                 case .failed: .webhookFailed
                 case .dropped: .webhookDropped
                 }
+            // An approval's event is filed under the approval's log reference; a test event (about its integration) under none.
+            let approvalID = item.reference == item.integrationID ? nil : item.reference
             return AuditEvent(
-                kind: kind, userID: item.userID, requestRef: item.reference.map(ApprovalRequest.logReference(of:)),
-                detail: "event \(item.id), \(detail)")
+                kind: kind, userID: item.userID, requestRef: approvalID.map(ApprovalRequest.logReference(of:)), detail: "event \(item.id), \(detail)")
         }
     }
 }

@@ -122,15 +122,30 @@ extension SQLiteStore: IntegrationStore {
         }
     }
 
-    public func webhookDeliveries(failedOnly: Bool, limit: Int) async throws -> [OutboxEntry] {
+    public func webhookDeliveries(integrationID: String?, failedOnly: Bool, limit: Int) async throws -> [OutboxEntry] {
         try await pool.read { db in
-            try db.fetch(IntegrationSQL.webhookDeliveries(failedOnly: failedOnly, limit: limit, .sqlite)).compactMap(OutboxEntry.init(row:))
+            try db.fetch(IntegrationSQL.webhookDeliveries(integrationID: integrationID, failedOnly: failedOnly, limit: limit, .sqlite))
+                .compactMap(OutboxEntry.init(row:))
         }
     }
 
-    public func redeliverWebhook(eventID: String, now: Date) async throws -> String? {
+    public func redeliverWebhook(eventID: String, integrationID: String?, now: Date) async throws -> String? {
         try await pool.write { db in
-            try db.fetchFirst(IntegrationSQL.redeliverWebhook(eventID: eventID, now: now, .sqlite))?.get("reference")
+            try db.fetchFirst(IntegrationSQL.redeliverWebhook(eventID: eventID, integrationID: integrationID, now: now, .sqlite))?.get("reference")
+        }
+    }
+
+    public func queueWebhookPing(_ item: OutboxItem, integrationID: String) async throws -> Bool {
+        try await pool.write { db in try db.perform(IntegrationSQL.queuePing(item, integrationID: integrationID)) == 1 }
+    }
+
+    public func disableWebhook(integrationID: String, url: String, reason: String, at: Date, audit: AuditEvent) async throws -> Bool {
+        try await pool.write { db in
+            guard try db.perform(IntegrationSQL.disableWebhook(integrationID: integrationID, url: url, reason: reason, at: at)) == 1 else {
+                return false
+            }
+            try Self.insert(audit, db)
+            return true
         }
     }
 

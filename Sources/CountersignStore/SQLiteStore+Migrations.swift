@@ -266,6 +266,20 @@ extension SQLiteStore {
             // The key a device's FCM and APNs pushes are sealed to (base64url of a P-256 point).
             try db.execute(sql: "ALTER TABLE devices ADD COLUMN seal_key TEXT;")
         }
+        migrator.registerMigration("v13-webhook-self-service") { db in
+            // A webhook event names its integration (a test event has no approval to find it by), and a
+            // receiver's 410 Gone disables the webhook until a URL is set again. Events already queued
+            // are given the integration of their approval.
+            try db.execute(
+                sql: """
+                    ALTER TABLE outbox ADD COLUMN integration_id TEXT;
+                    UPDATE outbox SET integration_id = (SELECT a.integration_id FROM approval_requests a WHERE a.id = outbox.reference)
+                        WHERE kind = 'webhook';
+                    CREATE INDEX outbox_by_integration ON outbox(integration_id, created_at) WHERE integration_id IS NOT NULL;
+                    ALTER TABLE integrations ADD COLUMN webhook_disabled_at REAL;
+                    ALTER TABLE integrations ADD COLUMN webhook_disabled_reason TEXT;
+                    """)
+        }
         return migrator
     }
 }

@@ -8,8 +8,9 @@ import NIOHTTP1
 
 /// Posts webhook events from the outbox to their integration's URL, signed
 /// with its secret as they are now (a changed URL or secret applies to the
-/// events still waiting). Any 2xx is delivered; any other answer, a time-out
-/// or a connection error is retried by the outbox service.
+/// events still waiting). Any 2xx is delivered; 410 Gone disables the webhook
+/// (audited) until a URL is set again; any other answer, a time-out or a
+/// connection error is retried by the outbox service.
 public struct WebhookDeliverer: OutboxDeliverer {
     let client: WebhookClient
     let approvals: any ApprovalStore
@@ -23,8 +24,10 @@ public struct WebhookDeliverer: OutboxDeliverer {
         self.timeout = timeout
     }
 
-    /// The integration of the approval an event is about; `nil` when the approval is no longer stored.
+    /// The event's integration: named on the row, or (an event queued before rows named it) its approval's.
+    /// `nil` when neither is stored any more.
     private func integration(of item: OutboxItem) async throws -> Integration? {
+        if let integrationID = item.integrationID { return try await integrations.integration(id: integrationID) }
         guard let approvalID = item.reference, let approval = try await approvals.request(id: approvalID),
             let integrationID = approval.integrationID
         else { return nil }
@@ -47,6 +50,11 @@ public struct WebhookDeliverer: OutboxDeliverer {
             return .failed("integration \(integration.name) has no webhook any more")
         }
         if let problem = Integration.webhookURLProblem(url) { return .failed("integration \(integration.name): \(problem)") }
+        if let since = integration.webhookDisabledAt {
+            return .failed(
+                "integration \(integration.name): the webhook is disabled since \(Timestamp.string(since)) (\(integration.webhookDisabledReason ?? "410 Gone")); setting its URL again enables it"
+            )
+        }
         var request = HTTPClientRequest(url: url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
@@ -71,12 +79,27 @@ public struct WebhookDeliverer: OutboxDeliverer {
             _ = try? await response.body.collect(upTo: 64 * 1024)
             let status = Int(response.status.code)
             if (200..<300).contains(status) { return .delivered("integration \(integration.name): HTTP \(status) from \(host)") }
+            if status == 410 { return await gone(integration, url: url, host: host) }
             return .retry("integration \(integration.name): HTTP \(status) from \(host)")
         } catch let refusal as CheckedHTTPClients.Refusal {
             return .retry("integration \(integration.name): \(host): \(refusal)")
         } catch {
             return .retry("integration \(integration.name): \(host): \(Self.describe(error))")
         }
+    }
+
+    /// The receiver said the endpoint is gone for good (Standard Webhooks, Svix): the webhook is
+    /// disabled rather than retried for a day, once, however many events were on their way.
+    private func gone(_ integration: Integration, url: String, host: String) async -> DeliveryResult {
+        let reason = "HTTP 410 Gone from \(host)"
+        let event = AuditEvent(
+            kind: .integrationWebhookDisabled, detail: "integration \(integration.name): \(reason); no event is posted until its URL is set again")
+        do {
+            _ = try await integrations.disableWebhook(integrationID: integration.id, url: url, reason: reason, at: Date(), audit: event)
+        } catch {
+            return .retry("integration \(integration.name): \(reason), and the webhook could not be disabled: \(error)")
+        }
+        return .failed("integration \(integration.name): \(reason); the webhook is disabled")
     }
 
     /// A short reason for the log and `webhook list`.

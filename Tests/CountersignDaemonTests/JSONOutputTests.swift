@@ -34,6 +34,20 @@ import Testing
         #expect(line["id"] as? String == id && line["enabled"] as? Bool == true)
         #expect(line["webhookURL"] as? String == "https://hooks.example.com/countersign")
         #expect(line["apiKey"] == nil)
+        #expect(line["webhookDisabledAt"] == nil)
+
+        // A webhook its receiver disabled (410 Gone) says so, in both forms.
+        let opened = try SQLiteStore(path: database[1], logger: Logger(label: "test"))
+        #expect(
+            try await opened.disableWebhook(
+                integrationID: id, url: "https://hooks.example.com/countersign", reason: "HTTP 410 Gone from hooks.example.com", at: Date(),
+                audit: AuditEvent(kind: .integrationWebhookDisabled)))
+        let disabled = try object(
+            try #require(try await DaemonProcessTests.command(["integration", "list", "--json"] + database).output.split(separator: "\n").first))
+        #expect(disabled["webhookDisabledReason"] as? String == "HTTP 410 Gone from hooks.example.com")
+        #expect(disabled["webhookDisabledAt"] is String)
+        let text = try await DaemonProcessTests.command(["integration", "list"] + database).output
+        #expect(text.contains("disabled since") && text.contains("HTTP 410 Gone from hooks.example.com"), "\(text)")
 
         let rotated = try object(
             try await DaemonProcessTests.command(["integration", "rotate-key", "app", "--json"] + database).output.trimmingCharacters(in: .newlines))

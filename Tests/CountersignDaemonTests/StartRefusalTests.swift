@@ -103,7 +103,7 @@ import Glibc
         ])
         #expect(status == 78, "\(output)")
         #expect(output.contains("migrated by a newer release of Countersign (v99-from-the-future)"), "\(output)")
-        #expect(output.contains("up to v12-sealed-push"), "\(output)")
+        #expect(output.contains("up to v13-webhook-self-service"), "\(output)")
         let newer = try await DaemonProcessTests.command(["migrate", "--status", "--database", database])
         #expect(newer.status == 78, "\(newer.output)")
         // A backup reads it as it is: the source is neither refused nor migrated by the binary that copies it.

@@ -288,12 +288,62 @@ extension StoreTests {
         #expect(try await store.claimOutbox(now: now, lease: 60, limit: 10).isEmpty)
         #expect(try await store.finishOutbox(id: "evt_1", as: .delivered, detail: "200", at: now))
         #expect(try await store.claimOutbox(now: now, lease: 60, limit: 10).map(\.id) == ["evt_2"])
-        #expect(try await store.webhookDeliveries(failedOnly: false, limit: 10).map(\.id) == ["evt_2", "evt_1"])
-        #expect(try await store.webhookDeliveries(failedOnly: true, limit: 10).isEmpty)
+        #expect(try await store.webhookDeliveries(integrationID: nil, failedOnly: false, limit: 10).map(\.id) == ["evt_2", "evt_1"])
+        #expect(try await store.webhookDeliveries(integrationID: nil, failedOnly: true, limit: 10).isEmpty)
         // One being sent (leased) is not sent again beside it.
-        #expect(try await store.redeliverWebhook(eventID: "evt_2", now: now) == nil)
-        #expect(try await store.redeliverWebhook(eventID: "evt_1", now: now) == "r1")
-        #expect(try await store.redeliverWebhook(eventID: "evt_none", now: now) == nil)
+        #expect(try await store.redeliverWebhook(eventID: "evt_2", integrationID: nil, now: now) == nil)
+        #expect(try await store.redeliverWebhook(eventID: "evt_1", integrationID: nil, now: now) == "r1")
+        #expect(try await store.redeliverWebhook(eventID: "evt_none", integrationID: nil, now: now) == nil)
+    }
+
+    /// `/v1/webhook`: an integration lists and redelivers its own events only, queues one test
+    /// event at a time, and a receiver's 410 disables the webhook once, until a URL is set again.
+    @Test(arguments: Backend.available) func anIntegrationSeesItsOwnDeliveriesAndA410DisablesItsWebhook(backend: Backend) async throws {
+        let store = try await open(backend)
+        let now = Date()
+        for (id, name) in [("int_1", "Admin"), ("int_2", "Shop")] {
+            try await store.createIntegration(
+                Integration(
+                    id: id, name: name, webhookURL: "https://\(name.lowercased()).example.com/", webhookSecret: "whsec_\(id)", enabled: true,
+                    createdAt: now), apiKeyHash: "kh_\(id)")
+        }
+        let admin = try #require(try await store.integration(id: "int_1"))
+        let shop = try #require(try await store.integration(id: "int_2"))
+        let adminPing = try #require(WebhookEvent.ping(for: admin, at: now))
+        #expect(adminPing.integrationID == "int_1" && adminPing.reference == "int_1")
+        #expect(try await store.queueWebhookPing(adminPing, integrationID: "int_1"))
+        // One test event waits at a time.
+        #expect(!(try await store.queueWebhookPing(try #require(WebhookEvent.ping(for: admin, at: now)), integrationID: "int_1")))
+        let shopPing = try #require(WebhookEvent.ping(for: shop, at: now.addingTimeInterval(1)))
+        #expect(try await store.queueWebhookPing(shopPing, integrationID: "int_2"))
+        #expect(try await store.webhookDeliveries(integrationID: "int_1", failedOnly: false, limit: 10).map(\.id) == [adminPing.id])
+        #expect(try await store.webhookDeliveries(integrationID: "int_2", failedOnly: false, limit: 10).map(\.id) == [shopPing.id])
+        #expect(try await store.webhookDeliveries(integrationID: nil, failedOnly: false, limit: 10).count == 2)
+        // Claimed, the row names its integration.
+        let claimed = try await store.claimOutbox(now: now.addingTimeInterval(2), lease: 60, limit: 10)
+        #expect(Set(claimed.map(\.integrationID)) == ["int_1", "int_2"])
+        #expect(try await store.finishOutbox(id: adminPing.id, as: .delivered, detail: "200", at: now))
+        // Another integration's event is not found for it; its own is.
+        #expect(try await store.redeliverWebhook(eventID: adminPing.id, integrationID: "int_2", now: now) == nil)
+        #expect(try await store.redeliverWebhook(eventID: adminPing.id, integrationID: "int_1", now: now) == "int_1")
+
+        let audit = AuditEvent(kind: .integrationWebhookDisabled, detail: "integration Admin: HTTP 410 Gone from admin.example.com")
+        // A 410 from a URL no longer set disables nothing.
+        #expect(!(try await store.disableWebhook(integrationID: "int_1", url: "https://old.example.com/", reason: "r", at: now, audit: audit)))
+        #expect(
+            try await store.disableWebhook(integrationID: "int_1", url: "https://admin.example.com/", reason: "HTTP 410 Gone", at: now, audit: audit))
+        // Once: a second event's 410 leaves it as it is, and audits nothing more.
+        #expect(
+            !(try await store.disableWebhook(integrationID: "int_1", url: "https://admin.example.com/", reason: "again", at: now, audit: audit)))
+        let disabled = try #require(try await store.integration(id: "int_1"))
+        #expect(disabled.webhookDisabledAt != nil && disabled.webhookDisabledReason == "HTTP 410 Gone")
+        #expect(try await store.auditEvents(since: nil, email: nil, kind: .integrationWebhookDisabled, limit: 10).count == 1)
+        // No test event for a disabled webhook.
+        #expect(!(try await store.queueWebhookPing(try #require(WebhookEvent.ping(for: disabled, at: now)), integrationID: "int_1")))
+        // Setting a URL again enables it.
+        #expect(try await store.setWebhook(integrationID: "int_1", url: "https://admin.example.com/v2", secret: "whsec_int_1"))
+        let enabled = try #require(try await store.integration(id: "int_1"))
+        #expect(enabled.webhookDisabledAt == nil && enabled.webhookDisabledReason == nil)
     }
 
     /// http-api.md and email-reset.md: one pending phone reset per user, one
@@ -602,13 +652,13 @@ extension StoreTests {
             : try await PostgresStore.migrationStatus(configuration: try PostgresConfiguration(url: database), logger: Logger(label: "test"))
         #expect(status.unknown == ["v99-from-the-future"])
         #expect(status.pending.isEmpty)
-        #expect(status.applied.first == "v1-accounts-and-approvals" && status.applied.last == "v12-sealed-push")
+        #expect(status.applied.first == "v1-accounts-and-approvals" && status.applied.last == "v13-webhook-self-service")
         do {
             _ = try await open(backend, database)
             Issue.record("a newer database was opened")
         } catch let error as NewerDatabaseError {
             #expect(error.unknown == ["v99-from-the-future"])
-            #expect(error.newestKnown == "v12-sealed-push")
+            #expect(error.newestKnown == "v13-webhook-self-service")
             #expect(error.description.contains("newer release"))
         }
     }

@@ -140,18 +140,18 @@ import Glibc
                 // `countersign webhook redeliver` queues it again; the running daemon sends it. The receiver counts
                 // its 200 before the daemon marks the delivery: wait for the mark (under load it comes late).
                 _ = try await daemon.waitForAudit(.webhookDelivered) { !$0.isEmpty }
-                #expect(try await daemon.server.store.redeliverWebhook(eventID: event, now: Date()) != nil)
+                #expect(try await daemon.server.store.redeliverWebhook(eventID: event, integrationID: nil, now: Date()) != nil)
                 try await receiver.wait { $0.accepted.count == 2 }
                 #expect(receiver.accepted.map(\.id) == [event, event])
                 // The receiver counts an arrival before its 200 reaches the daemon, which then marks the row.
                 var states: [String] = []
                 for _ in 0..<200 {
-                    states = try await daemon.server.store.webhookDeliveries(failedOnly: false, limit: 10).map(\.state)
+                    states = try await daemon.server.store.webhookDeliveries(integrationID: nil, failedOnly: false, limit: 10).map(\.state)
                     if states == ["delivered"] { break }
                     try await Task.sleep(for: .milliseconds(50))
                 }
                 #expect(states == ["delivered"])
-                #expect(try await daemon.server.store.webhookDeliveries(failedOnly: true, limit: 10).isEmpty)
+                #expect(try await daemon.server.store.webhookDeliveries(integrationID: nil, failedOnly: true, limit: 10).isEmpty)
             }
         }
     }
@@ -195,16 +195,16 @@ import Glibc
             #expect(try await daemon.respond(approval.id, apiKey: device.apiKey, code: approval.code).status == 200)
             #expect(try await daemon.v1(.POST, "/v1/approvals/\(approval.id)/complete", key: acme.key).status == 200)
             // Nobody listens: the first event is retried, the second waits behind it.
-            var waiting = try await daemon.server.store.webhookDeliveries(failedOnly: false, limit: 10)
+            var waiting = try await daemon.server.store.webhookDeliveries(integrationID: nil, failedOnly: false, limit: 10)
             let polling = ContinuousClock.now
             while !waiting.contains(where: { $0.attempts >= 1 && $0.lastError != nil }) && ContinuousClock.now - polling < .seconds(60) {
                 try await Task.sleep(for: .milliseconds(100))
-                waiting = try await daemon.server.store.webhookDeliveries(failedOnly: false, limit: 10)
+                waiting = try await daemon.server.store.webhookDeliveries(integrationID: nil, failedOnly: false, limit: 10)
             }
             #expect(waiting.count == 2)
             #expect(waiting.allSatisfy { $0.state == "pending" })
             #expect(waiting.contains { $0.attempts >= 1 && $0.lastError != nil })
-            #expect(try await daemon.server.store.webhookDeliveries(failedOnly: true, limit: 10).count == 1)
+            #expect(try await daemon.server.store.webhookDeliveries(integrationID: nil, failedOnly: true, limit: 10).count == 1)
 
             // It comes back on a port of its own (the old one may have been taken meanwhile); the
             // webhook is pointed there, as `countersign integration set-webhook` does, its secret kept.

@@ -10,7 +10,8 @@ import TestSupport
 /// A webhook receiver on 127.0.0.1 that checks each event's signature as a
 /// relying service must, records what arrived, and can answer 500 a number of
 /// times first, or first hold a number of requests unanswered for a while
-/// (recorded with status 0: the sender has given up on them by then).
+/// (recorded with status 0: the sender has given up on them by then), or
+/// answer 410 Gone while `gone` is set.
 final class WebhookReceiver: Sendable {
     struct Arrival: Sendable {
         let id: String
@@ -21,17 +22,29 @@ final class WebhookReceiver: Sendable {
         let status: Int
     }
 
-    let secret: String
+    private let secretHeld: Mutex<String>
+    private let goneHeld = Mutex(false)
     private let arrivals = Mutex<[Arrival]>([])
     private let failures = Mutex<Int>(0)
     private let stalls = Mutex<Int>(0)
     private let stall: Duration
 
     init(secret: String, failFirst: Int = 0, stallFirst: Int = 0, stall: Duration = .seconds(12)) {
-        self.secret = secret
+        self.secretHeld = Mutex(secret)
         self.stall = stall
         failures.withLock { $0 = failFirst }
         stalls.withLock { $0 = stallFirst }
+    }
+
+    /// The secret signatures are checked with: a relying service's, changed when it rotates.
+    var secret: String {
+        get { secretHeld.withLock { $0 } }
+        set { secretHeld.withLock { $0 = newValue } }
+    }
+    /// While set, every validly signed event is answered 410 Gone.
+    var gone: Bool {
+        get { goneHeld.withLock { $0 } }
+        set { goneHeld.withLock { $0 = newValue } }
     }
 
     var all: [Arrival] { arrivals.withLock { $0 } }
@@ -70,7 +83,7 @@ final class WebhookReceiver: Sendable {
                     left -= 1
                     return true
                 }
-            let status = held ? 0 : !valid ? 400 : fail ? 500 : 200
+            let status = held ? 0 : !valid ? 400 : self.gone ? 410 : fail ? 500 : 200
             self.arrivals.withLock {
                 $0.append(
                     Arrival(

@@ -34,6 +34,10 @@ public enum AuditKind: String, Sendable, CaseIterable, Codable {
     case integrationAdded = "integration_added"
     case integrationKeyRotated = "integration_key_rotated"
     case integrationWebhookSet = "integration_webhook_set"
+    /// Its receiver answered 410 Gone.
+    case integrationWebhookDisabled = "integration_webhook_disabled"
+    /// A relying service asked for a test event (`POST /v1/webhook/ping`).
+    case webhookPinged = "webhook_pinged"
     case integrationDisabled = "integration_disabled"
     case integrationEnabled = "integration_enabled"
     case userCreated = "user_created"

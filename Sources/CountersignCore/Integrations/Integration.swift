@@ -19,11 +19,18 @@ public struct Integration: Sendable, Equatable {
     /// The operator let it prompt every user with a device (`--prompt-all-users`): a
     /// deployment's single sign-on or VPN. It gives no enrollment, listing or removal.
     public var promptsAllUsers: Bool
+    /// When its receiver answered 410 Gone: no event is posted until a URL is set again.
+    public var webhookDisabledAt: Date?
+    /// Why (the answer and its host), for `integration list` and `GET /v1/webhook`.
+    public var webhookDisabledReason: String?
 
     public init(
         id: String, name: String, webhookURL: String?, webhookSecret: String?, enabled: Bool, createdAt: Date,
-        previousWebhookSecret: String? = nil, previousWebhookSecretUntil: Date? = nil, promptsAllUsers: Bool = false
+        previousWebhookSecret: String? = nil, previousWebhookSecretUntil: Date? = nil, promptsAllUsers: Bool = false,
+        webhookDisabledAt: Date? = nil, webhookDisabledReason: String? = nil
     ) {
+        self.webhookDisabledAt = webhookDisabledAt
+        self.webhookDisabledReason = webhookDisabledReason
         self.promptsAllUsers = promptsAllUsers
         self.id = id
         self.name = name

@@ -58,7 +58,48 @@ public struct WebhookEvent: Codable, Sendable, Equatable {
         guard let body = try? encoder.encode(event) else { return nil }
         return OutboxItem(
             id: event.id, kind: .webhook, reference: request.id, userID: request.userID, payload: body, createdAt: transition.at,
-            nextAttemptAt: transition.at, deadline: transition.at.addingTimeInterval(deliveryWindow))
+            nextAttemptAt: transition.at, deadline: transition.at.addingTimeInterval(deliveryWindow), integrationID: request.integrationID)
+    }
+
+    /// The event type of a test event (`POST /v1/webhook/ping`).
+    public static let pingType = "webhook.ping"
+
+    /// A test event for `integration`, as an outbox row: the same envelope, `data` naming the integration.
+    /// Its reference is the integration's id, so one integration's pings go one at a time.
+    public static func ping(for integration: Integration, at now: Date) -> OutboxItem? {
+        let id = "evt_" + SecureToken.generate(byteCount: 16)
+        let event = Ping(
+            id: id, type: pingType, timestamp: Timestamp.string(now), createdAt: Timestamp.string(now),
+            data: .init(integration: integration.name, message: "A test event, sent on request; nothing happened."))
+        guard let body = try? encoder.encode(event) else { return nil }
+        return OutboxItem(
+            id: id, kind: .webhook, reference: integration.id, userID: nil, payload: body, createdAt: now, nextAttemptAt: now,
+            deadline: now.addingTimeInterval(deliveryWindow), integrationID: integration.id)
+    }
+
+    /// What a stored event's envelope says, whichever its type: for the lists of deliveries.
+    public struct Envelope: Decodable, Sendable {
+        public struct Data: Decodable, Sendable { public var approvalId: String? }
+        public var type: String
+        public var data: Data
+
+        /// `nil` for a payload that is not an event.
+        public init?(_ payload: Foundation.Data) {
+            guard let envelope = try? JSONDecoder().decode(Self.self, from: payload) else { return nil }
+            self = envelope
+        }
+    }
+
+    struct Ping: Encodable {
+        struct Data: Encodable {
+            var integration: String
+            var message: String
+        }
+        var id: String
+        var type: String
+        var timestamp: String
+        var createdAt: String
+        var data: Data
     }
 
     static let encoder: JSONEncoder = {

@@ -19,6 +19,8 @@ public struct OutboxItem: Sendable, Equatable {
     public var reference: String?
     /// For the audit trail.
     public var userID: String?
+    /// A webhook event's integration: whom it is posted to, and who may list and redeliver it.
+    public var integrationID: String?
     /// A mail's is sealed with ``SecretKeys/seal(_:)``: the database never holds it in clear.
     public var payload: Data
     public var createdAt: Date
@@ -30,8 +32,9 @@ public struct OutboxItem: Sendable, Equatable {
 
     public init(
         id: String, kind: OutboxKind, reference: String?, userID: String?, payload: Data, createdAt: Date, nextAttemptAt: Date,
-        deadline: Date, attempts: Int = 0
+        deadline: Date, attempts: Int = 0, integrationID: String? = nil
     ) {
+        self.integrationID = integrationID
         self.id = id
         self.kind = kind
         self.reference = reference

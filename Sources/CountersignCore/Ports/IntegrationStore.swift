@@ -15,7 +15,7 @@ public protocol IntegrationStore: Sendable {
     /// A new webhook secret; the current one keeps signing beside it until `previousUntil`.
     /// `false` for an unknown id or one without a webhook.
     func rotateWebhookSecret(integrationID: String, secret: String, previousUntil: Date) async throws -> Bool
-    /// Sets or (with `nil`) removes the webhook; `false` for an unknown id.
+    /// Sets or (with `nil`) removes the webhook, and ends a disabling (a receiver's 410); `false` for an unknown id.
     func setWebhook(integrationID: String, url: String?, secret: String?) async throws -> Bool
     /// Disabling voids the integration's unused enrollment codes, as rotating its key does.
     func setIntegrationEnabled(id: String, enabled: Bool) async throws -> Bool
@@ -55,11 +55,20 @@ public protocol IntegrationStore: Sendable {
     /// The stored create under this key, if it was made after `since`.
     func idempotencyRecord(integrationID: String, key: String, since: Date) async throws -> IdempotencyRecord?
 
-    /// Webhook deliveries, newest first; with `failedOnly`, those that failed, were dropped or are being retried.
-    func webhookDeliveries(failedOnly: Bool, limit: Int) async throws -> [OutboxEntry]
-    /// Queues an event again, due now, for another `WebhookEvent.deliveryWindow`;
-    /// the id of the approval it tells of, or `nil` for an unknown event (or one being sent).
-    func redeliverWebhook(eventID: String, now: Date) async throws -> String?
+    /// Webhook deliveries, newest first: every integration's, or (with `integrationID`) one's own;
+    /// with `failedOnly`, those that failed, were dropped or are being retried.
+    func webhookDeliveries(integrationID: String?, failedOnly: Bool, limit: Int) async throws -> [OutboxEntry]
+    /// Queues an event again, due now, for another `WebhookEvent.deliveryWindow` (with `integrationID`,
+    /// only one of its own); what it is about (an approval's id, or the integration's for a test event),
+    /// or `nil` for an unknown event (or one being sent).
+    func redeliverWebhook(eventID: String, integrationID: String?, now: Date) async throws -> String?
+    /// Queues a test event (``WebhookEvent/ping(for:at:)``) if the integration has a webhook that is not
+    /// disabled and no test event of its own is still waiting; whether it was queued.
+    func queueWebhookPing(_ item: OutboxItem, integrationID: String) async throws -> Bool
+    /// Disables the webhook after its receiver answered 410 Gone, if its URL is still `url` and it is not
+    /// disabled yet: a URL set since then is not disabled by the old one's answer. `audit` is appended in the same
+    /// transaction, only when it was disabled now; whether it was.
+    func disableWebhook(integrationID: String, url: String, reason: String, at: Date, audit: AuditEvent) async throws -> Bool
 }
 
 extension IntegrationStore {

@@ -77,6 +77,12 @@ extension APIError {
                 + "or ask the operator to run `countersign device revoke`.")
     }
     static let cannotApproveReset = APIError(.forbidden, "forbidden", "This device cannot approve a password reset.")
+    static let noWebhook = APIError(.conflict, "no_webhook", "This integration has no webhook. Set its URL first.")
+    static let webhookDisabled = APIError(
+        .conflict, "webhook_disabled", "The webhook is disabled since its receiver answered 410 Gone. Set its URL again to enable it.")
+    static let pingWaiting = APIError(.conflict, "ping_pending", "A test event is still on its way. Wait until its delivery ends.")
+    static let eventNotFound = APIError(
+        .notFound, "not_found", "No such webhook event of this integration, or it is being sent right now.")
     static let routeNotFound = APIError(.notFound, "not_found", "There is nothing at this address.")
     static let methodNotAllowed = APIError(.methodNotAllowed, "invalid_request", "This method is not allowed here.")
     static let payloadTooLarge = APIError(

@@ -46,6 +46,8 @@ public struct AppDependencies: Sendable {
     public var pushEndpoints: PushEndpointPolicy
     /// The phone app's link scheme and authenticator issuer (`--app-link-scheme`, `--otp-issuer`).
     public var app = AppIdentity()
+    /// Rung when a relying service queues a test event or a redelivery, so it leaves at once.
+    public var outboxBell: OutboxBell?
 
     public init(
         store: any CountersignStorage,

@@ -8,6 +8,6 @@ extension OutboxItem {
         self.init(
             id: try row.get("id"), kind: kind, reference: try row.get("reference"), userID: try row.get("user_id"), payload: payload,
             createdAt: try row.get("created_at"), nextAttemptAt: try row.get("next_attempt_at"), deadline: try row.get("deadline"),
-            attempts: try row.get("attempts"))
+            attempts: try row.get("attempts"), integrationID: try row.get("integration_id"))
     }
 }

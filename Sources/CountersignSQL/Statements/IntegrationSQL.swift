@@ -65,7 +65,7 @@ public enum IntegrationSQL {
             UPDATE integrations SET webhook_url = \(url),
                 webhook_secret_previous = CASE WHEN webhook_secret \(unsafe: same) \(secret) THEN webhook_secret_previous END,
                 webhook_secret_previous_until = CASE WHEN webhook_secret \(unsafe: same) \(secret) THEN webhook_secret_previous_until END,
-                webhook_secret = \(secret)
+                webhook_secret = \(secret), webhook_disabled_at = NULL, webhook_disabled_reason = NULL
             WHERE id = \(integrationID) RETURNING id
             """
     }
@@ -142,22 +142,46 @@ public enum IntegrationSQL {
         "SELECT * FROM idempotency_keys WHERE integration_id = \(integrationID) AND key = \(key) AND created_at > \(since)"
     }
 
-    /// The webhook events, newest first; with `failedOnly`, those given up on or failing.
-    public static func webhookDeliveries(failedOnly: Bool, limit: Int, _ dialect: SQLDialect) -> SQLStatement {
+    /// The webhook events, newest first (with `integrationID`, one integration's only); with `failedOnly`,
+    /// those given up on or failing.
+    public static func webhookDeliveries(integrationID: String?, failedOnly: Bool, limit: Int, _ dialect: SQLDialect) -> SQLStatement {
         """
         SELECT * FROM outbox WHERE kind = 'webhook'
+            AND (CAST(\(integrationID) AS TEXT) IS NULL OR integration_id = \(integrationID))
             AND (NOT \(failedOnly) OR state IN ('failed', 'dropped') OR (state = 'pending' AND attempts > 0 AND last_error IS NOT NULL))
         ORDER BY created_at DESC, \(unsafe: dialect.outboxInsertionOrder) DESC LIMIT \(limit)
         """
     }
 
-    /// Sends a webhook event again from now (column `reference`: its approval), unless a node is sending it.
-    public static func redeliverWebhook(eventID: String, now: Date, _ dialect: SQLDialect) -> SQLStatement {
+    /// Sends a webhook event again from now (column `reference`: what it is about), unless a node is sending it;
+    /// with `integrationID`, only one of that integration's.
+    public static func redeliverWebhook(eventID: String, integrationID: String?, now: Date, _ dialect: SQLDialect) -> SQLStatement {
         """
         UPDATE outbox SET state = 'pending', next_attempt_at = \(now), deadline = \(now.addingTimeInterval(WebhookEvent.deliveryWindow)),
             attempts = 0, \(unsafe: dialect.clearLease), last_error = NULL, finished_at = NULL
         WHERE id = \(eventID) AND kind = 'webhook' AND payload IS NOT NULL AND (state != 'pending' OR lease_until IS NULL)
+            AND (CAST(\(integrationID) AS TEXT) IS NULL OR integration_id = \(integrationID))
         RETURNING reference
+        """
+    }
+
+    /// A test event, only for an integration with a webhook not disabled and no test event of its own waiting.
+    public static func queuePing(_ item: OutboxItem, integrationID: String) -> SQLStatement {
+        """
+        INSERT INTO outbox (id, kind, reference, user_id, payload, state, created_at, next_attempt_at, deadline, attempts, integration_id)
+        SELECT \(item.id), 'webhook', \(item.reference), NULL, \(item.payload), 'pending', \(item.createdAt), \(item.nextAttemptAt),
+            \(item.deadline), 0, \(integrationID)
+        WHERE EXISTS (SELECT 1 FROM integrations i WHERE i.id = \(integrationID) AND i.webhook_url IS NOT NULL
+                AND i.webhook_disabled_at IS NULL)
+            AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.kind = 'webhook' AND o.state = 'pending' AND o.reference = \(integrationID))
+        RETURNING id
+        """
+    }
+
+    public static func disableWebhook(integrationID: String, url: String, reason: String, at: Date) -> SQLStatement {
+        """
+        UPDATE integrations SET webhook_disabled_at = \(at), webhook_disabled_reason = \(reason)
+        WHERE id = \(integrationID) AND webhook_url = \(url) AND webhook_disabled_at IS NULL RETURNING id
         """
     }
 

@@ -6,9 +6,9 @@ import Foundation
 public enum OutboxSQL {
     public static func insert(_ item: OutboxItem) -> SQLStatement {
         """
-        INSERT INTO outbox (id, kind, reference, user_id, payload, state, created_at, next_attempt_at, deadline, attempts)
+        INSERT INTO outbox (id, kind, reference, user_id, payload, state, created_at, next_attempt_at, deadline, attempts, integration_id)
         VALUES (\(item.id), \(item.kind.rawValue), \(item.reference), \(item.userID), \(item.payload), 'pending', \(item.createdAt),
-            \(item.nextAttemptAt), \(item.deadline), \(item.attempts))
+            \(item.nextAttemptAt), \(item.deadline), \(item.attempts), \(item.integrationID))
         """
     }
 
