@@ -36,7 +36,8 @@ import Testing
     @Test func everyOperationIsNamedAndTaggedAndEveryEventIsAWebhook() throws {
         let text = try Self.document()
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        let operations = Self.operations(in: text).count + 5
+        let events = lines.drop { $0 != "webhooks:" }.prefix { $0 != "components:" }.filter { $0.hasPrefix("  ") && !$0.hasPrefix("   ") }
+        let operations = Self.operations(in: text).count + events.count
         let names = lines.filter { $0.hasPrefix("      operationId: ") }.map { $0.dropFirst("      operationId: ".count) }
         #expect(names.count == operations, "operations without an operationId")
         #expect(Set(names).count == names.count, "an operationId used twice")
@@ -46,6 +47,7 @@ import Testing
             #expect(webhooks.contains("  approval.\(state.rawValue):"), "no webhook for approval.\(state.rawValue)")
         }
         #expect(webhooks.count == ApprovalState.allCases.count - 1)
+        #expect(events.contains("  \(WebhookEvent.pingType):"), "no webhook for the test event")
         // The envelope as the daemon writes it.
         var request = ApprovalRequest(
             id: "r1", userID: "u1", subject: "u1", action: try #require(ApprovalAction(rawValue: "login")), state: .approved, createdAt: Date(),
