@@ -17,7 +17,9 @@ set -euo pipefail
 binary=${1:?usage: scripts/fuzz.sh BINARY [MAX_EXAMPLES]}
 examples=${2:-150}
 cd "$(dirname "$0")/.."
-command -v schemathesis >/dev/null || python3 -m pip install --quiet schemathesis
+# schemathesis from the tests' virtual environment (requirements-test.txt, pinned).
+venv_python=$(scripts/test-venv.sh)
+schemathesis="$(dirname "$venv_python")/schemathesis"
 # shellcheck source=scripts/daemon-lib.sh
 . scripts/daemon-lib.sh
 
@@ -63,7 +65,7 @@ key=$(curl -fsS -H 'Content-Type: application/json' \
 echo "fuzz: schemathesis, at most $examples examples per operation"
 started=$(date +%s)
 status=0
-schemathesis run docs/openapi.yaml --url "$base" --header "X-API-Key: $key" --header "Authorization: Bearer $integration_key" \
+"$schemathesis" run docs/openapi.yaml --url "$base" --header "X-API-Key: $key" --header "Authorization: Bearer $integration_key" \
   --checks all --exclude-checks positive_data_acceptance,negative_data_rejection,unsupported_method,allow_header_conformance \
   --max-examples "$examples" --request-timeout 40 --seed 20261122 --no-color >"$work/schemathesis.txt" 2>&1 || status=$?
 if [ "$status" -eq 0 ]; then tail -25 "$work/schemathesis.txt"; else cat "$work/schemathesis.txt"; fi

@@ -363,8 +363,9 @@ extension DeviceLibraryTests {
             print(json.dumps(dict(claims, typ=jwt.get_unverified_header(sys.argv[2])["typ"])))
             """
         let hex = point.map { String(format: "%02x", $0) }.joined()
+        let python = try await TestPython.path()
         let (status, output) = try await onOwnThread {
-            try runToEnd("/usr/bin/env", ["python3", "-c", script, hex, jws], environment: ProcessInfo.processInfo.environment)
+            try runToEnd(python, ["-c", script, hex, jws], environment: ProcessInfo.processInfo.environment)
         }
         #expect(status == 0, "\(output)")
         return try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any])

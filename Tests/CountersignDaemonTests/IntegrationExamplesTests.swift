@@ -109,7 +109,7 @@ import Glibc
 
             // The relying service: shows the number, long-polls, completes.
             let signin = try Running(
-                "/usr/bin/env", ["python3", Self.examples.appendingPathComponent("signin.py").path, "ana@example.com"],
+                try await TestPython.path(), [Self.examples.appendingPathComponent("signin.py").path, "ana@example.com"],
                 environment: ["COUNTERSIGN_URL": base, "COUNTERSIGN_API_KEY": apiKey])
             defer { signin.stop() }
             let prompt = try await signin.waitFor("number") { $0.contains("enter the number") }
@@ -138,7 +138,7 @@ import Glibc
             kill(daemon.processIdentifier, SIGKILL)
             try await daemon.exited()
             let receiver = try Running(
-                "/usr/bin/env", ["python3", Self.examples.appendingPathComponent("webhook_receiver.py").path, "--port", "0"],
+                try await TestPython.path(), [Self.examples.appendingPathComponent("webhook_receiver.py").path, "--port", "0"],
                 environment: ["COUNTERSIGN_WEBHOOK_SECRET": secret])
             defer { receiver.stop() }
             // The receiver takes a port of its own; the webhook is pointed there (its secret kept).

@@ -134,10 +134,11 @@ import Testing
 
     /// What pyotp (an authenticator's library) computes from the URI at `time`.
     static func pyotp(uri: String, time: Int64) async throws -> String {
+        let python = try await TestPython.path()
         let (status, output) = try await onOwnThread {
             try runToEnd(
-                "/usr/bin/env",
-                ["python3", "-c", "import pyotp, sys; print(pyotp.parse_uri(sys.argv[1]).at(int(sys.argv[2])))", uri, String(time)],
+                python,
+                ["-c", "import pyotp, sys; print(pyotp.parse_uri(sys.argv[1]).at(int(sys.argv[2])))", uri, String(time)],
                 environment: ProcessInfo.processInfo.environment)
         }
         #expect(status == 0, "\(output)")
@@ -159,10 +160,11 @@ import Testing
             let phone = try #require(signedIn)
             #expect(phone.uri.hasPrefix("otpauth://totp/Acme%20Auth:ana@example.com?secret="), "\(phone.uri)")
             #expect(phone.uri.contains("&issuer=Acme%20Auth&"), "\(phone.uri)")
+            let python = try await TestPython.path()
             let (parsed, output) = try await onOwnThread {
                 try runToEnd(
-                    "/usr/bin/env",
-                    ["python3", "-c", "import pyotp, sys; t = pyotp.parse_uri(sys.argv[1]); print(t.issuer + '|' + t.name)", phone.uri],
+                    python,
+                    ["-c", "import pyotp, sys; t = pyotp.parse_uri(sys.argv[1]); print(t.issuer + '|' + t.name)", phone.uri],
                     environment: ProcessInfo.processInfo.environment)
             }
             #expect(parsed == 0 && output.trimmingCharacters(in: .whitespacesAndNewlines) == "Acme Auth|ana@example.com", "\(output)")

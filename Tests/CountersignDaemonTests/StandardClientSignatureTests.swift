@@ -26,9 +26,10 @@ import Testing
             let (daemon, _) = try await OfflineCodeProcessTests.start(folder, extra: ["--bcrypt-cost", "4"] + limits)
             defer { daemon.stop() }
 
+            let python = try await TestPython.path()
             let (status, output) = try await onOwnThread {
                 try runToEnd(
-                    "/usr/bin/env", ["python3", Self.script, daemon.base, Self.email, Self.password, "24", "12"],
+                    python, [Self.script, daemon.base, Self.email, Self.password, "24", "12"],
                     environment: ProcessInfo.processInfo.environment)
             }
             #expect(status == 0, "\(output)")

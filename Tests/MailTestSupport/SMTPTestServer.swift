@@ -57,13 +57,13 @@ public final class SMTPTestServer: @unchecked Sendable {
         // Foundation's `Process.run()` crashed the test process now and then (a copy
         // on a bad pointer inside it), and this server was its last user.
         process = try TiedProcess(
-            URL(fileURLWithPath: "/usr/bin/env"),
-            ["python3", Self.script, "--dir", mailFolder.path, "--user", Self.user, "--password-file", passwordFile]
+            URL(fileURLWithPath: try await TestPython.path()),
+            [Self.script, "--dir", mailFolder.path, "--user", Self.user, "--password-file", passwordFile]
                 + (port.map { ["--port", String($0)] } ?? []) + (implicitTLS ? ["--implicit-tls"] : []),
             output: logHandle)
         let ready = mailFolder.appendingPathComponent("ready.json")
         try await waitForReadyFile(
-            ready, of: process, log: log, failure: "the SMTP test server did not start (python3 with aiosmtpd and cryptography is needed)")
+            ready, of: process, log: log, failure: "the SMTP test server did not start (see its log)")
         struct Ready: Decodable {
             var port: Int
             var ca: String

@@ -68,13 +68,13 @@ public final class PushTestServer: @unchecked Sendable {
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         let logHandle = try FileHandle(forWritingTo: log)
         defer { try? logHandle.close() }
-        var arguments = ["python3", Self.script, "--mode", mode.rawValue, "--dir", self.folder.path]
+        var arguments = [Self.script, "--mode", mode.rawValue, "--dir", self.folder.path]
         if let apnsKeyFile, let keyID, let teamID { arguments += ["--key", apnsKeyFile, "--key-id", keyID, "--team-id", teamID] }
-        process = try TiedProcess(URL(fileURLWithPath: "/usr/bin/env"), arguments, output: logHandle)
+        process = try TiedProcess(URL(fileURLWithPath: try await TestPython.path()), arguments, output: logHandle)
         let ready = self.folder.appendingPathComponent("ready.json")
         try await waitForReadyFile(
             ready, of: process, log: log,
-            failure: "the push test server did not start (python3 with cryptography, http_ece, py_vapid, hypercorn and h2)")
+            failure: "the push test server did not start (see its log)")
         struct Ready: Decodable {
             var port: Int
             var p256dh: String?

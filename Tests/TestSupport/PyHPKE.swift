@@ -11,8 +11,9 @@ public enum PyHPKE {
             try Data(privateKeyPEM.utf8).write(to: pem)
             let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
                 .appendingPathComponent("scripts/hpke-open.py").path
+            let python = try await TestPython.path()
             let (status, output) = try await onOwnThread {
-                try runToEnd("/usr/bin/env", ["python3", script, pem.path, sealed, aad], environment: ProcessInfo.processInfo.environment)
+                try runToEnd(python, [script, pem.path, sealed, aad], environment: ProcessInfo.processInfo.environment)
             }
             switch status {
             case 0: return output
@@ -34,8 +35,9 @@ public enum PyHPKE {
             print(base64.urlsafe_b64encode(point).decode().rstrip("="))
             print(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode(), end="")
             """
+        let python = try await TestPython.path()
         let (status, output) = try await onOwnThread {
-            try runToEnd("/usr/bin/env", ["python3", "-c", script], environment: ProcessInfo.processInfo.environment)
+            try runToEnd(python, ["-c", script], environment: ProcessInfo.processInfo.environment)
         }
         guard status == 0, let newline = output.firstIndex(of: "\n") else { throw PyHPKEFailure(output: output) }
         return (String(output[newline...].dropFirst()), String(output[..<newline]))
@@ -54,8 +56,9 @@ public enum PyHPKE {
             sealed = enc + sender.seal(sys.argv[2].encode(), aad=sys.argv[3].encode())
             print(base64.urlsafe_b64encode(sealed).decode().rstrip("="), end="")
             """
+        let python = try await TestPython.path()
         let (status, output) = try await onOwnThread {
-            try runToEnd("/usr/bin/env", ["python3", "-c", script, sealKey, plaintext, aad], environment: ProcessInfo.processInfo.environment)
+            try runToEnd(python, ["-c", script, sealKey, plaintext, aad], environment: ProcessInfo.processInfo.environment)
         }
         guard status == 0 else { throw PyHPKEFailure(output: output) }
         return output
