@@ -1,8 +1,10 @@
 import ArgumentParser
 import CountersignCore
 import CountersignDeviceKeys
+import CountersignRuntime
 import CountersignStore
 import Foundation
+import Logging
 
 struct AuditCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -11,7 +13,11 @@ struct AuditCommand: AsyncParsableCommand {
     )
 
     @Option(help: ArgumentHelp("Only events this recent: 30m, 1h or 7d, say.", valueName: "duration")) var since: String?
-    @Option(help: ArgumentHelp("Only events of this user (or attempts with this email).", valueName: "email")) var email: String?
+    @Option(
+        help: ArgumentHelp(
+            "Only events of this user (or attempts with this email); an erased user's too, by their pseudonym (with the secret key).",
+            valueName: "email"))
+    var email: String?
     @Option(help: ArgumentHelp("Only events of this kind (\(AuditKind.allCases.map(\.rawValue).joined(separator: ", "))).", valueName: "kind"))
     var kind: String?
     @Option(help: ArgumentHelp("At most this many events (the newest).", valueName: "count")) var limit: Int = 1000
@@ -28,6 +34,7 @@ struct AuditCommand: AsyncParsableCommand {
     @Flag(help: "With --request: print each signed answer (JWS) and whether it still verifies with the key that made it.")
     var proof = false
     @OptionGroup var database: DatabaseOptions
+    @Option(\.secretKeyFile) var secretKeyFile: String?
 
     /// `--request` takes the next word whatever it is: a word beginning with
     /// `-` that is not a request id (22 characters) is an option given where
@@ -54,7 +61,12 @@ struct AuditCommand: AsyncParsableCommand {
             if events.isEmpty { Console.current.writeError("no audit events for request \(request)\n") }
             return
         }
-        let events = try await store.auditEvents(since: sinceDate, email: email, kind: kindFilter, limit: limit)
+        var events = try await store.auditEvents(since: sinceDate, email: email, kind: kindFilter, limit: limit)
+        // An erased user's events carry a keyed pseudonym instead of the email: the same key finds them.
+        if let email, let keys = try? database.loader(self).secretKeys(logger: Logger(label: "countersign")) {
+            let erased = try await store.auditEvents(since: sinceDate, email: keys.auditPseudonym(email: email), kind: kindFilter, limit: limit)
+            events = Array((events + erased).sorted { $0.at < $1.at }.suffix(limit))
+        }
         for event in events {
             print(json ? Self.jsonLine(event) : Self.textLine(event))
         }

@@ -10,7 +10,7 @@ struct IntegrationCommand: AsyncParsableCommand {
         commandName: "integration",
         abstract: "Manage integrations: the relying services that use the approvals API.",
         subcommands: [
-            Add.self, List.self, RotateKey.self, SetWebhook.self, RotateWebhookSecret.self, Disable.self, Enable.self, Grant.self,
+            Add.self, List.self, RotateKey.self, SetWebhook.self, RotateWebhookSecret.self, Disable.self, Enable.self, Delete.self, Grant.self,
             RevokeGrant.self, PromptAllUsers.self,
         ]
     )
@@ -200,6 +200,37 @@ struct IntegrationCommand: AsyncParsableCommand {
         func run() async throws { try await setEnabled(false, integration, database) }
     }
 
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete an integration: its key, codes, grants, webhook and ownerships end, in one transaction.",
+            discussion: """
+                Its live approvals are cancelled and its waiting webhook events dropped. The users it created \
+                stay, with their devices, as nobody's: erase them first (`countersign user delete`) if they should go.
+                """)
+        @Argument(help: "The integration's id or name.") var integration: String
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var output: JSONOption
+
+        func run() async throws {
+            let store = try await database.open()
+            let found = try await find(integration, in: store)
+            let now = Date()
+            let event = AuditEvent(at: now, kind: .integrationDeleted, detail: "integration \(found.name); countersign integration delete")
+            guard let deleted = try await store.deleteIntegration(id: found.id, at: now, audit: event) else {
+                throw CommandFailure("no integration \(integration)")
+            }
+            if output.json {
+                return printJSON(
+                    DeletedIntegrationLine(
+                        id: found.id, name: found.name, approvalsCancelled: deleted.cancelled.count, usersReleased: deleted.usersReleased,
+                        grantsEnded: deleted.grantsEnded, eventsDropped: deleted.eventsDropped))
+            }
+            print(
+                "deleted \(found.name): \(deleted.cancelled.count) live approvals cancelled, \(deleted.eventsDropped) webhook events dropped, "
+                    + "\(deleted.grantsEnded) grants ended; \(deleted.usersReleased) users it created are nobody's now")
+        }
+    }
+
     struct Enable: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Enable a disabled integration.")
         @Argument(help: "The integration's id or name.") var integration: String
@@ -373,6 +404,16 @@ struct IntegrationLine: Encodable {
     let webhookDisabledAt: Date?
     let webhookDisabledReason: String?
     let createdAt: Date
+}
+
+/// `integration delete --json`.
+struct DeletedIntegrationLine: Encodable {
+    let id: String
+    let name: String
+    let approvalsCancelled: Int
+    let usersReleased: Int
+    let grantsEnded: Int
+    let eventsDropped: Int
 }
 
 /// `webhook list --json`: one line a delivery (the request by its reference, never its id).

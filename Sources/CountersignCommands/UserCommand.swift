@@ -9,7 +9,7 @@ struct UserCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "user",
         abstract: "Manage user accounts.",
-        subcommands: [Add.self, Passwd.self, List.self, Unlock.self, BypassCodes.self]
+        subcommands: [Add.self, Passwd.self, List.self, Unlock.self, BypassCodes.self, Delete.self]
     )
 
     struct Add: AsyncParsableCommand {
@@ -133,6 +133,43 @@ struct UserCommand: AsyncParsableCommand {
         }
     }
 
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Erase a user: their devices, keys, codes, grants, resets and requests go, in one transaction.",
+            discussion: """
+                Live requests are cancelled first (an integration's with its webhook event). The audit trail \
+                keeps the user's events, naming them by a keyed pseudonym instead of the email; \
+                `countersign audit --email EMAIL` still finds them (it reads the same secret key).
+                """)
+        @Argument(help: "The user's email.") var email: String
+        @OptionGroup var database: DatabaseOptions
+        @Option(\.secretKeyFile) var secretKeyFile: String?
+        @OptionGroup var output: JSONOption
+
+        func run() async throws {
+            let store = try await database.open()
+            guard let user = try await store.user(email: email) else { throw CommandFailure("no user with email \(email)") }
+            let keys = try await loadOrExit { try database.loader(self).secretKeys(logger: Logger(label: "countersign")) }
+            let pseudonym = keys.auditPseudonym(email: user.email)
+            let now = Date()
+            let event = AuditEvent(
+                at: now, kind: .userErased, userID: user.id, email: pseudonym, detail: "countersign user delete")
+            guard let erased = try await store.eraseUser(userID: user.id, pseudonym: pseudonym, at: now, audit: event) else {
+                throw CommandFailure("no user with email \(email)")
+            }
+            if output.json {
+                return printJSON(
+                    ErasedLine(
+                        email: user.email, pseudonym: pseudonym, devicesRemoved: erased.devices, approvalsCancelled: erased.cancelled.count,
+                        auditEvents: erased.auditEvents))
+            }
+            print(
+                "erased \(user.email): \(erased.devices) device\(erased.devices == 1 ? "" : "s") removed, "
+                    + "\(erased.cancelled.count) live request\(erased.cancelled.count == 1 ? "" : "s") cancelled")
+            print("the audit trail names them \(pseudonym) in \(erased.auditEvents) event\(erased.auditEvents == 1 ? "" : "s")")
+        }
+    }
+
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List users.")
         @OptionGroup var database: DatabaseOptions
@@ -165,6 +202,15 @@ struct UserLine: Encodable {
     let devices: Int
     let createdAt: Date
     let silencedUntil: Date?
+}
+
+/// `user delete --json`.
+struct ErasedLine: Encodable {
+    let email: String
+    let pseudonym: String
+    let devicesRemoved: Int
+    let approvalsCancelled: Int
+    let auditEvents: Int
 }
 
 /// `user bypass-codes --json`: the codes, shown once.

@@ -130,6 +130,16 @@ import Testing
                 let next = try #require(try await daemon.v1(.POST, "/v1/webhook/ping", key: acme.key)["eventId"])
                 try await receiver.wait { $0.accepted.contains { $0.id == next } }
                 #expect(try await daemon.server.store.auditEvents(since: nil, email: nil, kind: .integrationWebhookDisabled, limit: 10).count == 1)
+
+                // An approval's event is listed with the approval it tells of.
+                _ = try await daemon.v1(.POST, "/v1/users", key: acme.key, json: ["email": Fixture.email])
+                _ = try await daemon.enroll(Fixture.email, integrationKey: acme.key)
+                let approval = try await WebhookTests.create(daemon, acme.key)
+                #expect(try await daemon.v1(.POST, "/v1/approvals/\(approval.id)/cancel", key: acme.key).status == 200)
+                try await receiver.wait { $0.events(of: approval.id) == ["approval.cancelled"] }
+                let listed =
+                    try await daemon.v1(.GET, "/v1/webhook/deliveries?limit=1", key: acme.key).json["deliveries"] as? [[String: any Sendable]]
+                #expect(listed?.first?["approvalId"] as? String == approval.id && listed?.first?["type"] as? String == "approval.cancelled")
             }
         }
     }

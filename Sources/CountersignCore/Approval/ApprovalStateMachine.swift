@@ -112,6 +112,15 @@ public struct ApprovalStateMachine: Sendable {
         return apply(Transition(from: current, to: .cancelled, cause: .passwordChanged, at: now))
     }
 
+    /// The user was erased, or the integration that asked deleted (`cause`): a live request
+    /// (pending, or approved and not yet completed) is cancelled with it, in the same
+    /// transaction. `nil` when it is not live (or its deadline passed).
+    public mutating func cancelForRemoval(_ cause: TransitionCause, at now: Date) -> Transition? {
+        let current = state(at: now)
+        guard current == .pending || current == .approved else { return nil }
+        return apply(Transition(from: current, to: .cancelled, cause: cause, at: now))
+    }
+
     /// What to answer instead of acting, unless the request is in `required` at `now`:
     /// a time-out to write first when the deadline passed unrecorded, else a refusal.
     private mutating func refusal(unless required: ApprovalState, at now: Date) -> MachineVerdict? {

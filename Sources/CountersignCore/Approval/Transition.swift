@@ -16,6 +16,10 @@ public enum TransitionCause: String, Sendable, Equatable {
     case supersededByNewerRequest = "superseded"
     /// The password changed another way (an email reset): a phone reset must not overwrite it.
     case passwordChanged = "password_changed"
+    /// The user was erased (`countersign user delete`, `DELETE /v1/users/{email}`).
+    case userErased = "user_erased"
+    /// The integration that made the request was deleted (`countersign integration delete`).
+    case integrationDeleted = "integration_deleted"
     case timedOut = "expired"
 }
 

@@ -41,6 +41,9 @@ public enum AuditKind: String, Sendable, CaseIterable, Codable {
     case integrationDisabled = "integration_disabled"
     case integrationEnabled = "integration_enabled"
     case userCreated = "user_created"
+    /// A user erased, with what was theirs; their earlier events name them by a keyed pseudonym.
+    case userErased = "user_erased"
+    case integrationDeleted = "integration_deleted"
     case enrollmentIssued = "enrollment_issued"
     case deviceEnrolled = "device_enrolled"
     case enrollmentRefused = "enrollment_refused"

@@ -458,6 +458,32 @@ public actor ApprovalBroker {
         }
     }
 
+    /// The store cancelled these requests in the transaction that erased their user or deleted
+    /// their integration (``RemovalStore``, which also audited them): mirrors the machine's same
+    /// transition, wakes their long polls, rings the outbox for their webhook events and, for a
+    /// user who still has devices (an integration deleted), tells them a pending prompt is gone.
+    public func removed(_ cancelled: [CancelledRequest], at: Date, logger: Logger) {
+        for item in cancelled {
+            let transition = Transition(from: item.from, to: .cancelled, cause: item.cause, at: at)
+            let held = live.held(item.id)
+            if let held {
+                var machine = ApprovalStateMachine(held)
+                if machine.cancelForRemoval(item.cause, at: at) != nil { live.mirror(machine.request) }
+            }
+            wake(item.id)
+            observer(transition)
+            logger.info(
+                "approval request cancelled",
+                metadata: [
+                    "request": "\(ApprovalRequest.logReference(of: item.id))", "from": "\(item.from.rawValue)", "cause": "\(item.cause.rawValue)",
+                ])
+            if item.cause == .integrationDeleted, item.from == .pending, let userID = held?.userID {
+                push(.resolved(requestID: item.id, userID: userID, status: .cancelled), logger: logger)
+            }
+        }
+        if !cancelled.isEmpty { outboxBell?.ring() }
+    }
+
     /// Hands a push to the dispatcher; a job dropped from a full queue is logged and audited.
     private func push(_ job: PushJob, logger: Logger) {
         guard let dropped = pushQueue.enqueue(job) else { return }

@@ -7,7 +7,7 @@ extension TransitionCause {
         case .deniedByDevice: .denied
         case .numberMismatch: .numberMismatch
         case .completedByRequester: .completed
-        case .cancelledByRequester, .supersededByNewerRequest, .passwordChanged: .cancelled
+        case .cancelledByRequester, .supersededByNewerRequest, .passwordChanged, .userErased, .integrationDeleted: .cancelled
         case .timedOut: .expired
         }
     }

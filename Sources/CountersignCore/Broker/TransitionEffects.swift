@@ -35,6 +35,8 @@ struct TransitionEffects: Equatable {
         case .approvedByOfflineCode: details.append("offline code; the answer carries no signature")
         case .approvedByBypassCode: details.append("bypass code")
         case .codesExhausted: details.append("\(CodeAnswers.wrongCodesAllowed) wrong codes")
+        case .userErased: details.append("the user was erased")
+        case .integrationDeleted: details.append("its integration was deleted")
         default: break
         }
         return AuditEvent(

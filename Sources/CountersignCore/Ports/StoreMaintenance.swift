@@ -39,4 +39,4 @@ public protocol StoreMaintenance: StoreHealth, AuditStore {
 
 /// Everything the daemon needs of a database. A backend implements these ports and nothing else.
 public typealias CountersignStorage = ApprovalStore & AccountStore & EmailResetStore & OutboxStore & IntegrationStore & StoreMaintenance
-    & OfflineCodeStore
+    & OfflineCodeStore & RemovalStore

@@ -33,6 +33,14 @@ public struct SecretKeys: Sendable, CustomStringConvertible {
         return Data(mac).map { String(format: "%02x", $0) }.joined()
     }
 
+    /// What the audit trail names an erased user by, instead of their email: `erased-` and 24 hex
+    /// digits of a keyed hash of the (normalised) email. The same for the same email under the same
+    /// secret, so the operator, holding both, still finds the events (`countersign audit --email`);
+    /// a copy of the database alone cannot test guesses against it.
+    public func auditPseudonym(email: String) -> String {
+        "erased-" + hash(User.normalize(email: email), context: "audit pseudonym").prefix(24)
+    }
+
     /// Whether `stored` is ``hash(_:context:)`` of `secret`, compared in constant time.
     public func matches(_ secret: String, context: String, stored: String) -> Bool {
         guard let code = Self.bytes(hex: stored) else { return false }

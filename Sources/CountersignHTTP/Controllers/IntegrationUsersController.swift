@@ -9,7 +9,9 @@ import Logging
 /// backends, but each reaches only the users it created or was granted: any
 /// other user, existing or not, is the same 404 `user_not_found`.
 struct IntegrationUsersController: Sendable {
-    let store: any IntegrationStore & UserAdministration
+    let store: any IntegrationStore & UserAdministration & RemovalStore
+    /// Told of the live requests an erasure cancelled: it wakes their long polls.
+    let broker: ApprovalBroker
     let authenticator: IntegrationAuthenticator
     let keys: SecretKeys
     let audit: AuditLog
@@ -25,6 +27,7 @@ struct IntegrationUsersController: Sendable {
         group.post("users/{email}/enrollments", use: enroll)
         group.get("users/{email}/devices", use: devices)
         group.delete("users/{email}/devices/{deviceId}", use: removeDevice)
+        group.delete("users/{email}", use: eraseUser)
     }
 
     struct CreateBody: Decodable { var email: String }
@@ -150,6 +153,34 @@ struct IntegrationUsersController: Sendable {
                 kind: .deviceRemoved, userID: user.id, context: request.auditContext(context, deviceID: device.id),
                 detail: "integration \(integration.name)"))
         return Removed()
+    }
+
+    struct ErasedResponse: ResponseEncodable {
+        var success = true
+        var devicesRemoved: Int
+        var approvalsCancelled: Int
+    }
+
+    /// Erases one of the integration's own users (a grant is not enough) and what is theirs, in one
+    /// transaction: live requests cancelled (their webhook events sent, long polls woken), devices,
+    /// keys, codes, grants and resets deleted; the audit trail keeps its events under a keyed pseudonym.
+    @Sendable func eraseUser(_ request: Request, context: AppRequestContext) async throws -> ErasedResponse {
+        let integration = try await authenticator.integration(for: request)
+        _ = try await request.readBody(context: context)
+        let user = try await user(context, integration: integration, owned: true)
+        let pseudonym = keys.auditPseudonym(email: user.email)
+        let now = Date()
+        let event = AuditEvent(
+            at: now, kind: .userErased, userID: user.id, email: pseudonym, context: request.auditContext(context),
+            detail: "integration \(integration.name), over the API")
+        guard let erased = try await store.eraseUser(userID: user.id, pseudonym: pseudonym, at: now, audit: event) else {
+            throw APIError.userNotFound
+        }
+        await broker.removed(erased.cancelled, at: now, logger: context.logger)
+        context.logger.notice(
+            "user erased by an integration",
+            metadata: ["user": "\(user.id)", "integration": "\(integration.name)", "cancelled": "\(erased.cancelled.count)"])
+        return ErasedResponse(devicesRemoved: erased.devices, approvalsCancelled: erased.cancelled.count)
     }
 
     /// The user named by the `{email}` path parameter (percent-encoded or not),

@@ -103,12 +103,13 @@ public enum ApprovalSQL {
         "UPDATE email_resets SET state = 'replaced', finished_at = \(at) WHERE user_id = \(userID) AND state = 'active' RETURNING id"
     }
 
-    /// Queues a webhook event of an integration's approval, only if the integration has a webhook now.
+    /// Queues a webhook event of an integration's approval, only if the integration has a webhook now
+    /// (one a 410 disabled too: the event is kept, failed, for a redelivery once a URL is set again).
     public static func queueWebhook(_ event: OutboxItem, integrationID: String) -> SQLStatement {
         """
-        INSERT INTO outbox (id, kind, reference, user_id, payload, state, created_at, next_attempt_at, deadline, attempts)
+        INSERT INTO outbox (id, kind, reference, user_id, payload, state, created_at, next_attempt_at, deadline, attempts, integration_id)
         SELECT \(event.id), \(event.kind.rawValue), \(event.reference), \(event.userID), \(event.payload), 'pending',
-            \(event.createdAt), \(event.nextAttemptAt), \(event.deadline), 0
+            \(event.createdAt), \(event.nextAttemptAt), \(event.deadline), 0, \(integrationID)
         WHERE EXISTS (SELECT 1 FROM integrations WHERE id = \(integrationID) AND webhook_url IS NOT NULL)
         RETURNING id
         """
