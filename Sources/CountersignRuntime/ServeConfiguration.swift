@@ -28,7 +28,7 @@ public struct ServeConfiguration: Sendable, Equatable {
     /// Peers whose `X-Forwarded-For` is believed.
     public var trustedProxies: [IPNetwork] = []
     /// How long audit events and finished requests are kept.
-    public var retention: TimeInterval = 90 * 86400
+    public var retention: TimeInterval = 400 * 86400
     /// A connection with no request in flight this long is closed.
     public var idleTimeout: Duration = .seconds(75)
     /// A request (head and body) not arrived whole this long after its first byte is closed.

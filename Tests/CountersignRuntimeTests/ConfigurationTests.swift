@@ -23,7 +23,7 @@ import Testing
         #expect(configuration.broker == BrokerConfiguration(requestTTL: 60, completionWindow: 120, numberMatching: true))
         #expect(configuration.bcryptCost == 12)
         #expect(configuration.fraudSilence == 3600)
-        #expect(configuration.retention == 90 * 86400)
+        #expect(configuration.retention == 400 * 86400)
         // http-api.md, "Connections and waits".
         #expect(configuration.idleTimeout == .seconds(75))
         #expect(configuration.requestTimeout == .seconds(30))
