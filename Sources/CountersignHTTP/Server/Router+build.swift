@@ -60,7 +60,8 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
     let integrations = IntegrationAuthenticator(integrations: dependencies.store)
     let v1 = router.group("v1")
     IntegrationUsersController(
-        store: dependencies.store, broker: dependencies.broker, authenticator: integrations, keys: dependencies.secretKeys, audit: dependencies.audit, abuse: abuse,
+        store: dependencies.store, broker: dependencies.broker, authenticator: integrations, keys: dependencies.secretKeys, audit: dependencies.audit,
+        abuse: abuse,
         publicURL: dependencies.publicURL, linkScheme: dependencies.app.linkScheme
     ).addRoutes(to: v1)
     IntegrationApprovalsController(
