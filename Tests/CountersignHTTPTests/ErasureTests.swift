@@ -29,7 +29,7 @@ import Testing
                 let clock = ContinuousClock()
                 let started = clock.now
                 let waiting = Task { try await daemon.v1(.GET, "/v1/approvals/\(id)?wait=30", key: acme.key) }
-                for _ in 0..<400 where try await daemon.longPollsWaiting() < 1 { try await Task.sleep(for: .milliseconds(25)) }
+                try await daemon.waitForLongPolls(1)
 
                 // A grant lets another integration prompt and enroll, not erase.
                 let refused = try await daemon.v1(.DELETE, "/v1/users/\(Fixture.email)", key: other.key)
