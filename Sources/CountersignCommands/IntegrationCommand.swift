@@ -373,7 +373,7 @@ struct WebhookCommand: AsyncParsableCommand {
 
         func run() async throws {
             let store = try await database.open()
-            guard let about = try await store.redeliverWebhook(eventID: eventID, integrationID: nil, now: Date()) else {
+            guard let about = try await store.redeliverWebhook(eventID: eventID, integrationID: nil, finishedOnly: false, now: Date()) else {
                 throw CommandFailure("no webhook event \(eventID) that can be sent again (unknown, or being sent right now)")
             }
             // Told like the daemon's own webhook audit events: the approval's log reference, the integration's name.

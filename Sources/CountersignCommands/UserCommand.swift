@@ -154,7 +154,7 @@ struct UserCommand: AsyncParsableCommand {
             let now = Date()
             let event = AuditEvent(
                 at: now, kind: .userErased, userID: user.id, email: pseudonym, detail: "countersign user delete")
-            guard let erased = try await store.eraseUser(userID: user.id, pseudonym: pseudonym, at: now, audit: event) else {
+            guard let erased = try await store.eraseUser(userID: user.id, ownedBy: nil, pseudonym: pseudonym, at: now, audit: event) else {
                 throw CommandFailure("no user with email \(email)")
             }
             if output.json {

@@ -32,8 +32,9 @@ extension PostgresStore: IntegrationStore {
         try await fetch(IntegrationSQL.rotateWebhookSecret(integrationID: integrationID, secret: secret, previousUntil: previousUntil)).count == 1
     }
 
-    public func setWebhook(integrationID: String, url: String?, secret: String?) async throws -> Bool {
-        try await fetch(IntegrationSQL.setWebhook(integrationID: integrationID, url: url, secret: secret, .postgres)).count == 1
+    public func setWebhook(integrationID: String, url: String?, secret: String?, publicOnly: Bool) async throws -> Bool {
+        try await fetch(IntegrationSQL.setWebhook(integrationID: integrationID, url: url, secret: secret, publicOnly: publicOnly, .postgres)).count
+            == 1
     }
 
     public func setIntegrationEnabled(id: String, enabled: Bool) async throws -> Bool {
@@ -125,8 +126,10 @@ extension PostgresStore: IntegrationStore {
             .compactMap(OutboxEntry.init(row:))
     }
 
-    public func redeliverWebhook(eventID: String, integrationID: String?, now: Date) async throws -> String? {
-        try await fetch(IntegrationSQL.redeliverWebhook(eventID: eventID, integrationID: integrationID, now: now, .postgres)).first?.get("reference")
+    public func redeliverWebhook(eventID: String, integrationID: String?, finishedOnly: Bool, now: Date) async throws -> String? {
+        try await fetch(
+            IntegrationSQL.redeliverWebhook(eventID: eventID, integrationID: integrationID, finishedOnly: finishedOnly, now: now, .postgres)
+        ).first?.get("reference")
     }
 
     public func queueWebhookPing(_ item: OutboxItem, integrationID: String) async throws -> Bool {

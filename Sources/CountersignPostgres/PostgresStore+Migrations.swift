@@ -217,6 +217,8 @@ extension PostgresStore {
                 "CREATE INDEX outbox_by_integration ON outbox(integration_id, created_at) WHERE integration_id IS NOT NULL",
                 "ALTER TABLE integrations ADD COLUMN webhook_disabled_at double precision",
                 "ALTER TABLE integrations ADD COLUMN webhook_disabled_reason text",
+                "ALTER TABLE integrations ADD COLUMN webhook_public_only boolean NOT NULL DEFAULT false",
+                "CREATE INDEX audit_by_email ON audit_events(email) WHERE email IS NOT NULL",
             ]
         ),
     ]

@@ -4,11 +4,15 @@ import Foundation
 import PostgresNIO
 
 extension PostgresStore: RemovalStore {
-    public func eraseUser(userID: String, pseudonym: String, at now: Date, audit: AuditEvent) async throws -> ErasedUser? {
+    public func eraseUser(
+        userID: String, ownedBy integrationID: String?, pseudonym: String, at now: Date, audit: AuditEvent
+    ) async throws -> ErasedUser? {
         try await transaction { connection in
             // The user's row first, locked: a device enrolling or a request created meanwhile waits for the erasure.
             guard let row = try await connection.fetch(AccountSQL.user(id: userID).appending(" FOR UPDATE"), self.logger).first else { return nil }
-            let email = try User(row: row).email
+            let user = try User(row: row)
+            if let integrationID, user.ownerIntegrationID != integrationID { return nil }
+            let email = user.email
             var cancelled: [CancelledRequest] = []
             for row in try await connection.fetch(RemovalSQL.liveRequests(userID: userID).appending(" FOR UPDATE"), self.logger) {
                 guard let cancellation = RemovalSQL.cancellation(of: try ApprovalRequest(row: row), .userErased, at: now, webhook: true),

@@ -17,7 +17,7 @@ extension MigratedTable {
     public var booleanColumns: Set<String> {
         switch self {
         case .devices: ["push_enabled", "may_approve_resets"]
-        case .integrations: ["enabled", "prompt_all_users"]
+        case .integrations: ["enabled", "prompt_all_users", "webhook_public_only"]
         case .bypassCodes: ["for_password_reset"]
         case .approvalRequests: ["device_key_bound"]
         default: []

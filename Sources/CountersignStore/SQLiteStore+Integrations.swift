@@ -36,8 +36,10 @@ extension SQLiteStore: IntegrationStore {
         }
     }
 
-    public func setWebhook(integrationID: String, url: String?, secret: String?) async throws -> Bool {
-        try await pool.write { db in try db.perform(IntegrationSQL.setWebhook(integrationID: integrationID, url: url, secret: secret, .sqlite)) == 1 }
+    public func setWebhook(integrationID: String, url: String?, secret: String?, publicOnly: Bool) async throws -> Bool {
+        try await pool.write { db in
+            try db.perform(IntegrationSQL.setWebhook(integrationID: integrationID, url: url, secret: secret, publicOnly: publicOnly, .sqlite)) == 1
+        }
     }
 
     public func setIntegrationEnabled(id: String, enabled: Bool) async throws -> Bool {
@@ -129,9 +131,11 @@ extension SQLiteStore: IntegrationStore {
         }
     }
 
-    public func redeliverWebhook(eventID: String, integrationID: String?, now: Date) async throws -> String? {
+    public func redeliverWebhook(eventID: String, integrationID: String?, finishedOnly: Bool, now: Date) async throws -> String? {
         try await pool.write { db in
-            try db.fetchFirst(IntegrationSQL.redeliverWebhook(eventID: eventID, integrationID: integrationID, now: now, .sqlite))?.get("reference")
+            try db.fetchFirst(
+                IntegrationSQL.redeliverWebhook(eventID: eventID, integrationID: integrationID, finishedOnly: finishedOnly, now: now, .sqlite))?.get(
+                    "reference")
         }
     }
 

@@ -269,7 +269,8 @@ extension SQLiteStore {
         migrator.registerMigration("v13-webhook-self-service") { db in
             // A webhook event names its integration (a test event has no approval to find it by), and a
             // receiver's 410 Gone disables the webhook until a URL is set again. Events already queued
-            // are given the integration of their approval.
+            // are given the integration of their approval. A URL a relying service set itself reaches
+            // public addresses only. An erasure finds a user's audit events by email.
             try db.execute(
                 sql: """
                     ALTER TABLE outbox ADD COLUMN integration_id TEXT;
@@ -278,6 +279,8 @@ extension SQLiteStore {
                     CREATE INDEX outbox_by_integration ON outbox(integration_id, created_at) WHERE integration_id IS NOT NULL;
                     ALTER TABLE integrations ADD COLUMN webhook_disabled_at REAL;
                     ALTER TABLE integrations ADD COLUMN webhook_disabled_reason TEXT;
+                    ALTER TABLE integrations ADD COLUMN webhook_public_only INTEGER NOT NULL DEFAULT 0;
+                    CREATE INDEX audit_by_email ON audit_events(email) WHERE email IS NOT NULL;
                     """)
         }
         return migrator

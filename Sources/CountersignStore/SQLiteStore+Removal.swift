@@ -4,10 +4,14 @@ import Foundation
 import GRDB
 
 extension SQLiteStore: RemovalStore {
-    public func eraseUser(userID: String, pseudonym: String, at now: Date, audit: AuditEvent) async throws -> ErasedUser? {
+    public func eraseUser(
+        userID: String, ownedBy integrationID: String?, pseudonym: String, at now: Date, audit: AuditEvent
+    ) async throws -> ErasedUser? {
         try await pool.write { db in
             guard let row = try db.fetchFirst(AccountSQL.user(id: userID)) else { return nil }
-            let email = try User(row: row).email
+            let user = try User(row: row)
+            if let integrationID, user.ownerIntegrationID != integrationID { return nil }
+            let email = user.email
             var cancelled: [CancelledRequest] = []
             for row in try db.fetch(RemovalSQL.liveRequests(userID: userID)) {
                 guard let cancellation = RemovalSQL.cancellation(of: try ApprovalRequest(row: row), .userErased, at: now, webhook: true),

@@ -49,7 +49,9 @@ public struct WebhookDeliverer: OutboxDeliverer {
         guard let url = integration.webhookURL, integration.webhookSecret != nil else {
             return .failed("integration \(integration.name) has no webhook any more")
         }
-        if let problem = Integration.webhookURLProblem(url) { return .failed("integration \(integration.name): \(problem)") }
+        if let problem = Integration.webhookURLProblem(url, publicOnly: integration.webhookPublicOnly) {
+            return .failed("integration \(integration.name): \(problem)")
+        }
         if let since = integration.webhookDisabledAt {
             return .failed(
                 "integration \(integration.name): the webhook is disabled since \(Timestamp.string(since)) (\(integration.webhookDisabledReason ?? "410 Gone")); setting its URL again enables it"
@@ -74,7 +76,8 @@ public struct WebhookDeliverer: OutboxDeliverer {
         do {
             // Resolved once per client, checked (http:// only to a loopback address), and connected where it was checked.
             guard let target = URL(string: url) else { return .failed("integration \(integration.name): \(url) is not a URL") }
-            let response = try await client.client(for: target).execute(request, timeout: timeout, logger: logger)
+            let response = try await client.client(for: target, publicOnly: integration.webhookPublicOnly).execute(
+                request, timeout: timeout, logger: logger)
             // Read (and bound) the answer so the connection can be reused; its content does not matter.
             _ = try? await response.body.collect(upTo: 64 * 1024)
             let status = Int(response.status.code)

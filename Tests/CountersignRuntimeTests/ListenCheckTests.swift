@@ -112,10 +112,11 @@ import Glibc
     /// An address in use is tried again after a pause, up to the attempts given: one freed meanwhile is taken, one
     /// still held is refused after the last try, and any other failure is refused at once.
     @Test func anAddressInUseIsTriedAgainAndOneFreedMeanwhileIsTaken() async throws {
-        // A port outside the ephemeral range: one from it, freed, may be taken at once by any outgoing
-        // connection of the suite, and the retry would then (rightly) find it in use.
+        // A plain listening socket, closed by the pause itself: nothing stands between the close and
+        // the next try. Its port is outside the ephemeral range, where the suite's own outgoing
+        // connections could take it once freed.
         let port = unusedPort()
-        let listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: port).get()
+        let listener = try Self.listen(port: port)
         let pauses = Atomic<Int>(0)
         // Held throughout: five tries, four pauses, then the refusal.
         await #expect(throws: ConfigurationError.self) {
@@ -127,7 +128,7 @@ import Glibc
         // Freed during the first pause: the second try binds.
         pauses.store(0, ordering: .relaxed)
         try await ListenCheck.ensureFree(ListenAddress(host: "127.0.0.1", port: port), what: "--listen", attempts: 5) {
-            if pauses.add(1, ordering: .relaxed).newValue == 1 { try? await listener.close().get() }
+            if pauses.add(1, ordering: .relaxed).newValue == 1 { close(listener) }
         }
         #expect(pauses.load(ordering: .relaxed) == 1)
         // Not an address in use (not on this host): no second try.
@@ -139,4 +140,23 @@ import Glibc
         }
         #expect(pauses.load(ordering: .relaxed) == 0)
     }
+
+    /// A TCP socket listening on 127.0.0.1:`port` (its descriptor).
+    static func listen(port: Int) throws -> Int32 {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw POSIXError(.EBADF) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, Glibc.listen(descriptor, 8) == 0 else {
+            close(descriptor)
+            throw POSIXError(.EADDRINUSE)
+        }
+        return descriptor
+    }
+
 }

@@ -26,6 +26,29 @@ extension StoreTests {
             integrationID: "int_1", key: "k-1", requestHash: "h", approvalID: "r-ana", answer: Data("{}".utf8), createdAt: now)
         _ = try await store.insert(request, idempotency: record) { _ in nil }
         _ = try await store.insert(pending("r-bob", user: bob))
+        // One made while her prompts were silenced: it names her as its subject alone.
+        var silenced = pending("r-silent", user: ana)
+        silenced.userID = nil
+        silenced.subject = ana.id
+        silenced.action = try #require(ApprovalAction(rawValue: "login"))
+        _ = try await store.insert(silenced)
+        // One that ended, its webhook event delivered and kept (for a redelivery), naming her.
+        var ended = pending("r-ended", user: ana)
+        ended.action = try #require(ApprovalAction(rawValue: "payout"))
+        ended.prompt = request.prompt
+        _ = try await store.insert(ended)
+        var machine = ApprovalStateMachine(ended)
+        guard case .persist(let cancel) = machine.cancel(at: now) else {
+            Issue.record("cancel refused")
+            return
+        }
+        #expect(
+            try await store.apply(
+                cancel, to: machine.request, event: item("evt_ended", kind: .webhook, reference: "r-ended", at: now), audit: nil,
+                writeTime: { now }))
+        #expect(try await store.claimOutbox(now: now, lease: 60, limit: 10).map(\.id) == ["evt_ended"])
+        #expect(try await store.finishOutbox(id: "evt_ended", as: .delivered, detail: "200", at: now))
+        #expect(try await store.webhookDeliveries(integrationID: nil, failedOnly: false, limit: 10).first?.payload != nil)
         try await store.append([
             AuditEvent(kind: .userCreated, userID: ana.id, email: ana.email, detail: "integration Acme"),
             AuditEvent(kind: .loginFailed, email: ana.email, detail: "no account for ana@example.com"),
@@ -33,11 +56,20 @@ extension StoreTests {
         ])
 
         let pseudonym = "erased-0123456789abcdef01234567"
+        // Not another integration's to erase: nothing happens.
+        #expect(
+            try await store.eraseUser(userID: ana.id, ownedBy: "int_2", pseudonym: pseudonym, at: now, audit: AuditEvent(kind: .userErased)) == nil)
+        #expect(try await store.user(email: "ana@example.com") != nil)
         let erased = try #require(
             try await store.eraseUser(
-                userID: ana.id, pseudonym: pseudonym, at: now, audit: AuditEvent(kind: .userErased, userID: ana.id, email: pseudonym)))
-        #expect(erased.devices == 1 && erased.auditEvents == 3)
-        #expect(erased.cancelled == [CancelledRequest(id: "r-ana", from: .pending, cause: .userErased)])
+                userID: ana.id, ownedBy: "int_1", pseudonym: pseudonym, at: now,
+                audit: AuditEvent(kind: .userErased, userID: ana.id, email: pseudonym)))
+        #expect(erased.devices == 1 && erased.auditEvents == 4)
+        #expect(
+            Set(erased.cancelled.map(\.id)) == ["r-ana", "r-silent"] && erased.cancelled.allSatisfy { $0.from == .pending && $0.cause == .userErased }
+        )
+        #expect(try await store.request(id: "r-silent") == nil)
+        #expect(try await store.request(id: "r-ended") == nil)
         // Nothing of hers is left: the user, her device and its key, her codes, her request and its idempotency record.
         #expect(try await store.user(email: "ana@example.com") == nil)
         #expect(try await store.device(id: phone.id) == nil)
@@ -49,19 +81,29 @@ extension StoreTests {
         // Bob's are untouched.
         #expect(try await store.request(id: "r-bob")?.state == .pending)
         #expect(try await store.user(email: "bob@example.com")?.id == bob.id)
-        // The integration hears that its approval was cancelled.
+        // The integration hears that its approval was cancelled; the event that had ended lost its body (it named her).
         let events = try await store.webhookDeliveries(integrationID: "int_1", failedOnly: false, limit: 10)
-        let event = try #require(events.first?.payload.flatMap(WebhookEvent.Envelope.init))
-        #expect(events.count == 1 && event.type == "approval.cancelled" && event.data.approvalId == "r-ana")
+        #expect(Set(events.map(\.id)).count == 2 && events.contains { $0.id == "evt_ended" })
+        let onItsWay = try #require(events.first { $0.id != "evt_ended" })
+        let event = try #require(onItsWay.payload.flatMap(WebhookEvent.Envelope.init))
+        #expect(event.type == "approval.cancelled" && event.data.approvalId == "r-ana")
+        #expect(events.first { $0.id == "evt_ended" }.map { $0.payload == nil } == true)
+        #expect(try await store.redeliverWebhook(eventID: "evt_ended", integrationID: nil, finishedOnly: false, now: now) == nil)
+        // The one on its way loses its body once it ends.
+        let claimed = try await store.claimOutbox(now: now, lease: 60, limit: 10).map(\.id)
+        #expect(claimed == [onItsWay.id])
+        #expect(try await store.finishOutbox(id: onItsWay.id, as: .delivered, detail: "200", at: now))
+        let delivered = try await store.webhookDeliveries(integrationID: "int_1", failedOnly: false, limit: 10)
+        #expect(delivered.count == 2 && delivered.allSatisfy { $0.payload == nil && $0.state == "delivered" })
         // The trail keeps every event, her email nowhere in it; the pseudonym finds hers, and the erasure itself.
-        let all = try await store.auditEvents(since: nil, email: nil, kind: nil, limit: 100)
-        #expect(!all.contains { $0.email == "ana@example.com" || ($0.detail ?? "").contains("ana@example.com") }, "\(all)")
+        let trail = try await store.auditEvents(since: nil, email: nil, kind: nil, limit: 100)
+        #expect(!trail.contains { $0.email == "ana@example.com" || ($0.detail ?? "").contains("ana@example.com") }, "\(trail)")
         let hers = try await store.auditEvents(since: nil, email: pseudonym, kind: nil, limit: 100)
-        #expect(hers.count == 4 && Set(hers.map(\.kind)) == [.userCreated, .loginFailed, .cancelled, .userErased], "\(hers.map(\.kind))")
+        #expect(hers.count == 5 && Set(hers.map(\.kind)) == [.userCreated, .loginFailed, .cancelled, .userErased], "\(hers.map(\.kind))")
         #expect(hers.contains { $0.detail == "no account for \(pseudonym)" })
         #expect(try await store.auditEvents(since: nil, email: "bob@example.com", kind: nil, limit: 100).count == 1)
         // Once.
-        #expect(try await store.eraseUser(userID: ana.id, pseudonym: pseudonym, at: now, audit: AuditEvent(kind: .userErased)) == nil)
+        #expect(try await store.eraseUser(userID: ana.id, ownedBy: nil, pseudonym: pseudonym, at: now, audit: AuditEvent(kind: .userErased)) == nil)
     }
 
     @Test(arguments: Backend.available) func deletingAnIntegrationEndsItsKeyGrantsCodesEventsAndOwnerships(backend: Backend) async throws {

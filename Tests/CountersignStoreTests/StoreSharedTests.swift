@@ -291,9 +291,9 @@ extension StoreTests {
         #expect(try await store.webhookDeliveries(integrationID: nil, failedOnly: false, limit: 10).map(\.id) == ["evt_2", "evt_1"])
         #expect(try await store.webhookDeliveries(integrationID: nil, failedOnly: true, limit: 10).isEmpty)
         // One being sent (leased) is not sent again beside it.
-        #expect(try await store.redeliverWebhook(eventID: "evt_2", integrationID: nil, now: now) == nil)
-        #expect(try await store.redeliverWebhook(eventID: "evt_1", integrationID: nil, now: now) == "r1")
-        #expect(try await store.redeliverWebhook(eventID: "evt_none", integrationID: nil, now: now) == nil)
+        #expect(try await store.redeliverWebhook(eventID: "evt_2", integrationID: nil, finishedOnly: false, now: now) == nil)
+        #expect(try await store.redeliverWebhook(eventID: "evt_1", integrationID: nil, finishedOnly: false, now: now) == "r1")
+        #expect(try await store.redeliverWebhook(eventID: "evt_none", integrationID: nil, finishedOnly: false, now: now) == nil)
     }
 
     /// `/v1/webhook`: an integration lists and redelivers its own events only, queues one test
@@ -324,8 +324,8 @@ extension StoreTests {
         #expect(Set(claimed.map(\.integrationID)) == ["int_1", "int_2"])
         #expect(try await store.finishOutbox(id: adminPing.id, as: .delivered, detail: "200", at: now))
         // Another integration's event is not found for it; its own is.
-        #expect(try await store.redeliverWebhook(eventID: adminPing.id, integrationID: "int_2", now: now) == nil)
-        #expect(try await store.redeliverWebhook(eventID: adminPing.id, integrationID: "int_1", now: now) == "int_1")
+        #expect(try await store.redeliverWebhook(eventID: adminPing.id, integrationID: "int_2", finishedOnly: false, now: now) == nil)
+        #expect(try await store.redeliverWebhook(eventID: adminPing.id, integrationID: "int_1", finishedOnly: false, now: now) == "int_1")
 
         let audit = AuditEvent(kind: .integrationWebhookDisabled, detail: "integration Admin: HTTP 410 Gone from admin.example.com")
         // A 410 from a URL no longer set disables nothing.

@@ -22,19 +22,30 @@ import Testing
                 let none = try await daemon.v1(.GET, "/v1/webhook", key: acme.key)
                 #expect(none.status == 200 && none.json["url"] is NSNull && none.json["enabled"] as? Bool == false, "\(none.text)")
                 #expect(try await daemon.v1(.POST, "/v1/webhook/ping", key: acme.key).json["error"] as? String == "no_webhook")
-                // Checked as the operator's: plain http only to a loopback host; nothing is changed by a refusal.
-                let refused = try await daemon.v1(.PUT, "/v1/webhook", key: acme.key, json: ["url": "http://hooks.example.com/"])
-                #expect(refused.status == 400 && refused["error"] == "invalid_request", "\(refused.text)")
+                // Its key cannot point the daemon into the deployment's network: https to a public host only
+                // (the operator's URL may name any host). Nothing is changed by a refusal.
+                for refusedURL in [
+                    "http://hooks.example.com/", url, "https://127.0.0.1/hook", "https://10.1.2.3/hook", "https://169.254.169.254/latest",
+                    "https://[::1]/hook", "https://localhost/hook", "https://db.internal/hook",
+                ] {
+                    let refused = try await daemon.v1(.PUT, "/v1/webhook", key: acme.key, json: ["url": refusedURL])
+                    #expect(refused.status == 400 && refused["error"] == "invalid_request", "\(refusedURL): \(refused.text)")
+                }
                 #expect(try await daemon.v1(.GET, "/v1/webhook", key: acme.key).json["url"] is NSNull)
 
                 // The first URL is given a secret, shown in that answer only.
-                let set = try await daemon.v1(.PUT, "/v1/webhook", key: acme.key, json: ["url": url])
-                #expect(set.status == 200 && set["url"] == url && set.json["enabled"] as? Bool == true, "\(set.text)")
+                let publicURL = "https://hooks.example.com/countersign"
+                let set = try await daemon.v1(.PUT, "/v1/webhook", key: acme.key, json: ["url": publicURL])
+                #expect(set.status == 200 && set["url"] == publicURL && set.json["enabled"] as? Bool == true, "\(set.text)")
                 let secret = try #require(set["secret"])
                 #expect(secret.hasPrefix("whsec_"))
                 #expect(try await daemon.v1(.GET, "/v1/webhook", key: acme.key)["secret"] == nil)
-                let again = try await daemon.v1(.PUT, "/v1/webhook", key: acme.key, json: ["url": url])
+                let again = try await daemon.v1(.PUT, "/v1/webhook", key: acme.key, json: ["url": publicURL])
                 #expect(again.status == 200 && again["secret"] == nil, "\(again.text)")
+                #expect(try await daemon.server.store.integration(id: acme.id)?.webhookPublicOnly == true)
+                // The operator points it at the receiver on this host (`integration set-webhook`), keeping its secret.
+                #expect(try await daemon.server.store.setWebhook(integrationID: acme.id, url: url, secret: secret))
+                #expect(try await daemon.v1(.GET, "/v1/webhook", key: acme.key)["url"] == url)
                 receiver.secret = secret
 
                 // A test event, signed with that secret.
@@ -128,10 +139,11 @@ import Testing
                 _ = try await daemon.waitForAudit(.webhookFailed) { $0.count >= 2 }
                 #expect(receiver.all.filter { $0.id == first }.count == 1)
 
-                // The receiver is back; setting the URL again enables the webhook.
-                receiver.gone = false
-                let set = try await daemon.v1(.PUT, "/v1/webhook", key: acme.key, json: ["url": url])
+                // Setting a URL again enables the webhook: over the API, and as the operator does.
+                let set = try await daemon.v1(.PUT, "/v1/webhook", key: acme.key, json: ["url": "https://hooks.example.com/v2"])
                 #expect(set.json["enabled"] as? Bool == true && set.json["disabledAt"] is NSNull, "\(set.text)")
+                receiver.gone = false
+                #expect(try await daemon.server.store.setWebhook(integrationID: acme.id, url: url, secret: secret))
                 let next = try #require(try await daemon.v1(.POST, "/v1/webhook/ping", key: acme.key)["eventId"])
                 try await receiver.wait { $0.accepted.contains { $0.id == next } }
                 #expect(try await daemon.server.store.auditEvents(since: nil, email: nil, kind: .integrationWebhookDisabled, limit: 10).count == 1)

@@ -140,7 +140,7 @@ import Glibc
                 // `countersign webhook redeliver` queues it again; the running daemon sends it. The receiver counts
                 // its 200 before the daemon marks the delivery: wait for the mark (under load it comes late).
                 _ = try await daemon.waitForAudit(.webhookDelivered) { !$0.isEmpty }
-                #expect(try await daemon.server.store.redeliverWebhook(eventID: event, integrationID: nil, now: Date()) != nil)
+                #expect(try await daemon.server.store.redeliverWebhook(eventID: event, integrationID: nil, finishedOnly: false, now: Date()) != nil)
                 try await receiver.wait { $0.accepted.count == 2 }
                 #expect(receiver.accepted.map(\.id) == [event, event])
                 // The receiver counts an arrival before its 200 reaches the daemon, which then marks the row.

@@ -414,6 +414,10 @@ public actor ApprovalBroker {
         // be mirrored) before it returns, so what it read may already be stale.
         if let stored = try await store.request(id: request.id) {
             live.refresh(with: stored)
+        } else {
+            // The row is gone (its user erased): the copy held must not be tried again, by the
+            // expiry sweep or an answer; a read of it finds nothing, as on every node.
+            live.forget(request.id)
         }
         wake(request.id)
         return false

@@ -37,6 +37,10 @@ final class LiveIndex: Sendable {
         requests.withLock { $0[request.id] = box }
     }
 
+    func forget(_ id: String) {
+        requests.withLock { $0[id] = nil }
+    }
+
     func load(_ loaded: [ApprovalRequest]) {
         let boxes = loaded.map(Box.init)
         requests.withLock { requests in

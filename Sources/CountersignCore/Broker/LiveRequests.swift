@@ -88,6 +88,12 @@ final class LiveRequests: Sendable {
         index.mirror(stored)
     }
 
+    /// Forgets request `id`: its row is gone (its user erased, by another process or while a
+    /// write of this one was under way), so nothing may act on the copy held.
+    func forget(_ id: String) {
+        index?.forget(id)
+    }
+
     /// Whether request `id` has moved past `version` here (finished requests
     /// leave memory). Read through, nothing tells: the cluster's notifications do.
     func hasMoved(_ id: String, pastVersion version: Int) -> Bool {

@@ -23,12 +23,17 @@ public struct Integration: Sendable, Equatable {
     public var webhookDisabledAt: Date?
     /// Why (the answer and its host), for `integration list` and `GET /v1/webhook`.
     public var webhookDisabledReason: String?
+    /// The relying service set the URL itself (`PUT /v1/webhook`): it is posted to over https, to
+    /// public addresses only, checked again at each connection. A URL the operator set may name
+    /// any host (a relying service on the same private network).
+    public var webhookPublicOnly: Bool
 
     public init(
         id: String, name: String, webhookURL: String?, webhookSecret: String?, enabled: Bool, createdAt: Date,
         previousWebhookSecret: String? = nil, previousWebhookSecretUntil: Date? = nil, promptsAllUsers: Bool = false,
-        webhookDisabledAt: Date? = nil, webhookDisabledReason: String? = nil
+        webhookDisabledAt: Date? = nil, webhookDisabledReason: String? = nil, webhookPublicOnly: Bool = false
     ) {
+        self.webhookPublicOnly = webhookPublicOnly
         self.webhookDisabledAt = webhookDisabledAt
         self.webhookDisabledReason = webhookDisabledReason
         self.promptsAllUsers = promptsAllUsers
@@ -68,7 +73,15 @@ public struct Integration: Sendable, Equatable {
 
     /// Why `text` cannot be a webhook URL, or `nil` when it can: `https://`
     /// with a host, or `http://` to a loopback host only.
-    public static func webhookURLProblem(_ text: String) -> String? {
+    ///
+    /// With `publicOnly` (a URL the relying service sets itself): `https://` only, and not to a
+    /// loopback, private, link-local or metadata address or name (its addresses are checked again
+    /// when it is connected to).
+    public static func webhookURLProblem(_ text: String, publicOnly: Bool = false) -> String? {
+        if publicOnly, text.utf8.count <= 2048 {
+            if let url = URL(string: text), url.scheme?.lowercased() == "http" { return "only https:// webhook URLs are allowed" }
+            if let problem = PushEndpointPolicy(allowsPrivate: false).problem(text) { return "a webhook URL \(problem)" }
+        }
         guard text.utf8.count <= 2048, let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host,
             !host.isEmpty
         else {

@@ -36,6 +36,10 @@ public enum RateLimitName: String, Sendable, CaseIterable {
     case wrongCodesPerUserPerDay
     /// `POST /v1/users` per integration (each may reveal that an email is taken).
     case userCreatesPerIntegration
+    /// `POST /v1/webhook/ping` and `…/redeliver` together, per integration: each makes the daemon post.
+    case webhookSendsPerIntegration
+    /// `DELETE /v1/users/{email}` per integration (each rewrites the user's audit events).
+    case erasuresPerIntegration
 
     public var defaultLimit: RateLimit {
         switch self {
@@ -59,6 +63,8 @@ public enum RateLimitName: String, Sendable, CaseIterable {
         case .verifyCodePerUser: RateLimit(count: 10, window: 900)
         case .wrongCodesPerUserPerDay: RateLimit(count: 30, window: 86400)
         case .userCreatesPerIntegration: RateLimit(count: 60, window: 60)
+        case .webhookSendsPerIntegration: RateLimit(count: 60, window: 3600)
+        case .erasuresPerIntegration: RateLimit(count: 60, window: 60)
         }
     }
 }

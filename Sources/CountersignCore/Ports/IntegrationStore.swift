@@ -16,7 +16,8 @@ public protocol IntegrationStore: Sendable {
     /// `false` for an unknown id or one without a webhook.
     func rotateWebhookSecret(integrationID: String, secret: String, previousUntil: Date) async throws -> Bool
     /// Sets or (with `nil`) removes the webhook, and ends a disabling (a receiver's 410); `false` for an unknown id.
-    func setWebhook(integrationID: String, url: String?, secret: String?) async throws -> Bool
+    /// `publicOnly`: the relying service set it (``Integration/webhookPublicOnly``).
+    func setWebhook(integrationID: String, url: String?, secret: String?, publicOnly: Bool) async throws -> Bool
     /// Disabling voids the integration's unused enrollment codes, as rotating its key does.
     func setIntegrationEnabled(id: String, enabled: Bool) async throws -> Bool
 
@@ -61,7 +62,9 @@ public protocol IntegrationStore: Sendable {
     /// Queues an event again, due now, for another `WebhookEvent.deliveryWindow` (with `integrationID`,
     /// only one of its own); what it is about (an approval's id, or the integration's for a test event),
     /// or `nil` for an unknown event (or one being sent).
-    func redeliverWebhook(eventID: String, integrationID: String?, now: Date) async throws -> String?
+    /// A relying service (`finishedOnly`) sends again only an event whose delivery ended: one still
+    /// being retried keeps its attempts and its window.
+    func redeliverWebhook(eventID: String, integrationID: String?, finishedOnly: Bool, now: Date) async throws -> String?
     /// Queues a test event (``WebhookEvent/ping(for:at:)``) if the integration has a webhook that is not
     /// disabled and no test event of its own is still waiting; whether it was queued.
     func queueWebhookPing(_ item: OutboxItem, integrationID: String) async throws -> Bool
@@ -75,6 +78,11 @@ extension IntegrationStore {
     /// The user if the integration created it or the operator granted it to the integration.
     public func user(email: String, reachableBy integrationID: String) async throws -> User? {
         try await user(email: email, promptableBy: integrationID).flatMap { $0.reached ? $0.user : nil }
+    }
+
+    /// Sets or removes the webhook as the operator does: any host.
+    public func setWebhook(integrationID: String, url: String?, secret: String?) async throws -> Bool {
+        try await setWebhook(integrationID: integrationID, url: url, secret: secret, publicOnly: false)
     }
 
     /// A code for an enabled integration, whatever its key.

@@ -61,8 +61,8 @@ public protocol RemovalStore: Sendable {
     /// proofs), bypass codes, grants, enrollment codes, email resets, queued mail, idempotency
     /// records and requests are deleted with the user; its audit events keep their place with the
     /// email replaced by `pseudonym` (in the detail too), and `audit` is appended. `nil` for a
-    /// user no longer stored.
-    func eraseUser(userID: String, pseudonym: String, at: Date, audit: AuditEvent) async throws -> ErasedUser?
+    /// user no longer stored, or (with `ownedBy`) no longer that integration's.
+    func eraseUser(userID: String, ownedBy integrationID: String?, pseudonym: String, at: Date, audit: AuditEvent) async throws -> ErasedUser?
     /// Deletes an integration in one transaction: its live approvals are cancelled (audited), its
     /// key, enrollment codes, grants, idempotency records and waiting webhook events end, the users
     /// it created become nobody's, and `audit` is appended. `nil` for an unknown id.

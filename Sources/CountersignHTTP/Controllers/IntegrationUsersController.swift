@@ -168,12 +168,16 @@ struct IntegrationUsersController: Sendable {
         let integration = try await authenticator.integration(for: request)
         _ = try await request.readBody(context: context)
         let user = try await user(context, integration: integration, owned: true)
+        try await abuse.hit(
+            .erasuresPerIntegration, integration.id, "Too many users erased by this integration. Please slow down.", context: context,
+            request: request, userID: user.id)
         let pseudonym = keys.auditPseudonym(email: user.email)
         let now = Date()
         let event = AuditEvent(
             at: now, kind: .userErased, userID: user.id, email: pseudonym, context: request.auditContext(context),
             detail: "integration \(integration.name), over the API")
-        guard let erased = try await store.eraseUser(userID: user.id, pseudonym: pseudonym, at: now, audit: event) else {
+        // Still its own in the erasing transaction: a password set meanwhile has ended the ownership.
+        guard let erased = try await store.eraseUser(userID: user.id, ownedBy: integration.id, pseudonym: pseudonym, at: now, audit: event) else {
             throw APIError.userNotFound
         }
         await broker.removed(erased.cancelled, at: now, logger: context.logger)

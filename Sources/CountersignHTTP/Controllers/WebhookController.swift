@@ -13,6 +13,7 @@ struct WebhookController: Sendable {
     let store: any IntegrationStore
     let authenticator: IntegrationAuthenticator
     let audit: AuditLog
+    let abuse: RateLimitGuard
     let bell: OutboxBell?
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
@@ -53,14 +54,17 @@ struct WebhookController: Sendable {
 
     struct SetBody: Decodable { var url: String }
 
-    /// Sets the URL, checked as the operator's is (https://, or http:// to a loopback host). The first URL
-    /// gets a secret, shown in this answer only; a later one keeps it. A disabled webhook is enabled again.
+    /// Sets the URL: https:// to a public host only (its addresses are checked again at each connection),
+    /// unlike the operator's, which may name any host. The first URL gets a secret, shown in this answer
+    /// only; a later one keeps it. A disabled webhook is enabled again.
     @Sendable func set(_ request: Request, context: AppRequestContext) async throws -> Response {
         let integration = try await authenticator.integration(for: request)
         let body = try await request.decodeJSON(as: SetBody.self, context: context)
-        if let problem = Integration.webhookURLProblem(body.url) { throw APIError.invalidRequest("`url`: \(problem).") }
+        if let problem = Integration.webhookURLProblem(body.url, publicOnly: true) { throw APIError.invalidRequest("`url`: \(problem).") }
         let secret = integration.webhookSecret ?? Integration.newWebhookSecret()
-        guard try await store.setWebhook(integrationID: integration.id, url: body.url, secret: secret) else { throw APIError.integrationUnauthorized }
+        guard try await store.setWebhook(integrationID: integration.id, url: body.url, secret: secret, publicOnly: true) else {
+            throw APIError.integrationUnauthorized
+        }
         audit.record(
             AuditEvent(
                 kind: .integrationWebhookSet, context: request.auditContext(context),
@@ -110,6 +114,9 @@ struct WebhookController: Sendable {
         _ = try await request.readBody(context: context)
         guard integration.webhookURL != nil else { throw APIError.noWebhook }
         if integration.webhookDisabledAt != nil { throw APIError.webhookDisabled }
+        try await abuse.hit(
+            .webhookSendsPerIntegration, integration.id, "Too many test events and redeliveries. Please try again later.", context: context,
+            request: request)
         guard let item = WebhookEvent.ping(for: integration, at: Date()) else { throw APIError.internalError }
         guard try await store.queueWebhookPing(item, integrationID: integration.id) else { throw APIError.pingWaiting }
         bell?.ring()
@@ -166,7 +173,12 @@ struct WebhookController: Sendable {
         let integration = try await authenticator.integration(for: request)
         _ = try await request.readBody(context: context)
         let eventID = try context.parameters.require("eventId")
-        guard eventID.utf8.count <= 64, let about = try await store.redeliverWebhook(eventID: eventID, integrationID: integration.id, now: Date())
+        guard eventID.utf8.count <= 64 else { throw APIError.eventNotFound }
+        try await abuse.hit(
+            .webhookSendsPerIntegration, integration.id, "Too many test events and redeliveries. Please try again later.", context: context,
+            request: request)
+        // Only an event whose delivery ended: one being retried keeps its attempts and its 24 hours.
+        guard let about = try await store.redeliverWebhook(eventID: eventID, integrationID: integration.id, finishedOnly: true, now: Date())
         else { throw APIError.eventNotFound }
         bell?.ring()
         // An approval's event is filed under the approval's log reference; a test event under none.

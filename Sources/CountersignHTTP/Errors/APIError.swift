@@ -82,7 +82,7 @@ extension APIError {
         .conflict, "webhook_disabled", "The webhook is disabled since its receiver answered 410 Gone. Set its URL again to enable it.")
     static let pingWaiting = APIError(.conflict, "ping_pending", "A test event is still on its way. Wait until its delivery ends.")
     static let eventNotFound = APIError(
-        .notFound, "not_found", "No such webhook event of this integration, or it is being sent right now.")
+        .notFound, "not_found", "No such webhook event of this integration whose delivery has ended.")
     static let routeNotFound = APIError(.notFound, "not_found", "There is nothing at this address.")
     static let methodNotAllowed = APIError(.methodNotAllowed, "invalid_request", "This method is not allowed here.")
     static let payloadTooLarge = APIError(

@@ -68,8 +68,10 @@ public func buildRouter(_ dependencies: AppDependencies) -> Router<AppRequestCon
         broker: dependencies.broker, store: dependencies.store, authenticator: integrations, abuse: abuse, longPolls: dependencies.longPolls,
         keys: dependencies.secretKeys, codes: codes
     ).addRoutes(to: v1)
-    WebhookController(store: dependencies.store, authenticator: integrations, audit: dependencies.audit, bell: dependencies.outboxBell)
-        .addRoutes(to: v1)
+    WebhookController(
+        store: dependencies.store, authenticator: integrations, audit: dependencies.audit, abuse: abuse, bell: dependencies.outboxBell
+    )
+    .addRoutes(to: v1)
     ResetPageController(resets: dependencies.emailResets, abuse: abuse).addRoutes(to: router)
     HealthController(store: dependencies.store, push: dependencies.pushSender, mail: dependencies.mail).addRoutes(to: router)
     return router

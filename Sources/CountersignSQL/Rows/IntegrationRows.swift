@@ -7,7 +7,8 @@ extension Integration {
             id: try row.get("id"), name: try row.get("name"), webhookURL: try row.get("webhook_url"), webhookSecret: try row.get("webhook_secret"),
             enabled: try row.get("enabled"), createdAt: try row.get("created_at"), previousWebhookSecret: try row.get("webhook_secret_previous"),
             previousWebhookSecretUntil: try row.get("webhook_secret_previous_until"), promptsAllUsers: try row.get("prompt_all_users"),
-            webhookDisabledAt: try row.get("webhook_disabled_at"), webhookDisabledReason: try row.get("webhook_disabled_reason"))
+            webhookDisabledAt: try row.get("webhook_disabled_at"), webhookDisabledReason: try row.get("webhook_disabled_reason"),
+            webhookPublicOnly: try row.get("webhook_public_only"))
     }
 }
 

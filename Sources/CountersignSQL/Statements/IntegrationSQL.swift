@@ -59,13 +59,14 @@ public enum IntegrationSQL {
     }
 
     /// A secret replaced here (`--rotate-secret`, or the webhook removed) stops at once, the previous one too.
-    public static func setWebhook(integrationID: String, url: String?, secret: String?, _ dialect: SQLDialect) -> SQLStatement {
+    public static func setWebhook(integrationID: String, url: String?, secret: String?, publicOnly: Bool, _ dialect: SQLDialect) -> SQLStatement {
         let same = dialect.isNotDistinctFrom
         return """
             UPDATE integrations SET webhook_url = \(url),
                 webhook_secret_previous = CASE WHEN webhook_secret \(unsafe: same) \(secret) THEN webhook_secret_previous END,
                 webhook_secret_previous_until = CASE WHEN webhook_secret \(unsafe: same) \(secret) THEN webhook_secret_previous_until END,
-                webhook_secret = \(secret), webhook_disabled_at = NULL, webhook_disabled_reason = NULL
+                webhook_secret = \(secret), webhook_disabled_at = NULL, webhook_disabled_reason = NULL,
+                webhook_public_only = \(publicOnly)
             WHERE id = \(integrationID) RETURNING id
             """
     }
@@ -155,12 +156,14 @@ public enum IntegrationSQL {
 
     /// Sends a webhook event again from now (column `reference`: what it is about), unless a node is sending it;
     /// with `integrationID`, only one of that integration's.
-    public static func redeliverWebhook(eventID: String, integrationID: String?, now: Date, _ dialect: SQLDialect) -> SQLStatement {
+    public static func redeliverWebhook(
+        eventID: String, integrationID: String?, finishedOnly: Bool, now: Date, _ dialect: SQLDialect
+    ) -> SQLStatement {
         """
         UPDATE outbox SET state = 'pending', next_attempt_at = \(now), deadline = \(now.addingTimeInterval(WebhookEvent.deliveryWindow)),
             attempts = 0, \(unsafe: dialect.clearLease), last_error = NULL, finished_at = NULL
         WHERE id = \(eventID) AND kind = 'webhook' AND payload IS NOT NULL AND (state != 'pending' OR lease_until IS NULL)
-            AND (CAST(\(integrationID) AS TEXT) IS NULL OR integration_id = \(integrationID))
+            AND (CAST(\(integrationID) AS TEXT) IS NULL OR integration_id = \(integrationID)) AND (NOT \(finishedOnly) OR state != 'pending')
         RETURNING reference
         """
     }

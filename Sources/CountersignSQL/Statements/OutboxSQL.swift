@@ -19,10 +19,13 @@ public enum OutboxSQL {
         """
     }
 
-    /// Ends an item; a mail's payload (it holds a reset link) goes with it.
+    /// Ends an item; a mail's payload (it holds a reset link) goes with it, and so does the payload of
+    /// an event about a user erased meanwhile (it names them; an erasure leaves only what is on its way).
     public static func finish(id: String, as end: OutboxEnd, detail: String, at date: Date, _ dialect: SQLDialect) -> SQLStatement {
         """
-        UPDATE outbox SET state = \(end.rawValue), payload = CASE WHEN kind = 'mail' THEN NULL ELSE payload END,
+        UPDATE outbox SET state = \(end.rawValue),
+            payload = CASE WHEN kind = 'mail' OR (user_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM users u WHERE u.id = outbox.user_id))
+                THEN NULL ELSE payload END,
             \(unsafe: dialect.clearLease), last_error = \(end == .delivered ? nil : detail), finished_at = \(date)
         WHERE id = \(id) AND state = 'pending' RETURNING id
         """

@@ -5,9 +5,10 @@ import Foundation
 /// transaction each (the live requests are read and cancelled first, one by one, as the
 /// state machine decides).
 public enum RemovalSQL {
-    /// A user's live requests (pending, or approved and not completed).
+    /// A user's live requests (pending, or approved and not completed); those made while the user's
+    /// prompts were silenced name the user as their subject alone.
     public static func liveRequests(userID: String) -> SQLStatement {
-        "SELECT * FROM approval_requests WHERE user_id = \(userID) AND state IN ('pending', 'approved')"
+        "SELECT * FROM approval_requests WHERE (user_id = \(userID) OR subject = \(userID)) AND state IN ('pending', 'approved')"
     }
 
     /// An integration's live approvals.
@@ -49,13 +50,24 @@ public enum RemovalSQL {
 
     /// What goes with the user, the user last (its devices, requests, email resets, enrollment
     /// codes, grants and bypass codes follow it by their foreign keys). The last statement
-    /// returns a row when the user was there.
+    /// returns a row when the user was there. Webhook events that ended lose their body (it
+    /// names the user): they cannot be sent again; those still on their way lose it when they end.
     public static func erase(userID: String, email: String) -> [SQLStatement] {
         [
-            "DELETE FROM idempotency_keys WHERE approval_id IN (SELECT id FROM approval_requests WHERE user_id = \(userID)) RETURNING key",
+            """
+            DELETE FROM idempotency_keys
+            WHERE approval_id IN (SELECT id FROM approval_requests WHERE user_id = \(userID) OR subject = \(userID)) RETURNING key
+            """,
+            """
+            UPDATE outbox SET payload = NULL
+            WHERE kind = 'webhook' AND state != 'pending' AND payload IS NOT NULL AND (user_id = \(userID)
+                OR reference IN (SELECT id FROM approval_requests WHERE user_id = \(userID) OR subject = \(userID)))
+            RETURNING id
+            """,
             "DELETE FROM outbox WHERE kind = 'mail' AND user_id = \(userID) RETURNING id",
             "DELETE FROM used_proofs WHERE device_id IN (SELECT id FROM devices WHERE user_id = \(userID)) RETURNING device_id",
             "DELETE FROM email_resets WHERE user_id = \(userID) OR email = \(email) RETURNING id",
+            "DELETE FROM approval_requests WHERE subject = \(userID) RETURNING id",
             "DELETE FROM users WHERE id = \(userID) RETURNING id",
         ]
     }
