@@ -37,6 +37,16 @@ public final class SQLiteStore: Sendable {
             throw StoreError.cannotOpen(path, "\(error)")
         }
         self.path = path
+        // Where commits happen. GRDB's pool sets `synchronous = NORMAL` on its writer when it
+        // turns WAL on, after `prepareDatabase` ran: under NORMAL a commit is not synced, and the
+        // last ones can be lost with the power though their answers left. FULL again, here.
+        // The savepoint each grouped write runs in keeps the pages it changes in a sub-journal;
+        // kept in memory (`temp_store`), a batch's does not spill to a temporary file. Neither
+        // holds anything that must survive the process.
+        try pool.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            try db.execute(sql: "PRAGMA temp_store = MEMORY")
+        }
         // The shared statements (CountersignSQL) use RETURNING (3.35), UPDATE … FROM (3.33) and upserts (3.24).
         let version = try pool.read { db in try String.fetchOne(db, sql: "SELECT sqlite_version()") } ?? ""
         guard Self.isRecentEnough(sqliteVersion: version) else {
@@ -117,8 +127,14 @@ extension Date {
 }
 
 extension SQLiteStore {
-    /// The value of a PRAGMA, as text (for checks and diagnostics).
+    /// The value of a PRAGMA on the connection that writes, as text (for checks and diagnostics).
     public func pragma(_ name: String) throws -> String? {
+        guard name.allSatisfy({ $0.isLetter || $0 == "_" }) else { return nil }
+        return try pool.writeWithoutTransaction { db in try String.fetchOne(db, sql: "PRAGMA \(name)") }
+    }
+
+    /// The value of a PRAGMA on a connection that reads.
+    public func readerPragma(_ name: String) throws -> String? {
         guard name.allSatisfy({ $0.isLetter || $0 == "_" }) else { return nil }
         return try pool.read { db in try String.fetchOne(db, sql: "PRAGMA \(name)") }
     }

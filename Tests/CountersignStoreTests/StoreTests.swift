@@ -45,7 +45,10 @@ import Testing
     @Test func theSQLiteDatabaseIsInWALModeWithFullSync() async throws {
         let store = try SQLiteStore(path: try await newDatabase(.sqlite), logger: Logger(label: "test"))
         #expect(try store.pragma("journal_mode") == "wal")
+        // On the writer, where commits happen (GRDB's pool turns its writer to NORMAL with WAL).
         #expect(try store.pragma("synchronous") == "2")
+        #expect(try store.pragma("temp_store") == "2")
+        #expect(try store.readerPragma("synchronous") == "2")
     }
 
     @Test(arguments: Backend.available) func onlyOneConditionalUpdateWins(backend: Backend) async throws {
