@@ -29,7 +29,11 @@ extension PostgresStore: ApprovalStore {
                     let update = ApprovalSQL.transition(cancelled.transition, of: cancelled.request, writtenAt: now),
                     try await connection.perform(update, self.logger) == 1
                 else { continue }
-                if let event = supersededEvent(cancelled), let integrationID = old.integrationID {
+                // The event is made (and encoded) only for an integration that has somewhere to send it.
+                if let integrationID = old.integrationID,
+                    try await !connection.fetch(IntegrationSQL.hasWebhook(integrationID: integrationID), self.logger).isEmpty,
+                    let event = supersededEvent(cancelled)
+                {
                     try await connection.perform(ApprovalSQL.queueWebhook(event, integrationID: integrationID), self.logger)
                 }
                 try await Self.notify(old.id, connection, self.logger)

@@ -19,7 +19,10 @@ extension SQLiteStore: ApprovalStore {
                 guard let cancelled = Supersession.of(old, at: now),
                     let update = ApprovalSQL.transition(cancelled.transition, of: cancelled.request, writtenAt: now), try db.perform(update) == 1
                 else { continue }
-                if let event = supersededEvent(cancelled), let integrationID = old.integrationID {
+                // The event is made (and encoded) only for an integration that has somewhere to send it.
+                if let integrationID = old.integrationID, try db.exists(IntegrationSQL.hasWebhook(integrationID: integrationID)),
+                    let event = supersededEvent(cancelled)
+                {
                     try db.perform(ApprovalSQL.queueWebhook(event, integrationID: integrationID))
                 }
                 superseded.append(cancelled)

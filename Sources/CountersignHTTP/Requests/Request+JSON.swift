@@ -34,6 +34,8 @@ extension Request {
     }
 
     static func isJSON(_ contentType: String) -> Bool {
+        // The usual spelling needs no trimming (Foundation's, per character, is not cheap).
+        if contentType == "application/json" { return true }
         let mediaType = contentType.split(separator: ";", maxSplits: 1).first ?? ""
         return mediaType.trimmingCharacters(in: .whitespaces).lowercased() == "application/json"
     }

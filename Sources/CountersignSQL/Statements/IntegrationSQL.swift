@@ -36,6 +36,12 @@ public enum IntegrationSQL {
         """
     }
 
+    /// A row when the integration has a webhook URL: the condition under which
+    /// ``ApprovalSQL/queueWebhook(_:integrationID:)`` queues an event.
+    public static func hasWebhook(integrationID: String) -> SQLStatement {
+        "SELECT 1 AS present FROM integrations WHERE id = \(integrationID) AND webhook_url IS NOT NULL"
+    }
+
     /// A row when the integration may still prompt user `userID` (the `/v1/approvals/{id}/…` routes).
     public static func reaches(integrationID: String, userID: String, all: Bool) -> SQLStatement {
         """
