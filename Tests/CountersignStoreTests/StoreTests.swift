@@ -48,6 +48,7 @@ import Testing
         // On the writer, where commits happen (GRDB's pool turns its writer to NORMAL with WAL).
         #expect(try store.pragma("synchronous") == "2")
         #expect(try store.pragma("temp_store") == "2")
+        #expect(try store.pragma("wal_autocheckpoint") == "10000")
         #expect(try store.readerPragma("synchronous") == "2")
     }
 
