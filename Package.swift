@@ -264,7 +264,12 @@ let package = Package(
         // that run them; the Debian package and `swift build --product countersign` build the daemon alone.
         .executableTarget(
             name: "countersign-bare-route",
-            dependencies: [.product(name: "Hummingbird", package: "hummingbird")],
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
             path: "benchmarks/countersign-bare-route"
         ),
         .executableTarget(

@@ -35,7 +35,9 @@ Rows:
              arrived after the approval (the kernel's receive time of each
              socket; --idle-reader keeps the reader off the CPU while the
              daemon answers); beside it the bare route holding as many
-             requests open (its /held route), the framework's own cost. Twice:
+             requests open (its /held route), the framework's own cost, and
+             the floor under it: SwiftNIO's HTTP/1 pipeline alone holding as
+             many (countersign-bare-route --nio). Twice:
              each poll on a new connection, then (a new daemon) each on a
              connection that carried a plain status poll first
   cluster    the longpoll row's polls (new connections) on node A of two
@@ -57,6 +59,10 @@ Rows:
              frames on the connection, no channel per stream;
              countersign-push-bench clients) and h2load, alternated, same
              stub, body and streams
+  pushratio  the push row's prompts through the whole daemon with half the
+             devices sealed and with none, beside HTTP2PushClient alone
+             sending as many messages of the same body to the same stub,
+             alternated over --rounds rounds: the daemon's own cost per push
   providers  the same through APNs (HTTP/2 over TLS, normal and early-answer)
              and Web Push (encrypted, VAPID-signed, HTTP/1.1) to the nginx stubs
              in benchmarks/provider-stub/
@@ -488,12 +494,13 @@ def open_held(port, held, request_line):
     return sockets
 
 
-def bare_held(args, held):
+def bare_held(args, held, nio=False):
     """The framework's own cost of a waiting request: the bare Hummingbird route
-    holding `held` requests until they are released. Returns (KiB each, seconds
-    from the release to the last answer's arrival)."""
+    holding `held` requests until they are released; with `nio`, the floor under
+    it, SwiftNIO's HTTP/1 pipeline alone (countersign-bare-route --nio). Returns
+    (KiB each, seconds from the release to the last answer's arrival)."""
     port = free_port()
-    bare = subprocess.Popen([args.bare, str(port)], stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    bare = subprocess.Popen([args.bare, str(port)] + (["--nio"] if nio else []), stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     try:
         wait_for_port(port, bare)
         time.sleep(1)
@@ -612,6 +619,9 @@ def row_longpoll(args, rows):
     reference, bare_arrived = bare_held(args, held)
     log(f"longpoll: the bare route holding {held:,} requests: {reference:.1f} KiB each; all released at once, the last "
         f"answer arrived {bare_arrived:.2f} s after the release")
+    floor, floor_arrived = bare_held(args, held, nio=True)
+    log(f"longpoll: SwiftNIO's HTTP/1 pipeline alone holding {held:,} requests: {floor:.1f} KiB each; the last answer "
+        f"arrived {floor_arrived:.2f} s after the release")
     for served_first in (False, True):
         before, after, early, answered, approved, took, arrived = held_polls(args, held, served_first)
         per = (after - before) * 1024 / held
@@ -621,10 +631,11 @@ def row_longpoll(args, rows):
                 else f"{held:,} long polls held at once, each on a new connection")
         rows.append((what, f"{per / 1024:.1f} KiB each (RSS {before / 1024:.0f} → {after / 1024:.0f} MiB; "
                      f"the bare route holding as many: {reference:.1f} KiB each, its last answer {bare_arrived:.2f} s "
-                     f"after their release); "
+                     f"after their release; the floor, SwiftNIO's HTTP/1 pipeline alone: {floor:.1f} KiB each, "
+                     f"{per / 1024 - floor:.1f} KiB below the daemon's, its last answer {floor_arrived:.2f} s after); "
                      f"{approved:,}/{held:,} answered approved ({early} early), the last arrived after {arrived:.2f} s"
                      + (f" (the reader idle {args.idle_reader:g} s)" if args.idle_reader else f" and was read after {took:.2f} s"),
-                     "≤ 12 KiB each (below the bare route's); all within 0.5 s"))
+                     "≤ 8 KiB each; all within 0.5 s"))
 
 
 def start_stub(stub, mode=None):
@@ -899,6 +910,45 @@ def row_push_clients(args, rows):
                        f"{messages:,} sends each)", "where target 3's time goes"))
 
 
+def row_push_vs_client(args, rows):
+    """Issue 57's push target in one run: prompts/s through the whole daemon (each push audited) with no device
+    sealed and with half of them sealed, beside HTTP2PushClient alone (the daemon's FCM client, no daemon around
+    it: countersign-push-bench clients) sending as many messages of the same body to the same stub, alternated
+    per round; the ratios are taken within each round."""
+    what = ("push msg/s through the whole daemon (half the devices sealed / none) ÷ HTTP2PushClient alone "
+            "(same stub, same message count, alternated)")
+    target = "median ≥ 0.7 with half sealed"
+    if not (shutil.which("nginx") and os.path.exists(args.push_bench) and os.path.exists(os.path.join(args.fcm_stub, "start.sh"))):
+        rows.append((what, "not measured: needs nginx, the FCM stub and the countersign-push-bench release build", target))
+        return
+    key = seal_key()
+    half = args.push_devices // 2
+    messages = users_devices_rounds(args) + args.push_users * args.push_devices * (args.push_rounds - 1)
+    folder = start_stub(args.fcm_stub)
+    measured = []
+    try:
+        body = prompt_body(folder)
+        for round in range(args.rounds):
+            sealed, _, _, _ = daemon_push_rate(args, folder, seal=lambda index, device: key if device < half else None)
+            readable, _, _, _ = daemon_push_rate(args, folder)
+            output = subprocess.run([args.push_bench, "clients", "--ca", os.path.join(folder, "ca.pem"), "--body", body,
+                                     "--messages", str(messages), "--rounds", "1"], capture_output=True, text=True, timeout=600)
+            found = re.search(r"HTTP2PushClient (\d+)/s", output.stdout)
+            if not found:
+                raise RuntimeError(f"countersign-push-bench clients: {(output.stdout + output.stderr)[-300:]}")
+            client = float(found.group(1))
+            log(f"push vs client round {round + 1}: daemon, half sealed {sealed:,.0f}/s; daemon, none sealed {readable:,.0f}/s; "
+                f"HTTP2PushClient alone {client:,.0f}/s")
+            measured.append((sealed, readable, client))
+    finally:
+        stop_stub(folder)
+    with_half = statistics.median(m[0] / m[2] for m in measured)
+    without = statistics.median(m[1] / m[2] for m in measured)
+    figures = "; ".join(f"{a:,.0f} / {b:,.0f} vs {c:,.0f}" for a, b, c in measured)
+    rows.append((what, f"median {with_half:.2f} with half sealed, {without:.2f} with none (msg/s per round, half / none vs the client: "
+                       f"{figures}; {messages:,} messages each)", target))
+
+
 def row_providers(args, rows):
     """APNs (HTTP/2 over TLS, normal and early-answer) and Web Push (RFC 8291
     encryption and VAPID per message, HTTP/1.1 to 127.0.0.1) to nginx stubs."""
@@ -967,6 +1017,7 @@ def row_longpoll_cluster(args, rows):
 
 ROWS = {"status": row_status, "wake": row_wake, "creates": row_creates, "memory": row_memory_and_restart,
         "longpoll": row_longpoll, "cluster": row_longpoll_cluster, "push": row_push, "sealed": row_sealed, "pushclients": row_push_clients,
+        "pushratio": row_push_vs_client,
         "providers": row_providers}
 
 

@@ -5,6 +5,8 @@
 // and of answering every waiting one at once.
 //
 //     countersign-bare-route PORT
+//     countersign-bare-route PORT --nio     (the floor: SwiftNIO alone, BareNIO.swift)
+import Foundation
 import Hummingbird
 import Synchronization
 
@@ -27,6 +29,10 @@ final class Release: Sendable {
 }
 
 let port = CommandLine.arguments.dropFirst().first.flatMap { Int($0) } ?? 8090
+if CommandLine.arguments.contains("--nio") {
+    try await runBareNIO(port: port)
+    exit(0)
+}
 let release = Release()
 let router = Router()
 router.get("/api/mobile/auth/reset/phone/status/{requestId}") { _, _ in "ok" }
