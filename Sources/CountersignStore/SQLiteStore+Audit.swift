@@ -4,9 +4,11 @@ import Foundation
 import GRDB
 
 extension SQLiteStore: AuditStore {
+    /// In the group commit: the events share a transaction, and its sync, with the creates
+    /// and transitions waiting beside them, instead of taking the writer for one of their own.
     public func append(_ events: [AuditEvent]) async throws {
         guard !events.isEmpty else { return }
-        try await pool.write { db in
+        try await group.write { db in
             for statement in AuditSQL.inserts(events) { try db.perform(statement) }
         }
     }
