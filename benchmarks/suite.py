@@ -63,6 +63,11 @@ Rows:
              devices sealed and with none, beside HTTP2PushClient alone
              sending as many messages of the same body to the same stub,
              alternated over --rounds rounds: the daemon's own cost per push
+  pamlogin   an SSH login on loopback through pam_countersign, the phone
+             answering at once (scripts/demo-ssh.sh --measure; needs root and
+             openssh-server): its time with the phone's part taken out beside
+             the same login through pam_permit alone, and the memory of sshd's
+             processes for a login waiting in the module
   providers  the same through APNs (HTTP/2 over TLS, normal and early-answer)
              and Web Push (encrypted, VAPID-signed, HTTP/1.1) to the nginx stubs
              in benchmarks/provider-stub/
@@ -949,6 +954,30 @@ def row_push_vs_client(args, rows):
                        f"{figures}; {messages:,} messages each)", target))
 
 
+def row_pam_login(args, rows):
+    """An SSH login through pam_countersign (scripts/demo-ssh.sh --measure: its own daemon, sshd on loopback and
+    OpenSSH's client; the simulated phone answers as soon as the number shows): each login's time from the
+    client's start to the shell's output with the phone's part taken out, beside the same logins through
+    pam_permit alone; and the PSS of sshd's processes for a login waiting in the module."""
+    what = "SSH login on loopback: added time of pam_countersign (phone's part out) over pam_permit alone; sshd's memory waiting"
+    if os.geteuid() != 0 or not shutil.which("sshd"):
+        rows.append((what, "not measured: needs root and openssh-server", "shown"))
+        return
+    environment = dict(os.environ, COUNTERSIGN=args.binary)
+    output = subprocess.run(["bash", os.path.join(ROOT, "scripts", "demo-ssh.sh"), "--measure", str(args.logins)], capture_output=True,
+                            text=True, timeout=900, env=environment, cwd=ROOT)
+    timing = re.search(r"median login: (\d+) ms with pam_countersign .*?, (\d+) ms with pam_permit alone: the module adds (-?\d+) ms",
+                       output.stdout)
+    memory = re.search(r"\(PSS\): (\d+) KiB waiting in pam_countersign, (\d+) KiB waiting in pam_exec", output.stdout)
+    if output.returncode != 0 or not timing:
+        raise RuntimeError(f"demo-ssh.sh --measure: {(output.stdout + output.stderr)[-400:]}")
+    log(f"pam login: {timing.group(0)}" + (f"; {memory.group(0)}" if memory else ""))
+    rows.append((what, f"adds {timing.group(3)} ms (median of {args.logins}: {timing.group(1)} ms with the module, {timing.group(2)} ms "
+                       f"with pam_permit)" + (f"; sshd's processes for a login waiting in the module: {int(memory.group(1)) / 1024:.1f} MiB PSS "
+                                             f"(waiting in pam_exec running sleep: {int(memory.group(2)) / 1024:.1f} MiB)" if memory else ""),
+                 "shown"))
+
+
 def row_providers(args, rows):
     """APNs (HTTP/2 over TLS, normal and early-answer) and Web Push (RFC 8291
     encryption and VAPID per message, HTTP/1.1 to 127.0.0.1) to nginx stubs."""
@@ -1017,7 +1046,7 @@ def row_longpoll_cluster(args, rows):
 
 ROWS = {"status": row_status, "wake": row_wake, "creates": row_creates, "memory": row_memory_and_restart,
         "longpoll": row_longpoll, "cluster": row_longpoll_cluster, "push": row_push, "sealed": row_sealed, "pushclients": row_push_clients,
-        "pushratio": row_push_vs_client,
+        "pushratio": row_push_vs_client, "pamlogin": row_pam_login,
         "providers": row_providers}
 
 
@@ -1037,6 +1066,7 @@ def main():
     parser.add_argument("--push-devices", type=int, default=40)
     parser.add_argument("--push-rounds", type=int, default=8)
     parser.add_argument("--admin-messages", type=int, default=5000)
+    parser.add_argument("--logins", type=int, default=10, help="pamlogin: logins timed each way")
     parser.add_argument("--binary", help="the daemon to measure (default: the release build's)")
     parser.add_argument("--fcm-stub", default=os.path.join(ROOT, "..", "shared", "bench", "fcm-stub"))
     args = parser.parse_args()
