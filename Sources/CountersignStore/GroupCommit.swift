@@ -93,6 +93,14 @@ final class GroupCommit: Sendable {
             }
             var answers: [@Sendable (Result<Void, any Error>) -> Void] = []
             answers.reserveCapacity(jobs.count)
+            // Each job's savepoint keeps the pages it changes in a sub-journal, which SQLite spills
+            // to a new file in the temporary directory past 64 KiB: most batches did. A batch's
+            // jobs are small (a create, a transition, a batch of audit events), so for its
+            // transaction the sub-journal stays in memory. Not for other writes: a large prune's
+            // sub-journal, or an index build's sort, would be held in memory too. Only a cost if
+            // it cannot be set; the batch runs either way.
+            let inMemory = (try? db.execute(sql: "PRAGMA temp_store = MEMORY")) != nil
+            defer { if inMemory { try? db.execute(sql: "PRAGMA temp_store = DEFAULT") } }
             do {
                 try db.inTransaction(.immediate) {
                     for job in jobs {

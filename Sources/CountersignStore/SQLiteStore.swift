@@ -40,15 +40,13 @@ public final class SQLiteStore: Sendable {
         // Where commits happen. GRDB's pool sets `synchronous = NORMAL` on its writer when it
         // turns WAL on, after `prepareDatabase` ran: under NORMAL a commit is not synced, and the
         // last ones can be lost with the power though their answers left. FULL again, here.
-        // The savepoint each grouped write runs in keeps the pages it changes in a sub-journal;
-        // kept in memory (`temp_store`), a batch's does not spill to a temporary file. Neither
-        // holds anything that must survive the process. Checkpoints every 10,000 WAL pages (about
-        // 40 MB; SQLite's default is 1,000): the pages a create touches again and again (the
-        // tables' and indexes' last pages) are copied to the database once per checkpoint, and a
-        // checkpoint, which runs on the writer between commits, comes a tenth as often.
+        // Checkpoints every 10,000 WAL pages (about 40 MB; SQLite's default is 1,000): the pages
+        // a create touches again and again (the tables' and indexes' last pages) are copied to
+        // the database once per checkpoint, and a checkpoint, which runs on the writer between
+        // commits, comes a tenth as often. (Temporary data stays SQLite's default, spilled to
+        // files: in memory, a large prune's sub-journal or an index build's sort would be too.)
         try pool.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
-            try db.execute(sql: "PRAGMA temp_store = MEMORY")
             try db.execute(sql: "PRAGMA wal_autocheckpoint = 10000")
         }
         // The shared statements (CountersignSQL) use RETURNING (3.35), UPDATE … FROM (3.33) and upserts (3.24).
