@@ -29,11 +29,9 @@ extension PostgresStore: ApprovalStore {
                     let update = ApprovalSQL.transition(cancelled.transition, of: cancelled.request, writtenAt: now),
                     try await connection.perform(update, self.logger) == 1
                 else { continue }
-                // The event is made (and encoded) only for an integration that has somewhere to send it.
-                if let integrationID = old.integrationID,
-                    try await !connection.fetch(IntegrationSQL.hasWebhook(integrationID: integrationID), self.logger).isEmpty,
-                    let event = supersededEvent(cancelled)
-                {
+                // Made even without a webhook: asking first would be one more round trip while
+                // the rows are locked (the insert queues it only where the integration has one).
+                if let event = supersededEvent(cancelled), let integrationID = old.integrationID {
                     try await connection.perform(ApprovalSQL.queueWebhook(event, integrationID: integrationID), self.logger)
                 }
                 try await Self.notify(old.id, connection, self.logger)

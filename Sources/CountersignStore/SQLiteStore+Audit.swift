@@ -6,12 +6,21 @@ import GRDB
 extension SQLiteStore: AuditStore {
     /// In the group commit: the events share a transaction, and its sync, with the creates
     /// and transitions waiting beside them, instead of taking the writer for one of their own.
+    /// At most ``auditEventsPerWrite`` per job, so that a backlog (the log holds up to 100,000
+    /// after the database was away) neither makes one batch long nor shares one failure with
+    /// many creates.
     public func append(_ events: [AuditEvent]) async throws {
-        guard !events.isEmpty else { return }
-        try await group.write { db in
-            for statement in AuditSQL.inserts(events) { try db.perform(statement) }
+        var start = events.startIndex
+        while start < events.endIndex {
+            let chunk = Array(events[start..<min(start + Self.auditEventsPerWrite, events.endIndex)])
+            try await group.write { db in
+                for statement in AuditSQL.inserts(chunk) { try db.perform(statement) }
+            }
+            start += chunk.count
         }
     }
+
+    public static let auditEventsPerWrite = 512
 
     static func insert(_ event: AuditEvent, _ db: Database) throws {
         try db.perform(AuditSQL.insert(event))

@@ -14,7 +14,7 @@ public final class SQLiteStore: Sendable {
     /// cooperative thread could be one that thread's own peers never give back.
     /// Nothing awaits while holding this one.
     let lookups: DatabaseQueue
-    /// Creates and transitions: those arriving together share one transaction and fsync.
+    /// Creates, transitions and audit batches: those arriving together share one transaction and fsync.
     let group: GroupCommit
     public let path: String
 
@@ -42,8 +42,8 @@ public final class SQLiteStore: Sendable {
         // last ones can be lost with the power though their answers left. FULL again, here.
         // Checkpoints every 10,000 WAL pages (about 40 MB; SQLite's default is 1,000): the pages
         // a create touches again and again (the tables' and indexes' last pages) are copied to
-        // the database once per checkpoint, and a checkpoint, which runs on the writer between
-        // commits, comes a tenth as often. (Temporary data stays SQLite's default, spilled to
+        // the database once per checkpoint, and a checkpoint, which runs on the writer inside the
+        // commit that crosses the mark (its callers wait for it), comes a tenth as often. (Temporary data stays SQLite's default, spilled to
         // files: in memory, a large prune's sub-journal or an index build's sort would be too.)
         try pool.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
@@ -129,15 +129,19 @@ extension Date {
 }
 
 extension SQLiteStore {
+    /// The settings ``pragma(_:)`` and ``readerPragma(_:)`` read: settings only, none of the
+    /// pragmas that act (`wal_checkpoint`, `optimize`, …).
+    static let readablePragmas: Set<String> = ["journal_mode", "synchronous", "temp_store", "wal_autocheckpoint", "foreign_keys", "busy_timeout"]
+
     /// The value of a PRAGMA on the connection that writes, as text (for checks and diagnostics).
     public func pragma(_ name: String) throws -> String? {
-        guard name.allSatisfy({ $0.isLetter || $0 == "_" }) else { return nil }
+        guard Self.readablePragmas.contains(name) else { return nil }
         return try pool.writeWithoutTransaction { db in try String.fetchOne(db, sql: "PRAGMA \(name)") }
     }
 
     /// The value of a PRAGMA on a connection that reads.
     public func readerPragma(_ name: String) throws -> String? {
-        guard name.allSatisfy({ $0.isLetter || $0 == "_" }) else { return nil }
+        guard Self.readablePragmas.contains(name) else { return nil }
         return try pool.read { db in try String.fetchOne(db, sql: "PRAGMA \(name)") }
     }
 }

@@ -49,8 +49,25 @@ import Testing
         #expect(try store.pragma("synchronous") == "2")
         #expect(try store.pragma("wal_autocheckpoint") == "10000")
         #expect(try store.readerPragma("synchronous") == "2")
-        // Temporary data stays SQLite's default outside a group commit's batch.
+        // Temporary data stays SQLite's default outside a group commit's batch: after one that
+        // committed and after a job that failed (the same request again) as well.
+        let user = try await store.createUser(email: "ana@example.com", passwordHash: "hash")
+        #expect(try await store.insert(pending("r1", user: user)).isEmpty)
+        await #expect(throws: (any Error).self) { try await store.insert(pending("r1", user: user)) }
         #expect(try store.pragma("temp_store") == "0")
+        // Settings only: a pragma that acts is not run.
+        #expect(try store.pragma("wal_checkpoint") == nil)
+    }
+
+    @Test func aBacklogOfAuditEventsIsWrittenWholeAndInOrderInSeveralGroupCommitJobs() async throws {
+        let store = try SQLiteStore(path: try await newDatabase(.sqlite), logger: Logger(label: "test"))
+        let at = Date(timeIntervalSince1970: 1_800_000_000)
+        let count = SQLiteStore.auditEventsPerWrite * 2 + 7
+        let events = (0..<count).map { index in
+            AuditEvent(at: at, kind: .pushed, userID: "user-\(index % 5)", requestRef: "ref-\(index)", detail: "event \(index)")
+        }
+        try await store.append(events)
+        #expect(try await store.auditEvents(since: nil, email: nil, kind: nil, limit: count + 10) == events)
     }
 
     @Test(arguments: Backend.available) func onlyOneConditionalUpdateWins(backend: Backend) async throws {
