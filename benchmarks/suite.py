@@ -885,6 +885,16 @@ def row_sealed(args, rows):
                  f"each readable push takes at that rate", target))
 
 
+def push_client_rates(args, folder, body, messages):
+    """One round of countersign-push-bench clients against the stub in `folder`: (AsyncHTTPClient, HTTP2PushClient) msg/s."""
+    output = subprocess.run([args.push_bench, "clients", "--ca", os.path.join(folder, "ca.pem"), "--body", body,
+                             "--messages", str(messages), "--rounds", "1"], capture_output=True, text=True, timeout=600)
+    found = re.search(r"AsyncHTTPClient (\d+)/s, HTTP2PushClient (\d+)/s", output.stdout)
+    if not found:
+        raise RuntimeError(f"countersign-push-bench clients: {(output.stdout + output.stderr)[-300:]}")
+    return float(found.group(1)), float(found.group(2))
+
+
 def row_push_clients(args, rows):
     """The HTTP/2 client alone, without the daemon: AsyncHTTPClient as PushSetup configures it (APNs, Web Push,
     the token exchange) against HTTP2PushClient, the daemon's FCM client (countersign-push-bench clients), and
@@ -899,14 +909,10 @@ def row_push_clients(args, rows):
     try:
         body = prompt_body(folder)
         for round in range(args.rounds):
-            output = subprocess.run([args.push_bench, "clients", "--ca", os.path.join(folder, "ca.pem"), "--body", body,
-                                     "--messages", str(messages), "--rounds", "1"], capture_output=True, text=True, timeout=600)
-            found = re.search(r"AsyncHTTPClient (\d+)/s, HTTP2PushClient (\d+)/s", output.stdout)
-            if not found:
-                raise RuntimeError(f"countersign-push-bench clients: {(output.stdout + output.stderr)[-300:]}")
+            async_http_client, frames = push_client_rates(args, folder, body, messages)
             ceiling = h2load_stub_rate(folder, messages)
-            log(f"push clients round {round + 1}: AsyncHTTPClient {int(found.group(1)):,}/s, HTTP2PushClient {int(found.group(2)):,}/s")
-            measured.append((float(found.group(1)), float(found.group(2)), ceiling or 0.0))
+            log(f"push clients round {round + 1}: AsyncHTTPClient {async_http_client:,.0f}/s, HTTP2PushClient {frames:,.0f}/s")
+            measured.append((async_http_client, frames, ceiling or 0.0))
     finally:
         stop_stub(folder)
     ahc, frames, h2 = (statistics.median(m[i] for m in measured) for i in range(3))
@@ -936,12 +942,7 @@ def row_push_vs_client(args, rows):
         for round in range(args.rounds):
             sealed, _, _, _ = daemon_push_rate(args, folder, seal=lambda index, device: key if device < half else None)
             readable, _, _, _ = daemon_push_rate(args, folder)
-            output = subprocess.run([args.push_bench, "clients", "--ca", os.path.join(folder, "ca.pem"), "--body", body,
-                                     "--messages", str(messages), "--rounds", "1"], capture_output=True, text=True, timeout=600)
-            found = re.search(r"HTTP2PushClient (\d+)/s", output.stdout)
-            if not found:
-                raise RuntimeError(f"countersign-push-bench clients: {(output.stdout + output.stderr)[-300:]}")
-            client = float(found.group(1))
+            _, client = push_client_rates(args, folder, body, messages)
             log(f"push vs client round {round + 1}: daemon, half sealed {sealed:,.0f}/s; daemon, none sealed {readable:,.0f}/s; "
                 f"HTTP2PushClient alone {client:,.0f}/s")
             measured.append((sealed, readable, client))

@@ -10,13 +10,11 @@ extension SQLiteStore: AuditStore {
     /// after the database was away) neither makes one batch long nor shares one failure with
     /// many creates.
     public func append(_ events: [AuditEvent]) async throws {
-        var start = events.startIndex
-        while start < events.endIndex {
-            let chunk = Array(events[start..<min(start + Self.auditEventsPerWrite, events.endIndex)])
+        for start in stride(from: 0, to: events.count, by: Self.auditEventsPerWrite) {
+            let chunk = Array(events[start..<min(start + Self.auditEventsPerWrite, events.count)])
             try await group.write { db in
                 for statement in AuditSQL.inserts(chunk) { try db.perform(statement) }
             }
-            start += chunk.count
         }
     }
 

@@ -43,8 +43,7 @@ public final class SQLiteStore: Sendable {
         // Checkpoints every 10,000 WAL pages (about 40 MB; SQLite's default is 1,000): the pages
         // a create touches again and again (the tables' and indexes' last pages) are copied to
         // the database once per checkpoint, and a checkpoint, which runs on the writer inside the
-        // commit that crosses the mark (its callers wait for it), comes a tenth as often. (Temporary data stays SQLite's default, spilled to
-        // files: in memory, a large prune's sub-journal or an index build's sort would be too.)
+        // commit that crosses the mark (its callers wait for it), comes a tenth as often.
         try pool.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
             try db.execute(sql: "PRAGMA wal_autocheckpoint = 10000")
@@ -135,15 +134,15 @@ extension SQLiteStore {
 
     /// The value of a PRAGMA on the connection that writes, as text (for checks and diagnostics).
     public func pragma(_ name: String) throws -> String? {
-        guard Self.readablePragmas.contains(name) else { return nil }
-        return try pool.writeWithoutTransaction { db in try String.fetchOne(db, sql: "PRAGMA \(name)") }
+        try Self.readablePragmas.contains(name) ? pool.writeWithoutTransaction { db in try Self.value(of: name, db) } : nil
     }
 
     /// The value of a PRAGMA on a connection that reads.
     public func readerPragma(_ name: String) throws -> String? {
-        guard Self.readablePragmas.contains(name) else { return nil }
-        return try pool.read { db in try String.fetchOne(db, sql: "PRAGMA \(name)") }
+        try Self.readablePragmas.contains(name) ? pool.read { db in try Self.value(of: name, db) } : nil
     }
+
+    private static func value(of pragma: String, _ db: Database) throws -> String? { try String.fetchOne(db, sql: "PRAGMA \(pragma)") }
 }
 
 extension SQLiteStore: StoreMaintenance {}
