@@ -204,6 +204,13 @@ import Glibc
                 redelivered.output.contains("event \(eventID), integration Example Admin: countersign webhook redeliver"), "\(redelivered.output)")
             #expect(try await Self.countersign(["webhook", "list", "--failed", "--database", database]).output.contains("no failed deliveries"))
 
+            // A test event asked for over the API (POST /v1/webhook/ping) passes the same library's check, signed with both secrets
+            // during the rotation's day.
+            let (pinged, ping) = try await Self.call(.POST, "\(base)/v1/webhook/ping", headers: auth)
+            #expect(pinged == 202)
+            let pingID = try #require(ping["eventId"] as? String)
+            _ = try await receiver.waitFor("the ping", timeout: .seconds(60)) { $0 == "event \(pingID) webhook.ping" }
+
             // The operator's commands act on the running daemon at its next request.
             let approvalURL = "\(base)/v1/approvals/\(approvalID)"
             #expect(try await Self.countersign(["integration", "disable", "Example Admin", "--database", database]).status == 0)
