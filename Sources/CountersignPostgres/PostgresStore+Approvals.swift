@@ -23,7 +23,7 @@ extension PostgresStore: ApprovalStore {
             // Locked: a racing insert for the same subject waits, then no longer sees them pending.
             var superseded: [Supersession] = []
             for old in try await connection.fetch(ApprovalSQL.supersedable(by: request, .postgres).appending(" FOR UPDATE"), self.logger)
-                .map(ApprovalRequest.init(row:))
+                .map { try ApprovalRequest(row: $0) }
             {
                 guard let cancelled = Supersession.of(old, at: now),
                     let update = ApprovalSQL.transition(cancelled.transition, of: cancelled.request, writtenAt: now),
@@ -43,19 +43,19 @@ extension PostgresStore: ApprovalStore {
     }
 
     public func request(id: String) async throws -> ApprovalRequest? {
-        try await fetch(ApprovalSQL.request(id: id)).first.map(ApprovalRequest.init(row:))
+        try await fetch(ApprovalSQL.request(id: id)).first.map { try ApprovalRequest(row: $0) }
     }
 
-    public func liveRequests() async throws -> [ApprovalRequest] {
-        try await fetch(ApprovalSQL.live).map(ApprovalRequest.init(row:))
+    public func liveRequests(_ body: @escaping @Sendable ([ApprovalRequest]) -> Void) async throws {
+        body(try await fetch(ApprovalSQL.live).map { try ApprovalRequest(row: $0, withPasswordHash: false) })
     }
 
     public func pendingRequests(userID: String, now: Date) async throws -> [ApprovalRequest] {
-        try await fetch(ApprovalSQL.pending(userID: userID, now: now)).map(ApprovalRequest.init(row:))
+        try await fetch(ApprovalSQL.pending(userID: userID, now: now)).map { try ApprovalRequest(row: $0) }
     }
 
     public func dueRequests(now: Date, limit: Int) async throws -> [ApprovalRequest] {
-        try await fetch(ApprovalSQL.due(now: now, limit: limit)).map(ApprovalRequest.init(row:))
+        try await fetch(ApprovalSQL.due(now: now, limit: limit)).map { try ApprovalRequest(row: $0) }
     }
 
     public func liveCounts() async throws -> [ApprovalState: Int] {

@@ -29,23 +29,40 @@ extension Database {
 
     func fetch(_ statement: SQLStatement) throws -> [SQLiteRow] {
         let (prepared, arguments) = try prepared(statement)
-        let columns = SQLiteColumns(prepared)
-        return try Row.fetchAll(prepared, arguments: arguments).map { SQLiteRow($0, columns) }
+        return try rows(of: prepared, arguments: arguments)
     }
 
     func fetchFirst(_ statement: SQLStatement) throws -> SQLiteRow? {
         let (prepared, arguments) = try prepared(statement)
-        return try Row.fetchOne(prepared, arguments: arguments).map { SQLiteRow($0, SQLiteColumns(prepared)) }
+        return try rows(of: prepared, arguments: arguments, limit: 1).first
     }
 
-    /// Each row of a statement's result in turn, read as it is stepped (not copied): for results
-    /// too large to hold twice, such as every live request at start-up. A row is valid only
-    /// inside `body`: read what it holds there, never keep the row.
+    /// The rows of a prepared statement's result, each copied as SQLite stored it (at most `limit`).
+    func rows(of prepared: Statement, arguments: StatementArguments, limit: Int = .max) throws -> [SQLiteRow] {
+        let columns = SQLiteColumns(prepared)
+        // GRDB's cursor steps the statement; its `Row` is not read (``SQLiteRow``).
+        let cursor = try Row.fetchCursor(prepared, arguments: arguments)
+        var rows: [SQLiteRow] = []
+        while rows.count < limit, try cursor.next() != nil {
+            rows.append(SQLiteRow(copying: prepared, columns))
+        }
+        return rows
+    }
+
+    /// Each row of a statement's result in turn, read where SQLite holds it as it is stepped (not
+    /// copied): for results too large to hold twice, such as every live request at start-up. A row
+    /// is valid only inside `body`: read what it holds there, never keep the row.
     func forEach(_ statement: SQLStatement, _ body: (SQLiteRow) throws -> Void) throws {
         let (prepared, arguments) = try prepared(statement)
+        try forEach(prepared, arguments: arguments, body)
+    }
+
+    /// ``forEach(_:_:)`` for a statement prepared here.
+    func forEach(_ prepared: Statement, arguments: StatementArguments, _ body: (SQLiteRow) throws -> Void) throws {
         let columns = SQLiteColumns(prepared)
         let rows = try Row.fetchCursor(prepared, arguments: arguments)
-        while let row = try rows.next() { try body(SQLiteRow(row, columns)) }
+        let cursor = ColumnCursor()
+        while try rows.next() != nil { try body(SQLiteRow(stepped: prepared.sqliteStatement, columns, cursor: cursor)) }
     }
 
     /// Runs a write; returns how many rows it changed (its `RETURNING` rows are not read).
@@ -61,77 +78,131 @@ extension Database {
 }
 
 /// Where each column of a statement's result sits, by the name the statement gives it (the first,
-/// if two share one), found once for the whole result. GRDB's lookup by name ignores case and
-/// lowercases every name it passes on each read; a scan of the row makes every column's value on
-/// each read, which made loading 100,000 live requests at start-up take seconds.
+/// if two share one), found once for the whole result: a row's values are then read by position.
 struct SQLiteColumns: Sendable {
+    /// The names by position.
+    let names: [String]
     let positions: [String: Int]
+    /// The same by lowercased name, for a name spelled otherwise than the statement spells it
+    /// (SQLite's column names ignore case).
+    private let folded: [String: Int]
 
     init(_ statement: Statement) {
         var positions: [String: Int] = [:]
-        for (position, name) in statement.columnNames.enumerated() where positions[name] == nil { positions[name] = position }
+        var folded: [String: Int] = [:]
+        for (position, name) in statement.columnNames.enumerated() {
+            if positions[name] == nil { positions[name] = position }
+            if folded[name.lowercased()] == nil { folded[name.lowercased()] = position }
+        }
+        self.names = statement.columnNames
         self.positions = positions
+        self.folded = folded
+    }
+
+    /// The position of `column`: the one after the last found, if it has that name (a model reads
+    /// its columns in the statement's order, and a comparison costs less than a hash), else by name.
+    func position(of column: String, after last: ColumnCursor) -> Int? {
+        let guess = last.next
+        if guess < names.count, names[guess] == column {
+            last.next = guess + 1
+            return guess
+        }
+        guard let found = positions[column] ?? folded[column.lowercased()] else { return nil }
+        last.next = found + 1
+        return found
     }
 }
 
-/// A row of a result with its statement's column positions.
+/// Where the next column read from a row probably is (``SQLiteColumns/position(of:after:)``).
+/// Each row has its own; a row is read on one thread.
+final class ColumnCursor {
+    var next = 0
+}
+
+/// A row of a result with its statement's column positions: either copied out of the statement
+/// (``Database/rows(of:arguments:limit:)``), or read in place while the statement stands on it
+/// (``Database/forEach(_:_:)``).
 //
 // Each column is read as SQLite stored it and checked against the kind asked for: no silent
 // conversion (text read as a number would be 0), and no error of GRDB's, whose description holds
-// the whole row (password hashes included), is made of a stored value.
+// the whole row (password hashes included), is made of a stored value. Values are read with
+// `DatabaseValue(sqliteStatement:index:)`: GRDB's `Row` decodes each through generic code that looked
+// up type metadata on every read, most of the time spent loading a million live requests at start-up.
 struct SQLiteRow: SQLRow {
-    let row: Row
-    let columns: SQLiteColumns
+    private enum Values {
+        case copied([DatabaseValue])
+        case stepped(SQLiteStatement)
+    }
 
-    init(_ row: Row, _ columns: SQLiteColumns) {
-        self.row = row
+    private let values: Values
+    let columns: SQLiteColumns
+    private let cursor: ColumnCursor
+
+    /// The row the statement stands on, copied: it stays valid after the statement moves on.
+    init(copying statement: Statement, _ columns: SQLiteColumns) {
+        let sqliteStatement = statement.sqliteStatement
+        values = .copied((0..<CInt(statement.columnCount)).map { DatabaseValue(sqliteStatement: sqliteStatement, index: $0) })
         self.columns = columns
+        cursor = ColumnCursor()
+    }
+
+    /// The row the statement stands on, read in place: valid only until the statement moves on.
+    /// `cursor` starts at the first column (the rows of one statement, read one after the other, share one).
+    init(stepped statement: SQLiteStatement, _ columns: SQLiteColumns, cursor: ColumnCursor) {
+        values = .stepped(statement)
+        self.columns = columns
+        cursor.next = 0
+        self.cursor = cursor
     }
 
     public func string(_ column: String) throws -> String? {
-        try read(column, expected: "text") { if case .string(let text) = $0 { text } else { nil } }
+        switch try stored(column) {
+        case .null: nil
+        case .string(let text): text
+        case let found: throw Self.mismatch(column, expected: "text", found)
+        }
     }
 
     public func integer(_ column: String) throws -> Int64? {
-        try read(column, expected: "an integer") { if case .int64(let number) = $0 { number } else { nil } }
+        switch try stored(column) {
+        case .null: nil
+        case .int64(let number): number
+        case let found: throw Self.mismatch(column, expected: "an integer", found)
+        }
     }
 
     public func real(_ column: String) throws -> Double? {
-        try read(column, expected: "a real number") {
-            switch $0 {
-            case .double(let number): number
-            case .int64(let number): Double(number)
-            default: nil
-            }
+        switch try stored(column) {
+        case .null: nil
+        case .double(let number): number
+        case .int64(let number): Double(number)
+        case let found: throw Self.mismatch(column, expected: "a real number", found)
         }
     }
 
     /// SQLite keeps a boolean as 0 or 1.
     public func bool(_ column: String) throws -> Bool? {
-        try read(column, expected: "a boolean (0 or 1)") { if case .int64(let number) = $0 { number != 0 } else { nil } }
+        switch try stored(column) {
+        case .null: nil
+        case .int64(let number): number != 0
+        case let found: throw Self.mismatch(column, expected: "a boolean (0 or 1)", found)
+        }
     }
 
     public func blob(_ column: String) throws -> Data? {
-        try read(column, expected: "a blob") { if case .blob(let data) = $0 { data } else { nil } }
+        switch try stored(column) {
+        case .null: nil
+        case .blob(let data): data
+        case let found: throw Self.mismatch(column, expected: "a blob", found)
+        }
     }
 
-    /// NULL is `nil`; a value `pick` does not take is refused naming the column and both kinds.
-    private func read<T>(_ column: String, expected: String, _ pick: (DatabaseValue.Storage) -> T?) throws -> T? {
-        let value = try stored(column)
-        if case .null = value { return nil }
-        guard let picked = pick(value) else { throw Self.mismatch(column, expected: expected, value) }
-        return picked
-    }
-
-    /// The column's value as stored (`DatabaseValue`, not an optional: no generic metadata to look up per column).
+    /// The column's value as stored.
     private func stored(_ column: String) throws -> DatabaseValue.Storage {
-        // The statements name their columns as the schema spells them; GRDB's own
-        // lookup, which ignores case, is left for a name spelled otherwise.
-        do {
-            if let position = columns.positions[column] { return try row.decode(DatabaseValue.self, atIndex: position).storage }
-            return try row.decode(DatabaseValue.self, forColumn: column).storage
-        } catch {
-            throw SQLMissingColumn(column: column)
+        guard let position = columns.position(of: column, after: cursor) else { throw SQLMissingColumn(column: column) }
+        switch values {
+        case .copied(let values): return values[position].storage
+        case .stepped(let statement): return DatabaseValue(sqliteStatement: statement, index: CInt(position)).storage
         }
     }
 

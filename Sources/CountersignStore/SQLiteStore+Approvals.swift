@@ -15,7 +15,8 @@ extension SQLiteStore: ApprovalStore {
                 if try db.perform(ApprovalSQL.insertKey(idempotency, at: now)) == 0 { throw IdempotencyKeyTaken() }
             }
             var superseded: [Supersession] = []
-            for old in try db.fetch(ApprovalSQL.supersedable(by: request, .sqlite)).map(ApprovalRequest.init(row:)) {
+            for row in try db.fetch(ApprovalSQL.supersedable(by: request, .sqlite)) {
+                let old = try ApprovalRequest(row: row)
                 guard let cancelled = Supersession.of(old, at: now),
                     let update = ApprovalSQL.transition(cancelled.transition, of: cancelled.request, writtenAt: now), try db.perform(update) == 1
                 else { continue }
@@ -33,25 +34,74 @@ extension SQLiteStore: ApprovalStore {
     }
 
     public func request(id: String) async throws -> ApprovalRequest? {
-        try await pool.read { db in try db.fetchFirst(ApprovalSQL.request(id: id)).map(ApprovalRequest.init(row:)) }
+        try await pool.read { db in try db.fetchFirst(ApprovalSQL.request(id: id)).map { try ApprovalRequest(row: $0) } }
     }
 
-    /// Every live request, read row by row: a start with 100,000 of them never holds 100,000 rows
-    /// at once beside the requests made of them (that high-water mark would stay in the process).
-    public func liveRequests() async throws -> [ApprovalRequest] {
-        try await pool.read { db in
-            var requests: [ApprovalRequest] = []
-            try db.forEach(ApprovalSQL.live) { requests.append(try ApprovalRequest(row: $0)) }
-            return requests
+    /// Every live request, read row by row and handed on in batches: a start with a million of them
+    /// never holds them all twice (that high-water mark would stay in the process). The rows are
+    /// read in ranges of rowid, one reader per core at once: decoding them is most of a start's
+    /// time, and nothing else runs then. Each reader reads its own snapshot; at start-up no write
+    /// of this process comes between them, and another process's (the command line's) is seen as
+    /// if it had come a moment before or after, row by row.
+    public func liveRequests(_ body: @escaping @Sendable ([ApprovalRequest]) -> Void) async throws {
+        let ranges = try await pool.read { db in
+            Self.liveRanges(bounds: try Row.fetchOne(db.cachedStatement(sql: Self.liveRowids)), parts: Self.liveReaders)
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for range in ranges {
+                group.addTask {
+                    try await self.pool.read { db in
+                        let statement = try db.cachedStatement(sql: Self.liveInRange)
+                        var batch: [ApprovalRequest] = []
+                        try db.forEach(statement, arguments: [range.lowerBound, range.upperBound]) { row in
+                            batch.append(try ApprovalRequest(row: row, withPasswordHash: false))
+                            if batch.count == Self.liveBatch {
+                                body(batch)
+                                batch.removeAll(keepingCapacity: true)
+                            }
+                        }
+                        if !batch.isEmpty { body(batch) }
+                    }
+                }
+            }
+            try await group.waitForAll()
         }
     }
 
+    /// Live requests per batch read at start-up.
+    static let liveBatch = 1024
+    /// Readers at once for the live requests at start-up.
+    static let liveReaders = min(4, max(1, ProcessInfo.processInfo.activeProcessorCount))
+    /// A range of rowids shorter than this is read by one reader.
+    static let liveRangeSplit: Int64 = 50_000
+
+    /// The lowest and highest rowid of each live state (each found at once in the partial index).
+    static let liveRowids = """
+        SELECT (SELECT min(rowid) FROM approval_requests WHERE state = 'pending') AS pending_low,
+               (SELECT max(rowid) FROM approval_requests WHERE state = 'pending') AS pending_high,
+               (SELECT min(rowid) FROM approval_requests WHERE state = 'approved') AS approved_low,
+               (SELECT max(rowid) FROM approval_requests WHERE state = 'approved') AS approved_high
+        """
+    static let liveInRange = "SELECT * FROM approval_requests WHERE state IN ('pending', 'approved') AND rowid BETWEEN ? AND ?"
+
+    /// The rowids from the lowest live one to the highest, in up to `parts` ranges of equal span
+    /// that together cover them all; none when nothing is live.
+    static func liveRanges(bounds: Row?, parts: Int) -> [ClosedRange<Int64>] {
+        let lows = [bounds?["pending_low"], bounds?["approved_low"]].compactMap { $0 as Int64? }
+        let highs = [bounds?["pending_high"], bounds?["approved_high"]].compactMap { $0 as Int64? }
+        guard let low = lows.min(), let high = highs.max() else { return [] }
+        let span = high - low + 1
+        let count = span < liveRangeSplit ? 1 : Int64(parts)
+        let step = (span + count - 1) / count
+        return stride(from: low, through: high, by: Int(step)).map { start in start...min(high, start + step - 1) }
+    }
+
     public func pendingRequests(userID: String, now: Date) async throws -> [ApprovalRequest] {
-        try await pool.read { db in try db.fetch(ApprovalSQL.pending(userID: userID, now: now)).map(ApprovalRequest.init(row:)) }
+        try await pool.read { db in try db.fetch(ApprovalSQL.pending(userID: userID, now: now)).map { try ApprovalRequest(row: $0) } }
     }
 
     public func dueRequests(now: Date, limit: Int) async throws -> [ApprovalRequest] {
-        try await pool.read { db in try db.fetch(ApprovalSQL.due(now: now, limit: limit)).map(ApprovalRequest.init(row:)) }
+        try await pool.read { db in try db.fetch(ApprovalSQL.due(now: now, limit: limit)).map { try ApprovalRequest(row: $0) } }
     }
 
     public func liveCounts() async throws -> [ApprovalState: Int] {

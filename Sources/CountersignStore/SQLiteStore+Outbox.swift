@@ -31,11 +31,10 @@ extension SQLiteStore: OutboxStore {
         guard due else { return [] }
         return try await pool.write { db in
             let statement = try db.cachedStatement(sql: "SELECT * FROM outbox \(Self.dueCondition) ORDER BY next_attempt_at LIMIT ?")
-            let columns = SQLiteColumns(statement)
-            let rows = try Row.fetchAll(statement, arguments: [now.storedValue, now.storedValue, Self.knownKinds, limit])
+            let rows = try db.rows(of: statement, arguments: [now.storedValue, now.storedValue, Self.knownKinds, limit])
             var items: [OutboxItem] = []
             for row in rows {
-                guard var item = try OutboxItem(row: SQLiteRow(row, columns)) else { continue }
+                guard var item = try OutboxItem(row: row) else { continue }
                 item.attempts += 1
                 try db.cachedStatement(sql: "UPDATE outbox SET lease_until = ?, attempts = ? WHERE id = ?").execute(arguments: [
                     now.addingTimeInterval(lease).storedValue, item.attempts, item.id,

@@ -714,7 +714,7 @@ final class GatedStore: ApprovalStore {
         return request
     }
 
-    func liveRequests() async throws -> [ApprovalRequest] { try await base.liveRequests() }
+    func liveRequests(_ body: @escaping @Sendable ([ApprovalRequest]) -> Void) async throws { try await base.liveRequests(body) }
     func pendingRequests(userID: String, now: Date) async throws -> [ApprovalRequest] { try await base.pendingRequests(userID: userID, now: now) }
     func dueRequests(now: Date, limit: Int) async throws -> [ApprovalRequest] { try await base.dueRequests(now: now, limit: limit) }
     func liveCounts() async throws -> [ApprovalState: Int] { try await base.liveCounts() }

@@ -30,7 +30,7 @@ final class LiveRequests: Sendable {
     /// Loads the live requests into memory; how many, or `nil` when nothing is held.
     func load() async throws -> Int? {
         guard let index else { return nil }
-        index.load(try await store.liveRequests())
+        try await store.liveRequests { index.load($0) }
         return index.count
     }
 
@@ -51,7 +51,8 @@ final class LiveRequests: Sendable {
         guard let index else { return try await store.pendingRequests(userID: userID, now: now) }
         return
             index
-            .filter { $0.userID == userID && ApprovalStateMachine($0).state(at: now) == .pending }
+            .requests(ofUser: userID)
+            .filter { ApprovalStateMachine($0).state(at: now) == .pending }
             .sorted { $0.createdAt > $1.createdAt }
     }
 

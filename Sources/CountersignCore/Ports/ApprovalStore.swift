@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A pending request that a newer one of its subject and action cancelled, in
 /// the newer one's insert: the transition, and the request as it left it.
@@ -37,8 +38,11 @@ public protocol ApprovalStore: Sendable {
         _ request: ApprovalRequest, idempotency: IdempotencyRecord?, supersededEvent: @escaping @Sendable (Supersession) -> OutboxItem?
     ) async throws -> [Supersession]
     func request(id: String) async throws -> ApprovalRequest?
-    /// Requests in a live state (pending or approved), for the broker's index.
-    func liveRequests() async throws -> [ApprovalRequest]
+    /// Requests in a live state (pending or approved), for the broker's index,
+    /// handed to `body` a batch at a time as they are read (batches may come
+    /// from more than one thread at once), without a reset's new password hash:
+    /// no transition reads it from memory, and the one that uses it reads the row.
+    func liveRequests(_ body: @escaping @Sendable ([ApprovalRequest]) -> Void) async throws
     /// Pending requests of a user, not yet past their deadline at `now`, newest first.
     func pendingRequests(userID: String, now: Date) async throws -> [ApprovalRequest]
     /// Live requests whose deadline has passed at `now` (at most `limit`).
@@ -65,4 +69,13 @@ public protocol ApprovalStore: Sendable {
         _ transition: Transition, to request: ApprovalRequest, event: OutboxItem?, audit: AuditEvent?,
         writeTime: @escaping @Sendable () -> Date
     ) async throws -> Bool
+}
+
+extension ApprovalStore {
+    /// Every live request at once (``liveRequests(_:)``), in no particular order.
+    public func liveRequests() async throws -> [ApprovalRequest] {
+        let collected = Mutex<[ApprovalRequest]>([])
+        try await liveRequests { batch in collected.withLock { $0.append(contentsOf: batch) } }
+        return collected.withLock { $0 }
+    }
 }
