@@ -36,8 +36,25 @@ final class LiveIndex: Sendable {
         static func < (lhs: Deadline, rhs: Deadline) -> Bool { lhs.at < rhs.at }
     }
 
+    /// A request's id with its hash, worked out once: the table compares the
+    /// hashes before the ids, and grows without hashing any id again (with a
+    /// million ids, reading each one's bytes at every probe and every growth
+    /// was most of the load's time under the lock).
+    private struct Key: Hashable {
+        let id: String
+        let hash: Int
+
+        init(_ id: String) {
+            self.id = id
+            hash = id.hashValue
+        }
+
+        static func == (lhs: Key, rhs: Key) -> Bool { lhs.hash == rhs.hash && lhs.id == rhs.id }
+        func hash(into hasher: inout Hasher) { hasher.combine(hash) }
+    }
+
     private struct State {
-        var requests: [String: Box] = [:]
+        var requests: [Key: Box] = [:]
         var deadlines = Heap<Deadline>()
         /// Ids of each user's live requests (a user has few: their limits bound them).
         var byUser: [String: [String]] = [:]
@@ -45,7 +62,7 @@ final class LiveIndex: Sendable {
 
         mutating func put(_ box: Box) {
             let request = box.request
-            let old = requests.updateValue(box, forKey: request.id)?.request
+            let old = requests.updateValue(box, forKey: Key(request.id))?.request
             if let old { leave(old) }
             counts[request.state, default: 0] += 1
             if let userID = request.userID, old?.userID != userID { byUser[userID, default: []].append(request.id) }
@@ -53,7 +70,7 @@ final class LiveIndex: Sendable {
         }
 
         mutating func remove(_ id: String) {
-            guard let old = requests.removeValue(forKey: id)?.request else { return }
+            guard let old = requests.removeValue(forKey: Key(id))?.request else { return }
             leave(old)
             if let userID = old.userID {
                 byUser[userID]?.removeAll { $0 == id }
@@ -71,7 +88,8 @@ final class LiveIndex: Sendable {
     private let state = Mutex(State())
 
     subscript(id: String) -> ApprovalRequest? {
-        state.withLock { $0.requests[id]?.request }
+        let key = Key(id)
+        return state.withLock { $0.requests[key]?.request }
     }
 
     var count: Int { state.withLock { $0.requests.count } }
@@ -106,7 +124,8 @@ final class LiveIndex: Sendable {
             var seen: Set<String> = []
             while let next = state.deadlines.min, next.at <= now {
                 let entry = state.deadlines.removeMin()
-                guard let request = state.requests[entry.id]?.request, request.deadline == entry.at, seen.insert(entry.id).inserted else {
+                guard let request = state.requests[Key(entry.id)]?.request, request.deadline == entry.at, seen.insert(entry.id).inserted
+                else {
                     continue
                 }
                 due.append(request)
@@ -119,7 +138,7 @@ final class LiveIndex: Sendable {
 
     /// The live requests of user `userID`.
     func requests(ofUser userID: String) -> [ApprovalRequest] {
-        state.withLock { state in (state.byUser[userID] ?? []).compactMap { state.requests[$0]?.request } }
+        state.withLock { state in (state.byUser[userID] ?? []).compactMap { state.requests[Key($0)]?.request } }
     }
 
     func countsByState() -> [ApprovalState: Int] {
