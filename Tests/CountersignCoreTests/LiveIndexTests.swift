@@ -50,6 +50,22 @@ import Testing
         #expect(index.due(at: Self.t0.addingTimeInterval(200)).map(\.id) == ["r"])
     }
 
+    /// Finished requests leave their deadline entries behind until those pass; with an
+    /// hour's TTL and many creates a second that would grow without bound.
+    @Test func entriesLeftByFinishedRequestsAreBounded() {
+        let index = LiveIndex()
+        index.mirror(Self.request("kept", user: nil, expiresIn: 3600))
+        for number in 0..<5000 {
+            var request = Self.request("r\(number)", user: nil, expiresIn: 3600)
+            index.mirror(request)
+            request.state = .cancelled
+            index.mirror(request)
+        }
+        #expect(index.count == 1)
+        #expect(index.deadlineEntries <= 2 * 1 + 1024 + 1)
+        #expect(index.due(at: Self.t0.addingTimeInterval(3600)).map(\.id) == ["kept"])
+    }
+
     @Test func aUsersRequestsAndTheCountsFollowEachChange() {
         let index = LiveIndex()
         index.load([

@@ -66,7 +66,19 @@ final class LiveIndex: Sendable {
             if let old { leave(old) }
             counts[request.state, default: 0] += 1
             if let userID = request.userID, old?.userID != userID { byUser[userID, default: []].append(request.id) }
-            if let deadline = request.deadline, deadline != old?.deadline { deadlines.insert(Deadline(at: deadline, id: request.id)) }
+            if let deadline = request.deadline, deadline != old?.deadline {
+                deadlines.insert(Deadline(at: deadline, id: request.id))
+                compactIfStale()
+            }
+        }
+
+        /// Entries left behind by requests that finished or moved on wait for
+        /// their deadline, which a long `--request-ttl` sets far off: once
+        /// they outnumber the requests, the heap is rebuilt from the requests
+        /// (linear, and at most once per as many insertions as it holds).
+        private mutating func compactIfStale() {
+            guard deadlines.count > 2 * requests.count + 1024 else { return }
+            deadlines = Heap(requests.values.compactMap { box in box.request.deadline.map { Deadline(at: $0, id: box.request.id) } })
         }
 
         mutating func remove(_ id: String) {
@@ -93,6 +105,9 @@ final class LiveIndex: Sendable {
     }
 
     var count: Int { state.withLock { $0.requests.count } }
+
+    /// Entries in the order of deadlines, stale ones included.
+    var deadlineEntries: Int { state.withLock { $0.deadlines.count } }
 
     /// Holds `request` while it is live, forgets it once it has finished.
     func mirror(_ request: ApprovalRequest) {
