@@ -75,12 +75,14 @@ extension SQLiteStore: ApprovalStore {
     /// A range of rowids shorter than this is read by one reader.
     static let liveRangeSplit: Int64 = 50_000
 
-    /// The lowest and highest rowid of each live state (each found at once in the partial index).
+    /// The lowest and highest rowid of each live state, each found at once in the partial index
+    /// `approvals_live`. SQLite uses that index only where the query states its condition: with
+    /// `state = 'pending'` alone, it walked the table (every finished row) for each bound.
     static let liveRowids = """
-        SELECT (SELECT min(rowid) FROM approval_requests WHERE state = 'pending') AS pending_low,
-               (SELECT max(rowid) FROM approval_requests WHERE state = 'pending') AS pending_high,
-               (SELECT min(rowid) FROM approval_requests WHERE state = 'approved') AS approved_low,
-               (SELECT max(rowid) FROM approval_requests WHERE state = 'approved') AS approved_high
+        SELECT (SELECT min(rowid) FROM approval_requests WHERE state IN ('pending', 'approved') AND state = 'pending') AS pending_low,
+               (SELECT max(rowid) FROM approval_requests WHERE state IN ('pending', 'approved') AND state = 'pending') AS pending_high,
+               (SELECT min(rowid) FROM approval_requests WHERE state IN ('pending', 'approved') AND state = 'approved') AS approved_low,
+               (SELECT max(rowid) FROM approval_requests WHERE state IN ('pending', 'approved') AND state = 'approved') AS approved_high
         """
     static let liveInRange = "SELECT * FROM approval_requests WHERE state IN ('pending', 'approved') AND rowid BETWEEN ? AND ?"
 

@@ -43,9 +43,32 @@ import Testing
         #expect(Set(loaded) == Set(ids).subtracting(["r0", "r17", "r38"]))
         let requests = try await store.liveRequests()
         #expect(requests.first { $0.id == "r39" }?.state == .approved)
-        #expect(requests.allSatisfy { $0.newPasswordHash == nil })
+        // Read in place, column after column: each as a lookup by id reads it, but for the hash.
+        for request in requests {
+            var stored = try #require(try await store.request(id: request.id))
+            #expect(stored.newPasswordHash == "$2b$04$held-hash")
+            stored.newPasswordHash = nil
+            #expect(request == stored)
+        }
         // The row keeps it: the completion reads it there.
         #expect(try await store.request(id: "r39")?.newPasswordHash == "$2b$04$held-hash")
+    }
+
+    /// The bounds and the ranges are read in the partial index of live requests: a plan that
+    /// walked the table would read every finished request at each start.
+    @Test func theStartsQueriesReadTheLiveIndexNotTheTable() async throws {
+        let store = try SQLiteStore(path: folder.appendingPathComponent("plan.sqlite").path, logger: Logger(label: "test"))
+        defer { try? store.close() }
+        let plans = try await store.pool.read { db in
+            try [SQLiteStore.liveRowids, SQLiteStore.liveInRange].map { sql in
+                try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: sql.contains("?") ? [1, 2] : [])
+                    .map { $0["detail"] as String }
+                    .filter { $0.contains("approval_requests") }
+            }
+        }
+        #expect(plans[0].count == 4)
+        #expect(plans[1].count == 1)
+        for detail in plans.joined() { #expect(detail.contains("INDEX approvals_live"), "\(detail)") }
     }
 
     @Test func theRangesCoverEachLiveRowidOnce() {

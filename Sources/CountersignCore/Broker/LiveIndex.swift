@@ -153,7 +153,9 @@ final class LiveIndex: Sendable {
 
     /// The live requests of user `userID`.
     func requests(ofUser userID: String) -> [ApprovalRequest] {
-        state.withLock { state in (state.byUser[userID] ?? []).compactMap { state.requests[Key($0)]?.request } }
+        state.withLock { state in
+            (state.byUser[userID] ?? []).compactMap { state.requests[Key($0)]?.request }.filter { $0.userID == userID }
+        }
     }
 
     func countsByState() -> [ApprovalState: Int] {
