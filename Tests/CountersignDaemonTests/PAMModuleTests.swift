@@ -33,8 +33,10 @@ import Glibc
 
     /// The module's decision lines in syslog (`pam_countersign(SERVICE:auth): user=…`; its
     /// configuration errors are lines of their own); checked only where no syslog daemon holds /dev/log.
-    static func decisions(_ syslog: SyslogCapture?, _ service: PAMService) -> [String]? {
-        syslog.map { $0.lines.filter { $0.contains("pam_countersign(\(service.name):auth): user=") } }
+    /// The module's decision lines, once `count` of them have arrived; `nil` without a capture.
+    static func decisions(_ syslog: SyslogCapture?, _ service: PAMService, count: Int) async throws -> [String]? {
+        let decision = { (line: String) in line.contains("pam_countersign(\(service.name):auth): user=") }
+        return try await syslog?.lines { $0.filter(decision).count >= count }.filter(decision)
     }
 
     /// Nothing secret in what the terminal and syslog showed.
@@ -60,7 +62,7 @@ import Glibc
             #expect(completed.count == 1)
             let created = try await host.audit("request_created")
             #expect(created.first?["detail"]?.contains("action \(service.name)") == true, "\(created)")
-            if let lines = Self.decisions(syslog, service) {
+            if let lines = try await Self.decisions(syslog, service, count: 1) {
                 #expect(lines.count == 1, "one line per decision: \(lines)")
                 let line = try #require(lines.first)
                 #expect(line.hasPrefix("<85>"), "authpriv, notice: \(line)")
@@ -79,7 +81,7 @@ import Glibc
             #expect(status != 0, "\(output)")
             #expect(output.contains("Login refused: denied on the phone."), "\(output)")
             #expect(try await host.audit("completed", atLeast: 0, within: .zero).isEmpty)
-            if let lines = Self.decisions(syslog, service) {
+            if let lines = try await Self.decisions(syslog, service, count: 1) {
                 #expect(lines.count == 1 && lines[0].contains("result=refused reason=\"denied on the phone\""), "\(lines)")
             }
         }
@@ -101,7 +103,7 @@ import Glibc
             #expect(refusal.contains("A code is 6 digits"))
             #expect(refusal.contains("Login refused: too many wrong codes."))
             #expect(try await host.audit("cancelled").count == 1)
-            if let lines = Self.decisions(syslog, service) {
+            if let lines = try await Self.decisions(syslog, service, count: 2) {
                 #expect(lines.count == 2, "\(lines)")
                 #expect(lines.first?.contains("result=approved via=code") == true, "\(lines)")
                 Self.expectNoSecret(lines + [output, refusal], host: host, code: code)
@@ -119,7 +121,7 @@ import Glibc
             #expect(status != 0, "\(output)")
             let cancelled = try await host.audit("cancelled")
             #expect(cancelled.count == 1, "the approval is cancelled: \(cancelled)")
-            if let lines = Self.decisions(syslog, service) {
+            if let lines = try await Self.decisions(syslog, service, count: 1) {
                 #expect(lines.contains { $0.contains("result=interrupted") }, "\(lines)")
             }
         }
@@ -135,7 +137,7 @@ import Glibc
             _ = try host.writeConf(lines: ["user_map = %u@example.com", "failmode = safe"])
             let (safe, allowed) = try await PAMTesterRun.run(service: service.name, user: "ana", folder: host.folder)
             #expect(safe == 0, "failmode safe lets the login through: \(allowed)")
-            if let lines = Self.decisions(syslog, service) {
+            if let lines = try await Self.decisions(syslog, service, count: 2) {
                 #expect(lines.count == 2, "\(lines)")
                 #expect(lines.first?.contains("result=refused reason=daemon-unavailable error=\"Couldn't connect to server\"") == true, "\(lines)")
                 #expect(lines.last?.hasPrefix("<84>") == true, "a warning: \(lines)")
@@ -155,7 +157,7 @@ import Glibc
             #expect(chmod(host.keyFile, 0o640) == 0)
             let (keyStatus, keyOutput) = try await PAMTesterRun.run(service: service.name, user: "ana", folder: host.folder)
             #expect(keyStatus != 0, "\(keyOutput)")
-            if let lines = syslog?.lines {
+            if let lines = try await syslog?.lines(once: { $0.contains { $0.contains("refusing integration key file") } }) {
                 #expect(lines.contains { $0.contains("refusing configuration") && $0.contains("must be owned by root and not readable") }, "\(lines)")
                 #expect(lines.contains { $0.contains("refusing integration key file") }, "\(lines)")
             }
@@ -191,7 +193,7 @@ import Glibc
             let (root, rootOutput) = try await PAMTesterRun.run(service: service.name, user: "root", folder: host.folder)
             #expect(root != 0, "\(rootOutput)")
             #expect(rootOutput.contains("User not known to the underlying authentication module"), "\(rootOutput)")
-            if let lines = Self.decisions(syslog, service) {
+            if let lines = try await Self.decisions(syslog, service, count: 1) {
                 #expect(lines.first?.contains("user=daemon service=\(service.name) result=ignored reason=not-in-groups") == true, "\(lines)")
             }
         }
@@ -226,7 +228,7 @@ import Glibc
                 service: service.name, user: "ana", answers: "\(code)\n\(code)\n\(code)\n", folder: host.folder)
             #expect(again != 0, "\(refusal)")
             #expect(refusal.contains("That code is not valid."), "\(refusal)")
-            if let lines = Self.decisions(syslog, service) {
+            if let lines = try await Self.decisions(syslog, service, count: 2) {
                 #expect(lines.first?.contains("result=approved via=code") == true, "\(lines)")
                 Self.expectNoSecret(lines + [output, refusal], host: host, code: code)
                 Self.expectNoSecret(lines, host: host, code: code.replacingOccurrences(of: "-", with: ""))
@@ -270,7 +272,7 @@ import Glibc
             _ = try host.writeConf(url: "\(server.base)/hang", lines: ["user_map = %u@example.com", "failmode = safe"])
             let (safe, refused) = try await PAMTesterRun.run(service: service.name, user: "ana", folder: host.folder)
             #expect(safe == 1, "\(refused)")
-            if let lines = Self.decisions(syslog, service) {
+            if let lines = try await Self.decisions(syslog, service, count: 2) {
                 #expect(lines.last?.contains("result=refused reason=daemon-unavailable error=\"Timeout was reached\"") == true, "\(lines)")
             }
         }
@@ -368,7 +370,7 @@ import Glibc
             _ = try host.writeConf(url: "http://192.0.2.1:8080", lines: ["user_map = %u@example.com", "failmode = safe"])
             let (plain, plainOutput) = try await PAMTesterRun.run(service: service.name, user: "ana", folder: host.folder)
             #expect(plain == 1, "refused whatever failmode says: \(plainOutput)")
-            if let lines = syslog?.lines {
+            if let lines = try await syslog?.lines(once: { $0.contains { $0.contains("`url` must be https") } }) {
                 #expect(lines.contains { $0.contains("`url` must be https, or http to 127.0.0.1") }, "\(lines)")
             }
         }
@@ -379,7 +381,7 @@ import Glibc
         try await Self.withService { host, service, syslog in
             let (status, _) = try await PAMTesterRun.run(service: service.name, user: "x result=approved via=push", folder: host.folder)
             #expect(status != 0)
-            if let lines = Self.decisions(syslog, service) {
+            if let lines = try await Self.decisions(syslog, service, count: 1) {
                 #expect(lines.count == 1, "\(lines)")
                 #expect(lines.first?.contains("user=x?result?approved?via?push service=") == true, "\(lines)")
                 #expect(lines.first?.contains(" result=approved") == false, "\(lines)")

@@ -275,6 +275,16 @@ final class SyslogCapture: Sendable {
 
     var lines: [String] { ((try? String(contentsOf: file, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init) }
 
+    /// The lines, once `arrived` holds for them. A module sends its line before its login ends,
+    /// but the capture writes it only when it reads it, which on a loaded machine can lag the
+    /// login; the bound is a hang detector (the lines are returned as they are then).
+    func lines(once arrived: ([String]) -> Bool) async throws -> [String] {
+        let clock = ContinuousClock()
+        let start = clock.now
+        while !arrived(lines), clock.now - start < .seconds(10) { try await Task.sleep(for: .milliseconds(20)) }
+        return lines
+    }
+
     func stop() {
         process.signal(SIGTERM)
         process.waitUntilExit()
