@@ -48,7 +48,9 @@ enum SealedMessages {
         for trimmed in [false, true] {
             // The context goes first, as in the readable message (the app reads it from the request).
             if trimmed { payload["context"] = nil }
-            let plaintext = try JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys, .withoutEscapingSlashes])
+            // JSONEncoder, not JSONSerialization: the latter sorts keys through ICU's collation, which was a
+            // third of a sealed push's cost (about 100 µs for a prompt's payload, against 10 µs).
+            let plaintext = try FCMMessageBuilder.encoder.encode(payload)
             sealed.data = routed.merging(["sealed": try PushSeal.seal(plaintext, to: key, aad: aad), "v": PushSeal.version]) { $1 }
             if FCMMessageBuilder.fits(sealed) { return sealed }
         }
