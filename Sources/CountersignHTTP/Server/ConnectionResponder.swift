@@ -22,7 +22,10 @@ import Synchronization
 /// take their turn (``LongPollTurns``): a burst of thousands of polls, sent
 /// at once on open connections or woken by one approval, starts a few tasks,
 /// not one each.
-struct ConnectionResponder: Sendable {
+///
+/// A class: each parked poll's answer holds its connection's responder by
+/// reference, not a copy of its router, logger and channel (about 250 bytes a poll).
+final class ConnectionResponder: Sendable {
     let responder: RouterResponder<AppRequestContext>
     let channel: any Channel
     let hangUp: HangUpActions
@@ -31,6 +34,19 @@ struct ConnectionResponder: Sendable {
     let turns: LongPollTurns
     /// The access log and metrics of a long poll's answer after its wait.
     let accessLog: AccessLogMiddleware
+
+    init(
+        responder: RouterResponder<AppRequestContext>, channel: any Channel, hangUp: HangUpActions, logger: Logger, dates: HTTPDates,
+        turns: LongPollTurns, accessLog: AccessLogMiddleware
+    ) {
+        self.responder = responder
+        self.channel = channel
+        self.hangUp = hangUp
+        self.logger = logger
+        self.dates = dates
+        self.turns = turns
+        self.accessLog = accessLog
+    }
 
     /// Answers `request` in a task of its own.
     func start(_ request: Request) {
