@@ -481,13 +481,24 @@ def row_memory_and_restart(args, rows):
                      f"{loaded / 1024:.2f} KiB ({reloaded:,} loaded; RSS {before / 1024:.0f} → {rss / 1024:.0f} MiB)", "≤ 1 KiB"))
 
 
+# Connections from one source address to one port are capped by the ephemeral port range (28,232 ports by default):
+# past this many, the next connections come from the next loopback address (127.0.0.2, …), all on this machine.
+PER_SOURCE = 25_000
+IP_BIND_ADDRESS_NO_PORT = 24  # Linux
+
+
 def open_held(port, held, request_line):
-    """Opens `held` connections, each sending `request_line(index)`, from 8 threads; returns the sockets."""
+    """Opens `held` connections, each sending `request_line(index)`, from 8 threads, at most PER_SOURCE from each
+    loopback source address (127.0.0.1, then 127.0.0.2, …); returns the sockets."""
     sockets = []
 
     def open_some(indices):
         for index in indices:
-            s = socket.create_connection(("127.0.0.1", port))
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            # The port is chosen at connect, for this destination, as without a bind (else bind takes one of its own).
+            s.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+            s.bind((f"127.0.0.{1 + index // PER_SOURCE}", 0))
+            s.connect(("127.0.0.1", port))
             s.sendall(request_line(index).encode())
             sockets.append(s)
 
@@ -532,7 +543,7 @@ def held_polls(args, held, served_first):
     X-Forwarded-For address; with `served_first`, each connection first carries
     a plain status poll. Returns (RSS KiB before, after, answered early,
     answered, approved, seconds from the approval to the last answer)."""
-    extra = RAISED + ["--request-ttl", "3600", "--trusted-proxy", "127.0.0.1", "--long-polls-per-address", "1000000",
+    extra = RAISED + ["--request-ttl", "3600", "--trusted-proxy", "127.0.0.0/8", "--long-polls-per-address", "1000000",
                       "--long-polls-max", "1000000", "--idle-timeout", "120"]
     with Daemon(args.binary, extra) as daemon:
         add_user(daemon, "ana@bench.test")
@@ -617,10 +628,23 @@ def answered_after(sockets, approve, idle=0):
     return early, answered, approved, last - sent, arrived - sent_wall
 
 
-def row_longpoll(args, rows):
+def raise_open_files(held):
+    """Raises this process's open files limit (inherited by the servers it starts) for `held` connections and
+    returns how many it can hold: past the hard limit only with the privilege to raise it (root), else fewer."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = held + 1000
+    if wanted > hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, wanted))
+            return held
+        except (ValueError, OSError):
+            log(f"longpoll: the open files limit is {hard:,} and cannot be raised here: {hard - 500:,} held, not {held:,}")
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    held = min(args.held, hard - 500)
+    return min(held, hard - 500)
+
+
+def row_longpoll(args, rows):
+    held = raise_open_files(args.held)
     reference, bare_arrived = bare_held(args, held)
     log(f"longpoll: the bare route holding {held:,} requests: {reference:.1f} KiB each; all released at once, the last "
         f"answer arrived {bare_arrived:.2f} s after the release")
