@@ -129,6 +129,41 @@ import Testing
         #expect(try Self.decode(notice.payload)["type"] as? String == "device_added")
     }
 
+    /// The APNs body and the Web Push payload of a readable integration prompt carry the FCM
+    /// message's data keys exactly (with its context), the words as written (a `/` is not escaped,
+    /// a line break and a quote are), and nothing else but `aps` (APNs) or the title and body (Web Push).
+    @Test func apnsAndWebPushBodiesCarryTheFCMDataExactly() throws {
+        let job = PushJob.prompt(
+            requestID: Self.requestID, userID: "u1", action: ApprovalAction(rawValue: "payment")!, expiresAt: Self.now.addingTimeInterval(60),
+            requester: RequesterInfo(ip: "203.0.113.7", userAgent: "PhotoSync/2.3"),
+            prompt: ApprovalPrompt(
+                integrationID: "i1", integrationName: "Acme / Payroll", userEmail: "ana@example.com", title: "Pay 5,000 EUR to \"Bob\"",
+                body: "From https://pay.example/req\nline two \u{1F510}", context: ["url": "https://pay.example/a/b", "note": "tab\there"]))
+        let fcm = try #require(FCMMessageBuilder.message(for: job, token: "", now: Self.now))
+        #expect(fcm.data["context"] != nil)
+        let notification = try #require(fcm.notification)
+
+        let apns = try #require(try ProviderMessages.apns(for: job, topic: "com.example.app", now: Self.now))
+        var body = try Self.decode(apns.body)
+        let aps = try #require(body.removeValue(forKey: "aps") as? [String: Any])
+        #expect(body as? [String: String] == fcm.data)
+        #expect(aps["alert"] as? [String: String] == ["title": notification.title, "body": notification.body])
+        #expect(Set(aps.keys) == ["alert", "category", "mutable-content", "interruption-level"])
+
+        let webPush = try #require(ProviderMessages.webPush(for: job, now: Self.now))
+        var expected = fcm.data
+        expected["title"] = notification.title
+        expected["body"] = notification.body
+        #expect(try Self.decode(webPush.payload) as? [String: String] == expected)
+
+        for raw in [apns.body, webPush.payload] {
+            let text = String(decoding: raw, as: UTF8.self)
+            #expect(text.contains("https://pay.example/req"))
+            #expect(!text.contains("\\/"))
+            #expect(text.contains("\\n") && text.contains("\\\""))
+        }
+    }
+
     // MARK: Answers
 
     @Test func apnsAnswersAreSortedAsTheContractSays() {
