@@ -31,7 +31,7 @@ enum ProviderMessages {
         var aps = fcm.apns.payload.aps
         aps.alert = fcm.notification.map { ["title": $0.title, "body": $0.body] }
         if seal != nil, readable.notification != nil { aps.alert = SealedMessages.genericAlert }
-        guard let body = fitted(APNsPayload(data: fcm.data, aps: aps), within: apnsMaximumBytes) else { return nil }
+        guard let body = fitted(fcm.data, within: apnsMaximumBytes, as: { APNsPayload(data: $0, aps: aps) }) else { return nil }
         let headers = fcm.apns.headers
         var out: [(String, String)] = [("apns-topic", topic)]
         // `apns-collapse-id` (a prompt's) collapses an older copy of the same prompt, and is the identifier
@@ -64,7 +64,7 @@ enum ProviderMessages {
             payload["title"] = notification.title
             payload["body"] = notification.body
         }
-        guard let data = fitted(payload, within: webPushMaximumBytes) else { return nil }
+        guard let data = fitted(payload, within: webPushMaximumBytes, as: { $0 }) else { return nil }
         let ttl: Int =
             switch job {
             case .prompt(_, _, _, let expiresAt, _, _): max(1, Int(expiresAt.timeIntervalSince(now).rounded(.down)))
@@ -74,42 +74,21 @@ enum ProviderMessages {
         return WebPush(payload: data, ttl: ttl, urgency: urgency, topic: job.requestRef)
     }
 
-    /// The payload's JSON within `limit` bytes: whole, else without the integration's
+    /// The JSON of `body` made from `data` within `limit` bytes: whole, else without the integration's
     /// context (the app reads it from the request, as the FCM builder leaves it out); `nil` when neither fits.
-    private static func fitted<Payload: ContextCarrying>(_ payload: Payload, within limit: Int) -> Data? {
-        if let whole = json(payload), whole.count <= limit { return whole }
-        return json(payload.withoutContext).flatMap { $0.count <= limit ? $0 : nil }
-    }
-
     /// JSONEncoder, not JSONSerialization: the latter sorts keys through ICU's collation, ten times slower.
-    private static func json(_ payload: some Encodable) -> Data? {
-        try? FCMMessageBuilder.encoder.encode(payload)
-    }
-}
-
-/// A payload that can leave out the integration's context (`"context"`) to fit a provider's limit.
-private protocol ContextCarrying: Encodable {
-    var withoutContext: Self { get }
-}
-
-extension [String: String]: ContextCarrying {
-    fileprivate var withoutContext: Self {
-        var smaller = self
+    private static func fitted<Body: Encodable>(_ data: [String: String], within limit: Int, as body: ([String: String]) -> Body) -> Data? {
+        if let whole = try? FCMMessageBuilder.encoder.encode(body(data)), whole.count <= limit { return whole }
+        var smaller = data
         smaller["context"] = nil
-        return smaller
+        return (try? FCMMessageBuilder.encoder.encode(body(smaller))).flatMap { $0.count <= limit ? $0 : nil }
     }
 }
 
 /// An APNs body: the FCM message's data keys at the top level, beside `aps`.
-private struct APNsPayload: ContextCarrying {
+private struct APNsPayload: Encodable {
     var data: [String: String]
     var aps: FCMMessage.APNS.Payload.APS
-
-    var withoutContext: Self {
-        var smaller = self
-        smaller.data["context"] = nil
-        return smaller
-    }
 
     private struct Key: CodingKey {
         let stringValue: String
