@@ -8,7 +8,10 @@ Everything the command writes to its terminal is appended to TRANSCRIPT as it
 comes. Each time the terminal shows a prompt (output ending in ": " that then
 stays quiet for a moment), the next line of the file ANSWERS is typed,
 followed by Enter, and a line is appended to TRANSCRIPT + ".typed" (what was
-typed is not written anywhere); with no lines left, nothing is typed. Exits with the
+typed is not written anywhere); with no lines left, nothing is typed until
+ANSWERS has another whole line: the file is read again at each prompt, so an
+answer can be written once the prompt is shown (a time-based code is computed
+then, as a person reads it off the phone then). Exits with the
 command's status (128 + N when signal N ended it). For the SSH login tests:
 OpenSSH's `ssh` reads keyboard-interactive answers from its terminal.
 """
@@ -20,10 +23,19 @@ import sys
 if len(sys.argv) < 5 or sys.argv[3] != "--":
     sys.exit("usage: pty-answer.py TRANSCRIPT ANSWERS -- COMMAND [ARG ...]")
 transcript_path, answers_path, command = sys.argv[1], sys.argv[2], sys.argv[4:]
-with open(answers_path) as f:
-    answers = f.read().split("\n")
-if answers and answers[-1] == "":
-    answers.pop()
+
+
+def next_answer(typed):
+    """The answer after the `typed` already typed: only a whole line (one ending in a line break)."""
+    try:
+        with open(answers_path) as f:
+            lines = f.read().split("\n")[:-1]
+    except FileNotFoundError:
+        return None
+    return lines[typed] if typed < len(lines) else None
+
+
+typed_count = 0
 
 pid, master = pty.fork()
 if pid == 0:
@@ -42,8 +54,9 @@ while True:
             break
         transcript.write(chunk)
         pending += chunk
-    elif pending.endswith(b": ") and answers:
-        os.write(master, answers.pop(0).encode() + b"\r")
+    elif pending.endswith(b": ") and (answer := next_answer(typed_count)) is not None:
+        os.write(master, answer.encode() + b"\r")
+        typed_count += 1
         pending = b""
         with open(transcript_path + ".typed", "a") as typed:
             typed.write("typed\n")

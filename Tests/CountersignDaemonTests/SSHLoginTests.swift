@@ -45,15 +45,17 @@ import Glibc
     }
 
     /// An `ssh root@127.0.0.1` under a pseudo-terminal (`scripts/pty-answer.py`), as a person at a
-    /// terminal runs it: what the terminal shows is recorded, and `answer`'s lines are typed at its prompts.
+    /// terminal runs it: what the terminal shows is recorded, and `answer`'s lines are typed at its prompts
+    /// (lines given later with `type(_:)` too).
     struct Login {
         let process: TiedProcess
         let transcript: URL
+        let answers: URL
 
         init(port: Int, answer: String, folder: URL) throws {
             let id = UUID().uuidString
             transcript = folder.appendingPathComponent("terminal-\(id)")
-            let answers = folder.appendingPathComponent("answers-\(id)")
+            answers = folder.appendingPathComponent("answers-\(id)")
             try Data(answer.utf8).write(to: answers)
             let ssh = [
                 "/usr/bin/ssh", "-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o",
@@ -76,6 +78,12 @@ import Glibc
                 try await Task.sleep(for: .milliseconds(50))
             }
             return false
+        }
+
+        /// Gives `lines` (each ending in a line break) to type at the next prompts, after those given before.
+        func type(_ lines: String) throws {
+            let given = (try? Data(contentsOf: answers)) ?? Data()
+            try (given + Data(lines.utf8)).write(to: answers, options: .atomic)
         }
 
         /// What the terminal showed so far.
@@ -120,9 +128,13 @@ import Glibc
             // The action is the PAM service's name (`sshd`'s is `ssh-login`; this one's is its own).
             #expect(created.first?["detail"]?.contains("action \(sshd.service.name)") == true, "\(created)")
 
-            // The phone offline: its code typed at the prompt.
+            // The phone offline: its code, read off it once the prompt shows, typed at the prompt
+            // (pyotp's Python made ready first: on a new checkout that takes longer than the prompt waits).
+            _ = try await TestPython.path()
+            let typed = try Login(port: sshd.port, answer: "", folder: folder)
+            _ = try await typed.number()
             let code = try await host.offlineCode()
-            let typed = try Login(port: sshd.port, answer: "\(code)\n", folder: folder)
+            try typed.type("\(code)\n")
             let (typedStatus, typedOutput) = try await typed.finish()
             #expect(typedStatus == 0, "\(typedOutput)")
             #expect(typedOutput.contains("logged-in-as-root"), "\(typedOutput)")

@@ -97,7 +97,7 @@ struct LoginHost: Sendable {
         let credentials = file?["credentials"] as? [String: Any]
         let secret = try #require(credentials?["offlineSecret"] as? String, "the phone has no offline secret")
         let uri = "otpauth://totp/Countersign:\(email)?secret=\(secret)&issuer=Countersign"
-        let code = try await OfflineCodeProcessTests.pyotp(uri: uri, time: Int64(Date().timeIntervalSince1970))
+        let code = try await OfflineCodeProcessTests.pyotp(uri: uri)
         #expect(code.wholeMatch(of: /\d{6}/) != nil, "pyotp: \(code)")
         return code
     }
