@@ -40,8 +40,7 @@ extension Database {
     /// The rows of a prepared statement's result, each copied as SQLite stored it (at most `limit`).
     func rows(of prepared: Statement, arguments: StatementArguments, limit: Int = .max) throws -> [SQLiteRow] {
         let columns = SQLiteColumns(prepared)
-        // GRDB's cursor steps the statement; its `Row` is not read (``SQLiteRow``).
-        let cursor = try Row.fetchCursor(prepared, arguments: arguments)
+        let cursor = try StatementStep.fetchCursor(prepared, arguments: arguments)
         var rows: [SQLiteRow] = []
         while rows.count < limit, try cursor.next() != nil {
             rows.append(SQLiteRow(copying: prepared, columns))
@@ -60,7 +59,7 @@ extension Database {
     /// ``forEach(_:_:)`` for a statement prepared here.
     func forEach(_ prepared: Statement, arguments: StatementArguments, _ body: (SQLiteRow) throws -> Void) throws {
         let columns = SQLiteColumns(prepared)
-        let rows = try Row.fetchCursor(prepared, arguments: arguments)
+        let rows = try StatementStep.fetchCursor(prepared, arguments: arguments)
         let cursor = ColumnCursor()
         while try rows.next() != nil { try body(SQLiteRow(stepped: prepared.sqliteStatement, columns, cursor: cursor)) }
     }
@@ -77,40 +76,52 @@ extension Database {
     func exists(_ statement: SQLStatement) throws -> Bool { try fetchFirst(statement) != nil }
 }
 
-/// Where each column of a statement's result sits, by the name the statement gives it (the first,
-/// if two share one), found once for the whole result: a row's values are then read by position.
+/// The names of a statement's result columns by position, looked up by the name a model reads
+/// (the first, if two share one). No table is built: a statement's names are read where
+/// SQLite keeps them (GRDB's `columnNames`, made once per cached statement), and a model reads
+/// its columns in the statement's order, so nearly every lookup is one comparison with the
+/// column after the last found. Building a dictionary of names for every fetch was 5 % of the
+/// daemon's CPU under `/v1` creates, which fetch four to five times each.
 struct SQLiteColumns: Sendable {
     /// The names by position.
     let names: [String]
-    let positions: [String: Int]
-    /// The same by lowercased name, for a name spelled otherwise than the statement spells it
-    /// (SQLite's column names ignore case).
-    private let folded: [String: Int]
 
     init(_ statement: Statement) {
-        var positions: [String: Int] = [:]
-        var folded: [String: Int] = [:]
-        for (position, name) in statement.columnNames.enumerated() {
-            if positions[name] == nil { positions[name] = position }
-            if folded[name.lowercased()] == nil { folded[name.lowercased()] = position }
-        }
-        self.names = statement.columnNames
-        self.positions = positions
-        self.folded = folded
+        names = statement.columnNames
     }
 
-    /// The position of `column`: the one after the last found, if it has that name (a model reads
-    /// its columns in the statement's order, and a comparison costs less than a hash), else by name.
+    /// The position of `column`: the one after the last found, if it has that name, else the first
+    /// with that name, else the first with that name in another case (SQLite's names ignore case).
     func position(of column: String, after last: ColumnCursor) -> Int? {
         let guess = last.next
-        if guess < names.count, names[guess] == column {
-            last.next = guess + 1
-            return guess
-        }
-        guard let found = positions[column] ?? folded[column.lowercased()] else { return nil }
+        let found =
+            if guess < names.count, names[guess] == column {
+                guess
+            } else {
+                names.firstIndex(of: column) ?? Self.folded(column, in: names)
+            }
+        guard let found else { return nil }
         last.next = found + 1
         return found
     }
+
+    private static func folded(_ column: String, in names: [String]) -> Int? {
+        let lowered = column.lowercased()
+        return names.firstIndex { $0.lowercased() == lowered }
+    }
+}
+
+/// One step of a statement, nothing read: GRDB's cursor of a single column's values steps the
+/// statement (arguments bound, the statement reset when the cursor ends) and makes one of these
+/// per row; ``SQLiteRow`` then reads the row. GRDB's `Row` cursor, which did the stepping before,
+/// builds a dictionary of lowercased column names each time it starts, used by no one here.
+struct StatementStep: DatabaseValueConvertible, StatementColumnConvertible {
+    init() {}
+    init?(sqliteStatement: SQLiteStatement, index: CInt) {}
+    /// Every row is a step, whatever its first column holds (`NULL` included).
+    static func fromStatement(_ sqliteStatement: SQLiteStatement, atUncheckedIndex index: CInt) -> Self? { Self() }
+    var databaseValue: DatabaseValue { .null }
+    static func fromDatabaseValue(_ dbValue: DatabaseValue) -> Self? { Self() }
 }
 
 /// Where the next column read from a row probably is (``SQLiteColumns/position(of:after:)``).

@@ -52,11 +52,19 @@ import Testing
 
     /// Columns are found by the positions their statement gives them, once per result: each read
     /// gets its own column's value on copied and streamed rows, the first of two that share a name,
-    /// a name in another case as GRDB finds it, and a missing one named.
+    /// a name in another case as GRDB finds it, and a missing one named. A row whose first column
+    /// is NULL is a row like any other (the statement is stepped without reading it).
     @Test func columnsAreReadByTheirStatementsPositions() async throws {
         let store = try SQLiteStore(path: folder.appendingPathComponent("columns.sqlite").path, logger: Logger(label: "test"))
         defer { try? store.close() }
         let query: SQLStatement = "SELECT 'first' AS name, 2 AS n, 'second' AS name, 2.5 AS r UNION ALL SELECT 'third', 4, 'fourth', NULL"
+        let nullFirst: SQLStatement = "SELECT NULL AS a, 1 AS b UNION ALL SELECT NULL, 2"
+        let (nulls, nullsStreamed) = try await store.pool.read { db in
+            var streamed: [Int64?] = []
+            try db.forEach(nullFirst) { row in streamed.append(try row.integer("b")) }
+            return (try db.fetch(nullFirst).map { try $0.integer("b") }, streamed)
+        }
+        #expect(nulls == [1, 2] && nullsStreamed == [1, 2])
         let (copied, streamed, missing) = try await store.pool.read { db in
             var streamed: [[String?]] = []
             try db.forEach(query) { row in streamed.append([try row.string("name"), try row.string("NAME"), try row.real("r").map { "\($0)" }]) }
