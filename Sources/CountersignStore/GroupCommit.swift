@@ -54,9 +54,9 @@ final class GroupCommit: Sendable {
                 // the failed write's changes.
                 let outcome: Result<T, any Error>
                 do {
-                    try db.execute(sql: "SAVEPOINT job")
+                    try db.cachedStatement(sql: "SAVEPOINT job").execute()
                     let value = try work(db)
-                    try db.execute(sql: "RELEASE SAVEPOINT job")
+                    try db.cachedStatement(sql: "RELEASE SAVEPOINT job").execute()
                     outcome = .success(value)
                 } catch {
                     outcome = .failure(error)
@@ -99,8 +99,10 @@ final class GroupCommit: Sendable {
             // transaction the sub-journal stays in memory. Not for other writes: a large prune's
             // sub-journal, or an index build's sort, would be held in memory too. Only a cost if
             // it cannot be set; the batch runs either way.
-            let inMemory = (try? db.execute(sql: "PRAGMA temp_store = MEMORY")) != nil
-            defer { if inMemory { try? db.execute(sql: "PRAGMA temp_store = DEFAULT") } }
+            // These statements, and each job's savepoint, are prepared once: parsed anew for every
+            // job and batch, they were 8 % of the writer's CPU under `/v1` creates.
+            let inMemory = (try? db.cachedStatement(sql: "PRAGMA temp_store = MEMORY").execute()) != nil
+            defer { if inMemory { try? db.cachedStatement(sql: "PRAGMA temp_store = DEFAULT").execute() } }
             do {
                 try db.inTransaction(.immediate) {
                     for job in jobs {

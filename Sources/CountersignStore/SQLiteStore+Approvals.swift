@@ -7,7 +7,9 @@ extension SQLiteStore: ApprovalStore {
     public func insert(
         _ request: ApprovalRequest, idempotency: IdempotencyRecord?, supersededEvent: @escaping @Sendable (Supersession) -> OutboxItem?
     ) async throws -> [Supersession] {
-        let prompt = try request.prompt?.storedJSON()
+        // The statements are written out before the writer takes them: it is the one thread every write waits for.
+        let insert = ApprovalSQL.insert(request, prompt: try request.prompt?.storedJSON())
+        let supersedable = ApprovalSQL.supersedable(by: request, .sqlite)
         let now = request.createdAt
         return try await group.write { db in
             if let idempotency {
@@ -15,7 +17,7 @@ extension SQLiteStore: ApprovalStore {
                 if try db.perform(ApprovalSQL.insertKey(idempotency, at: now)) == 0 { throw IdempotencyKeyTaken() }
             }
             var superseded: [Supersession] = []
-            for row in try db.fetch(ApprovalSQL.supersedable(by: request, .sqlite)) {
+            for row in try db.fetch(supersedable) {
                 let old = try ApprovalRequest(row: row)
                 guard let cancelled = Supersession.of(old, at: now),
                     let update = ApprovalSQL.transition(cancelled.transition, of: cancelled.request, writtenAt: now), try db.perform(update) == 1
@@ -28,7 +30,7 @@ extension SQLiteStore: ApprovalStore {
                 }
                 superseded.append(cancelled)
             }
-            try db.perform(ApprovalSQL.insert(request, prompt: prompt))
+            try db.perform(insert)
             return superseded
         }
     }

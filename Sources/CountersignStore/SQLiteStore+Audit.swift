@@ -11,9 +11,10 @@ extension SQLiteStore: AuditStore {
     /// many creates.
     public func append(_ events: [AuditEvent]) async throws {
         for start in stride(from: 0, to: events.count, by: Self.auditEventsPerWrite) {
-            let chunk = Array(events[start..<min(start + Self.auditEventsPerWrite, events.count)])
+            // Written out before the writer takes them: the writer is the one thread every write waits for.
+            let statements = AuditSQL.inserts(Array(events[start..<min(start + Self.auditEventsPerWrite, events.count)]))
             try await group.write { db in
-                for statement in AuditSQL.inserts(chunk) { try db.perform(statement) }
+                for statement in statements { try db.perform(statement) }
             }
         }
     }
