@@ -99,10 +99,10 @@ final class GroupCommit: Sendable {
             // transaction the sub-journal stays in memory. Not for other writes: a large prune's
             // sub-journal, or an index build's sort, would be held in memory too. Only a cost if
             // it cannot be set; the batch runs either way.
-            // These statements, and each job's savepoint, are prepared once, not parsed anew
-            // for every batch and job on the one thread every write waits for.
-            let inMemory = (try? db.cachedStatement(sql: "PRAGMA temp_store = MEMORY").execute()) != nil
-            defer { if inMemory { try? db.cachedStatement(sql: "PRAGMA temp_store = DEFAULT").execute() } }
+            // Not cached, unlike each job's savepoint: SQLite prepares a pragma that sets a value
+            // again at each run (its program expires after one), so a cache would save nothing.
+            let inMemory = (try? db.execute(sql: "PRAGMA temp_store = MEMORY")) != nil
+            defer { if inMemory { try? db.execute(sql: "PRAGMA temp_store = DEFAULT") } }
             do {
                 try db.inTransaction(.immediate) {
                     for job in jobs {

@@ -23,6 +23,17 @@ import Testing
             numberCode: NumberCode.seal("47"), newPasswordHash: newPasswordHash, requester: RequesterInfo(ip: "127.0.0.1", userAgent: nil))
     }
 
+    /// A batch keeps its temporary data (its savepoints' sub-journals) in memory, batch after
+    /// batch, and the writer is back on SQLite's default after each.
+    @Test func everyBatchKeepsItsTemporaryDataInMemory() async throws {
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let store = try SQLiteStore(path: folder.appendingPathComponent("temp.sqlite").path, logger: Logger(label: "test"))
+        for _ in 0..<3 {
+            #expect(try await store.group.write { db in try Int.fetchOne(db, sql: "PRAGMA temp_store") } == 2)
+            #expect(try store.pragma("temp_store") == "0")
+        }
+    }
+
     /// A write that fails after changing a row takes back its own change only:
     /// the writes beside it commit, and all of them are there after reopening.
     @Test func aFailingWriteTakesBackOnlyItsOwnChangesAndTheOthersAreDurable() async throws {
