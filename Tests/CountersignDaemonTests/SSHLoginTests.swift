@@ -18,6 +18,7 @@ import Glibc
         let process: TiedProcess
         let port: Int
         let service: PAMService
+        let logFile: URL
 
         /// `scripts/loopback-sshd.sh` (what the demo runs too), under a name of its own: sshd names
         /// its PAM service after the name it was started by.
@@ -27,11 +28,11 @@ import Glibc
             let service = try PAMService(auth: ["auth required \(module) conf=\(conf)"], name: name)
             let port = unusedPort()
             let script = LoginHost.repository.appendingPathComponent("scripts/loopback-sshd.sh").path
+            let log = folder.appendingPathComponent("sshd-\(name).log")
             do {
                 let process = try await startServer(
-                    "/bin/bash", [script, folder.path, name, String(port)] + extra, log: folder.appendingPathComponent("sshd.log"),
-                    ready: "Server listening")
-                return SSHServer(process: process, port: port, service: service)
+                    "/bin/bash", [script, folder.path, name, String(port)] + extra, log: log, ready: "Server listening")
+                return SSHServer(process: process, port: port, service: service, logFile: log)
             } catch {
                 service.remove()
                 throw error
@@ -42,6 +43,9 @@ import Glibc
             process.stop()
             service.remove()
         }
+
+        /// What sshd logged so far (`-e`: its standard error), for a failure's message.
+        var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
     }
 
     /// An `ssh root@127.0.0.1` under a pseudo-terminal (`scripts/pty-answer.py`), as a person at a
@@ -189,14 +193,18 @@ import Glibc
             let host = try await LoginHost.start(folder, email: "root@example.com")
             defer { host.daemon.stop() }
             let conf = try host.writeConf(lines: ["user_map = %u@example.com", "timeout = 120"])
-            let sshd = try await SSHServer.start(folder: folder, conf: conf, extra: ["LoginGraceTime 4"])
+            // The grace time counts from the connection: long enough that a loaded machine reaches the
+            // module's wait for the phone within it (at 4 s, a run under load met it at the prompt).
+            let sshd = try await SSHServer.start(folder: folder, conf: conf, extra: ["LoginGraceTime 15"])
             defer { sshd.stop() }
             let login = try Login(port: sshd.port, answer: "\n", folder: folder)
             _ = try await login.number()
-            #expect(try await login.typed(1), "Enter typed: the module waits for the phone")
+            #expect(try await login.typed(1), "Enter typed at the prompt")
+            // The module's long poll parked on the daemon: it waits for the phone now, past the prompt.
+            try await DaemonProcessTests.waitForLongPolls(1, metrics: host.daemon.metricsBase)
             login.process.stop()
             let cancelled = try await host.audit("cancelled", within: .seconds(60))
-            #expect(cancelled.count == 1, "the approval is cancelled once sshd ends the login: \(cancelled)")
+            #expect(cancelled.count == 1, "the approval is cancelled once sshd ends the login: \(cancelled)\n\(sshd.log)")
             #expect(try await Self.connectionsEnd(of: sshd), "sshd's processes for the login are gone")
 
             // The client gone while the prompt waits for a code: nothing typed.
