@@ -59,6 +59,10 @@ final class LongPollHandOff: Sendable {
 /// approval took as long again as writing the answers). The caller is checked
 /// again where the route checks it on every call (an integration's key).
 ///
+/// `respond` gets the request as the poll kept it (``KeptRequest``: its method
+/// and `Authorization` alone), so an answer that reads anything else of the
+/// request must take it from the route when the poll parks.
+///
 /// `respond` gets a context of its own, not the route's: its client address
 /// is the connection's peer, not the one ``RequestIntakeMiddleware`` settled
 /// from `X-Forwarded-For`. An answer that audits, limits or logs by address
