@@ -20,7 +20,9 @@ public final class HangUpActions: HangUpSignal {
     private struct State {
         var hungUp = false
         var next = 0
-        var actions: [Int: @Sendable () -> Void] = [:]
+        /// In a list, not a dictionary: a connection has one or two at a time, and every open
+        /// connection with a waiting poll keeps this storage.
+        var actions: [(number: Int, action: @Sendable () -> Void)] = []
     }
     private let state = Mutex(State())
 
@@ -30,8 +32,8 @@ public final class HangUpActions: HangUpSignal {
     public func hangUp() {
         let actions = state.withLock { state in
             state.hungUp = true
-            defer { state.actions = [:] }
-            return Array(state.actions.values)
+            defer { state.actions = [] }
+            return state.actions.map(\.action)
         }
         for action in actions { action() }
     }
@@ -44,7 +46,7 @@ public final class HangUpActions: HangUpSignal {
     public func whenHungUp(_ action: @escaping @Sendable () -> Void) -> Int {
         let (number, now) = state.withLock { state in
             defer { state.next += 1 }
-            if !state.hungUp { state.actions[state.next] = action }
+            if !state.hungUp { state.actions.append((state.next, action)) }
             return (state.next, state.hungUp)
         }
         if now { action() }
@@ -52,6 +54,6 @@ public final class HangUpActions: HangUpSignal {
     }
 
     public func forget(_ number: Int) {
-        _ = state.withLock { $0.actions.removeValue(forKey: number) }
+        state.withLock { $0.actions.removeAll { $0.number == number } }
     }
 }

@@ -64,15 +64,13 @@ struct GuardedHTTP1Channel: ServerChildChannel {
             // default starts at 2 KiB, where a request head is a few hundred bytes.
             // The buffer still grows, read by read, for larger requests.
             try channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: Self.readBuffers)
-            let deadline = RequestDeadline()
-            let hangUp = HangUpWatcher()
+            let guards = ConnectionGuard(timeout: requestTimeout)
             // First: reading stops while the client does not read its answers
             // (the connection is not writable), so a client pipelining requests
             // it never reads the answers of cannot pile them up here.
             try pipeline.addHandler(BackPressureHandler())
-            // They see the raw bytes, before the HTTP decoder.
-            try pipeline.addHandler(hangUp)
-            try pipeline.addHandler(ByteWatcher(deadline: deadline, timeout: requestTimeout))
+            // The request deadline and the hang-up see the raw bytes, before the HTTP decoder.
+            try pipeline.addHandler(guards)
             // One request at a time: the next one pipelined behind it is read
             // once this one's answer has ended. A malformed request is answered
             // 400 and the connection closed. The decoder's limits are Hummingbird's.
@@ -80,14 +78,14 @@ struct GuardedHTTP1Channel: ServerChildChannel {
                 withPipeliningAssistance: true, withErrorHandling: true, withOutboundHeaderValidation: false, withEncoderConfiguration: .init(),
                 withDecoderLimitConfiguration: Self.decoderLimits)
             try pipeline.addHandler(
-                RequestWatcher(deadline: deadline, timeout: requestTimeout),
+                RequestWatcher(deadline: guards),
                 position: .after(try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)))
             try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
             try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
             try pipeline.addHandler(
                 RequestCollector(
                     responder: ConnectionResponder(
-                        responder: responder, channel: channel, hangUp: hangUp.actions, logger: logger, dates: dates,
+                        responder: responder, channel: channel, hangUp: guards.actions, logger: logger, dates: dates,
                         turns: turns, accessLog: accessLog)))
             return Value(channel: channel)
         }
