@@ -46,6 +46,25 @@ import Testing
         }
     }
 
+    /// A connection whose long poll waits is not idle: the poll, waiting longer than
+    /// the idle timeout, is answered at the end of its wait; the connection closes
+    /// only once it has then been idle for the idle timeout.
+    @Test func aLongPollWaitingPastTheIdleTimeoutIsAnswered() async throws {
+        try await withTestDaemon(.socket, configure: { $0.idleTimeout = .seconds(2) }) { daemon in
+            let (id, _) = try await daemon.initiate(Fixture.email, newPassword: Fixture.newPassword)
+            // As above: a connection closed unanswered before its request was read (a machine
+            // stalled past the idle time after the accept) is tried again, at most twice.
+            var answered = ""
+            for _ in 0..<3 where answered.isEmpty {
+                let connection = try RawConnection(port: try Self.port(daemon))
+                connection.send("GET /api/mobile/auth/reset/phone/status/\(id)?wait=5 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                answered = try #require(await connection.waitForClose(limit: .seconds(60)), "still open").text
+            }
+            #expect(answered.hasPrefix("HTTP/1.1 200"), "\(answered)")
+            #expect(answered.contains(#""status":"pending""#), "\(answered)")
+        }
+    }
+
     @Test func aRequestWhoseHeadersTrickleIsClosedAtTheHeaderDeadline() async throws {
         try await withTestDaemon(.socket, configure: Self.oneSecondRequestDeadline) { daemon in
             let slow = try RawConnection(port: try Self.port(daemon))

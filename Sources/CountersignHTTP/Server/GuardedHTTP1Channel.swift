@@ -8,8 +8,7 @@ import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
 
 /// HTTP/1.1 with the contract's connection limits: a connection with no
-/// request in flight for `idleTimeout` is closed (Hummingbird's own idle
-/// handler), and a request that has not fully arrived (head and body)
+/// request in flight for `idleTimeout` is closed (``RequestCollector``), and a request that has not fully arrived (head and body)
 /// `requestTimeout` after its first byte is closed too, so a client trickling
 /// headers or a body (slowloris) cannot hold a connection.
 ///
@@ -81,12 +80,14 @@ struct GuardedHTTP1Channel: ServerChildChannel {
                 RequestWatcher(deadline: guards),
                 position: .after(try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)))
             try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
-            try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
+            // The idle timeout is the collector's (NIO's pipelining handler closes a
+            // connection after its answer when the server quiesces).
             try pipeline.addHandler(
                 RequestCollector(
                     responder: ConnectionResponder(
                         responder: responder, channel: channel, hangUp: guards.actions, logger: logger, dates: dates,
-                        turns: turns, accessLog: accessLog)))
+                        turns: turns, accessLog: accessLog),
+                    idleTimeout: TimeAmount(idleTimeout)))
             return Value(channel: channel)
         }
     }
@@ -107,13 +108,28 @@ struct GuardedHTTP1Channel: ServerChildChannel {
 
 /// Gathers each request (head and body) and hands it, whole, to the
 /// connection's responder; closes the connection after an answer when the
-/// client asked (`Connection: close`) or closed its side.
-final class RequestCollector: ChannelDuplexHandler, RemovableChannelHandler {
+/// client asked (`Connection: close`) or closed its side, and when it has
+/// been idle for `idleTimeout`: no byte read and no answer under way (a
+/// request being read is idle when its bytes stop; one being answered, a
+/// waiting long poll too, is not).
+///
+/// The idle timer is a callback on the event loop to this handler, armed at
+/// the connection's start and after each answer if none is pending; when it
+/// fires early it is armed again for the rest of the time. Hummingbird's idle
+/// handler did the same with a handler of its own and a scheduled task (a
+/// closure, a promise and its future), for every open connection.
+final class RequestCollector: ChannelDuplexHandler, RemovableChannelHandler, NIOScheduledCallbackHandler {
     typealias InboundIn = HTTPRequestPart
     typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
 
     private let responder: ConnectionResponder
+    private let idleTimeout: TimeAmount
+    /// When a byte was last read or an answer last ended.
+    private var lastActive = NIODeadline.now()
+    private var idleTimer: NIOScheduledCallback?
+    /// The handler's context, while the idle timer is armed.
+    private var armedContext: ChannelHandlerContext?
     private var head: HTTPRequest?
     private var body: ByteBuffer?
     /// A request's answer has not ended yet.
@@ -124,11 +140,58 @@ final class RequestCollector: ChannelDuplexHandler, RemovableChannelHandler {
     /// The last answer is written: nothing more is read or answered.
     private var closing = false
 
-    init(responder: ConnectionResponder) {
+    init(responder: ConnectionResponder, idleTimeout: TimeAmount) {
         self.responder = responder
+        self.idleTimeout = idleTimeout
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { armIdleTimer(context, at: .now() + idleTimeout) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        cancelIdleTimer()
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        armIdleTimer(context, at: .now() + idleTimeout)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        cancelIdleTimer()
+        context.fireChannelInactive()
+    }
+
+    private func armIdleTimer(_ context: ChannelHandlerContext, at deadline: NIODeadline) {
+        guard idleTimer == nil else { return }
+        // Fails only while the event loop shuts down, which closes the connection anyway.
+        idleTimer = try? context.eventLoop.assumeIsolated().scheduleCallback(at: deadline, handler: self)
+        if idleTimer != nil { armedContext = context }
+    }
+
+    private func cancelIdleTimer() {
+        idleTimer?.cancel()
+        idleTimer = nil
+        armedContext = nil
+    }
+
+    func handleScheduledCallback(eventLoop: some EventLoop) {
+        let context = armedContext
+        idleTimer = nil
+        armedContext = nil
+        // An answer under way is not idle: the timer is armed again when it ends.
+        guard let context, context.channel.isActive, !answering else { return }
+        let due = lastActive + idleTimeout
+        if NIODeadline.now() >= due {
+            context.close(promise: nil)
+        } else {
+            armIdleTimer(context, at: due)
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        lastActive = .now()
         guard !closing else { return }
         switch unwrapInboundIn(data) {
         case .head(let head):
@@ -168,6 +231,8 @@ final class RequestCollector: ChannelDuplexHandler, RemovableChannelHandler {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         guard case .end = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
         answering = false
+        lastActive = .now()
+        if context.channel.isActive { armIdleTimer(context, at: lastActive + idleTimeout) }
         guard closeAfterResponse else { return context.write(data, promise: promise) }
         // The last answer: a request pipelined behind it is not started, and the
         // connection closes once the answer is out (its output only, while the
