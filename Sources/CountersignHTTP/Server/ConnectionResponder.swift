@@ -136,7 +136,7 @@ final class ConnectionResponder: Sendable {
 /// (for the access log) and its `Authorization` fields (the caller is checked
 /// again when the wait ends), all that a ``LongPollResponse`` reads. The
 /// request as Hummingbird holds it (head, every field, the parsed URI) cost
-/// about 0.7 KB per waiting poll.
+/// about 1 KB per waiting poll (9,719 → 8,732 bytes in an A/B at 10,000 held).
 struct KeptRequest: Sendable {
     let method: HTTPRequest.Method
     let authorization: [HTTPField]

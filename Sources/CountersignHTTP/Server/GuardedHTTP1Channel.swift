@@ -8,8 +8,9 @@ import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
 
 /// HTTP/1.1 with the contract's connection limits: a connection with no
-/// request in flight for `idleTimeout` is closed (``RequestCollector``), and a request that has not fully arrived (head and body)
-/// `requestTimeout` after its first byte is closed too, so a client trickling
+/// request in flight for `idleTimeout` is closed (``RequestCollector``), and
+/// a request that has not fully arrived (head and body) `requestTimeout`
+/// after its first byte is closed too, so a client trickling
 /// headers or a body (slowloris) cannot hold a connection.
 ///
 /// A connection holds no task of its own. Hummingbird's own HTTP/1 channel
