@@ -384,14 +384,19 @@ def row_creates(args, rows):
             assert status == 200, status
         script = lua(daemon.folder, "approvals.lua", APPROVALS_LUA.replace("USERS", str(users)).replace("KEY", key))
         # Alternated with the durable loop, same folder (same file system), same minutes: the median of each.
-        rates, loops = [], []
+        rates, loops, costs, busy = [], [], [], []
         for round in range(args.rounds):
-            rate, _ = wrk(daemon.port, "/", args.seconds, connections=16, script=script)
+            cpu, machine = process_cpu_seconds(daemon.process.pid), machine_ticks()
+            rate, output = wrk(daemon.port, "/", args.seconds, connections=16, script=script)
+            cpu, machine = process_cpu_seconds(daemon.process.pid) - cpu, [b - a for a, b in zip(machine, machine_ticks())]
+            created = rate * float(re.search(r"requests in ([\d.]+)s", output).group(1))
             loop = durable_loop(daemon.folder, args.seconds)
             rates.append(rate)
             loops.append(loop)
+            costs.append(cpu / max(created, 1.0) * 1e6)
+            busy.append(1 - machine[1] / max(machine[0], 1))
             log(f"creates (POST /v1/approvals) round {round + 1}: {rate:,.0f}/s; the durable single-row loop: {loop:,.0f} tx/s "
-                f"({rate / loop:.2f}×)")
+                f"({rate / loop:.2f}×); the daemon's CPU {costs[-1]:.0f} µs per create, the machine {busy[-1]:.0%} busy")
         rate, loop = statistics.median(rates), statistics.median(loops)
         ratio = statistics.median(r / l for r, l in zip(rates, loops))
     # Both runs fill every core: a phone create costs about one bcrypt hash plus
@@ -405,8 +410,23 @@ def row_creates(args, rows):
     rows.append(("durable creates/s, phone initiate (unknown emails, bcrypt 4, 16 conn.)", f"{phone:,.0f}{ceiling}", "≥ 2,000"))
     per_round = "; ".join(f"{r:,.0f} vs {l:,.0f}" for r, l in zip(rates, loops))
     rows.append(("durable creates/s, POST /v1/approvals (no bcrypt, 16 conn.) ÷ one thread committing one row per transaction "
-                 "(SQLite, WAL, synchronous=FULL), alternated", f"median {ratio:.2f}× ({rate:,.0f}/s vs {loop:,.0f} tx/s; per round: {per_round})",
-                 "≥ 1.5×"))
+                 "(SQLite, WAL, synchronous=FULL), alternated", f"median {ratio:.2f}× ({rate:,.0f}/s vs {loop:,.0f} tx/s; per round: {per_round}); "
+                 f"the daemon's CPU per create (user + system, every thread) median {statistics.median(costs):.0f} µs, "
+                 f"the machine {statistics.median(busy):.0%} busy while wrk ran", "≥ 1.5×"))
+
+
+def process_cpu_seconds(pid):
+    """User and system CPU seconds a process has used so far, every thread (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as file:
+        fields = file.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_ticks():
+    """(all, idle + iowait) clock ticks of every core so far (/proc/stat)."""
+    with open("/proc/stat") as file:
+        values = [int(value) for value in file.readline().split()[1:]]
+    return sum(values), values[3] + values[4]
 
 
 def bcrypt_ceiling(args):
