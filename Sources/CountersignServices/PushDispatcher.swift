@@ -65,31 +65,52 @@ public struct PushDispatcher: Service {
             for lane in lanes.values {
                 group.addTask { await drain(lane) }
             }
-            for await job in queue.cancelOnGracefulShutdown() {
-                let devices: [Device]
-                do {
-                    devices = try await accounts.devices(userID: job.userID).filter {
-                        $0.pushEnabled && $0.push != nil && $0.id != job.excludedDeviceID
+            for await first in queue.cancelOnGracefulShutdown() {
+                // The jobs queued behind it came before any of the reads below, so one read of a
+                // user's devices serves all of that user's jobs here (a create queues two: the
+                // replaced prompt's notice and the new prompt). Each job still sees the devices
+                // as they were after it was queued, as one read per job did.
+                let jobs = [first] + queue.takeWaiting(upTo: Self.jobsPerTurn - 1)
+                var read: [String: [Device]] = [:]
+                for job in jobs {
+                    let all: [Device]
+                    if let known = read[job.userID] {
+                        all = known
+                    } else {
+                        do {
+                            all = try await accounts.devices(userID: job.userID)
+                        } catch {
+                            logger.error("cannot read devices for push", metadata: ["error": "\(error)"])
+                            continue
+                        }
+                        read[job.userID] = all
                     }
-                } catch {
-                    logger.error("cannot read devices for push", metadata: ["error": "\(error)"])
-                    continue
-                }
-                let byLane = Dictionary(grouping: devices) { device in device.push.map(\.provider).flatMap { configured.contains($0) ? $0 : nil } }
-                for (provider, devices) in byLane {
-                    guard let dropped = lanes[provider]?.enqueue(Sends(job: job, devices: devices)) else { continue }
-                    logger.warning(
-                        "push dropped: too many jobs wait for this provider",
-                        metadata: [
-                            "provider": "\(provider?.rawValue ?? "none")", "type": "\(dropped.job.type)", "devices": "\(dropped.devices.count)",
-                        ])
-                    for device in dropped.devices {
-                        metrics.push(type: dropped.job.type, outcome: .dropped, provider: device.push?.provider ?? .fcm)
-                    }
+                    route(
+                        job, to: all.filter { $0.pushEnabled && $0.push != nil && $0.id != job.excludedDeviceID }, lanes: lanes,
+                        configured: configured)
                 }
             }
             // Shutting down: sends in flight finish; what still waits in a lane is left, as in the push queue.
             for lane in lanes.values { lane.finish() }
+        }
+    }
+
+    /// Jobs taken from the push queue at once, their devices read once per user.
+    static let jobsPerTurn = 64
+
+    /// Hands `job`'s devices to the lanes of their providers.
+    private func route(_ job: PushJob, to devices: [Device], lanes: [PushProvider?: PromptFirstQueue<Sends>], configured: Set<PushProvider>) {
+        let byLane = Dictionary(grouping: devices) { device in device.push.map(\.provider).flatMap { configured.contains($0) ? $0 : nil } }
+        for (provider, devices) in byLane {
+            guard let dropped = lanes[provider]?.enqueue(Sends(job: job, devices: devices)) else { continue }
+            logger.warning(
+                "push dropped: too many jobs wait for this provider",
+                metadata: [
+                    "provider": "\(provider?.rawValue ?? "none")", "type": "\(dropped.job.type)", "devices": "\(dropped.devices.count)",
+                ])
+            for device in dropped.devices {
+                metrics.push(type: dropped.job.type, outcome: .dropped, provider: device.push?.provider ?? .fcm)
+            }
         }
     }
 

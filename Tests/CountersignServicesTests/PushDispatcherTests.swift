@@ -146,6 +146,64 @@ import Testing
         running.cancel()
     }
 
+    /// Counts its reads; a device may be added between them.
+    final class CountedDevices: PushTargetStore {
+        let list: Mutex<[Device]>
+        let reads = Mutex(0)
+        init(_ list: [Device]) { self.list = Mutex(list) }
+        func devices(userID: String) async throws -> [Device] {
+            reads.withLock { $0 += 1 }
+            return list.withLock { list in list.filter { $0.userID == userID } }
+        }
+        func disablePush(deviceID: String, token: String) async throws {}
+    }
+
+    /// Records each send as `device:type`.
+    final class Recording: PushSender {
+        var offer: PushOffer { PushOffer(providers: [.fcm]) }
+        let delivered = Mutex<[String]>([])
+        func send(_ job: PushJob, to device: Device, logger: Logger) async -> PushOutcome {
+            delivered.withLock { $0.append("\(device.id):\(job.type)") }
+            return .sent
+        }
+    }
+
+    /// Jobs queued together for one user (a create queues two: the replaced prompt's notice and
+    /// the new prompt) share one read of the user's devices, each job still sent to the devices it
+    /// is for. A job queued after that read is read for again: a device added in between gets it.
+    @Test func jobsQueuedTogetherShareOneReadOfTheUsersDevicesAndALaterJobReadsAgain() async throws {
+        let store = CountedDevices([Self.device("ana-1", user: "ana", .fcm("t1")), Self.device("ana-2", user: "ana", .fcm("t2"))])
+        let sender = Recording()
+        let queue = PushQueue()
+        let expires = Date().addingTimeInterval(3600)
+        let requester = RequesterInfo(ip: "203.0.113.7", userAgent: nil)
+        queue.enqueue(.deviceAdded(userID: "ana", deviceID: "ana-2", deviceName: "new phone", platform: "android", at: Date()))
+        queue.enqueue(.prompt(requestID: "r1", userID: "ana", action: .passwordReset, expiresAt: expires, requester: requester))
+        let dispatcher = PushDispatcher(
+            queue: queue, accounts: store, sender: sender, audit: AuditLog(), metrics: AppMetrics(), logger: Logger(label: "test"))
+        let running = Task { try await dispatcher.run() }
+        defer { running.cancel() }
+        // Bounded only to turn a hang into a failure.
+        for _ in 0..<500 where sender.delivered.withLock({ $0.count }) < 3 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(Set(sender.delivered.withLock { $0 }) == ["ana-1:device_added", "ana-1:approval_request", "ana-2:approval_request"])
+        #expect(store.reads.withLock { $0 } == 1)
+
+        store.list.withLock { $0.append(Self.device("ana-3", user: "ana", .fcm("t3"))) }
+        queue.enqueue(.prompt(requestID: "r2", userID: "ana", action: .passwordReset, expiresAt: expires, requester: requester))
+        for _ in 0..<500 where sender.delivered.withLock({ $0.count }) < 6 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(Set(sender.delivered.withLock { $0.dropFirst(3) }) == ["ana-1:approval_request", "ana-2:approval_request", "ana-3:approval_request"])
+        #expect(store.reads.withLock { $0 } == 2)
+    }
+
+    @Test func takingWhatWaitsHandsOutPromptsFirstUpToTheLimit() {
+        let queue = PromptFirstQueue<String>(capacity: 10) { $0.hasPrefix("p") }
+        #expect(queue.takeWaiting(upTo: 5).isEmpty)
+        for item in ["n1", "p1", "n2", "p2"] { queue.enqueue(item) }
+        #expect(queue.takeWaiting(upTo: 3) == ["p1", "p2", "n1"])
+        #expect(queue.takeWaiting(upTo: 3) == ["n2"])
+        #expect(queue.count == 0)
+    }
+
     @Test func hostSlotsBoundAHostAndHandItsWaitingSendsOnPromptsFirst() {
         var slots = HostSlots<String>(perHost: 2, waitingPerHost: 3)
         #expect(slots.admit("p1", host: "h", isPrompt: true).started)

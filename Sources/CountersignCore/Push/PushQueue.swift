@@ -105,6 +105,16 @@ public final class PromptFirstQueue<Item: Sendable>: AsyncSequence, Sendable {
         }
     }
 
+    /// The items waiting now, prompts first, at most `limit`; none when none waits. Does not wait:
+    /// the consumer takes what queued behind the item ``next()`` gave it.
+    public func takeWaiting(upTo limit: Int) -> [Item] {
+        state.withLock { state in
+            var taken: [Item] = []
+            while taken.count < limit, let item = state.prompts.popFirst() ?? state.others.popFirst() { taken.append(item) }
+            return taken
+        }
+    }
+
     /// Items dropped so far because their queue was full.
     public var dropped: Int { state.withLock { $0.dropped } }
     /// Items waiting now.
