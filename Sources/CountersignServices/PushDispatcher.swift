@@ -66,27 +66,29 @@ public struct PushDispatcher: Service {
                 group.addTask { await drain(lane) }
             }
             for await first in queue.cancelOnGracefulShutdown() {
-                // The jobs queued behind it came before any of the reads below, so one read of a
-                // user's devices serves all of that user's jobs here (a create queues two: the
-                // replaced prompt's notice and the new prompt). Each job still sees the devices
-                // as they were after it was queued, as one read per job did.
-                let jobs = [first] + queue.takeWaiting(upTo: Self.jobsPerTurn - 1)
-                var read: [String: [Device]] = [:]
+                // The same user's jobs at the front of the queue came before the read below, so one
+                // read of the devices serves them all (a create queues two: the replaced prompt's
+                // notice and the new prompt), each job still seeing the devices as they were after
+                // it was queued. Only that user's: another user's prompt waits for no other read.
+                let jobs = [first] + queue.takeWaiting(upTo: Self.jobsPerRead - 1) { $0.userID == first.userID }
+                var read: [Device]?
                 for job in jobs {
-                    let all: [Device]
-                    if let known = read[job.userID] {
-                        all = known
+                    let devices: [Device]
+                    if let read {
+                        devices = read
                     } else {
+                        if Task.isCancelled { break }
                         do {
-                            all = try await accounts.devices(userID: job.userID)
+                            devices = try await accounts.devices(userID: job.userID)
                         } catch {
+                            // Not kept: the next job reads again, as each did on its own.
                             logger.error("cannot read devices for push", metadata: ["error": "\(error)"])
                             continue
                         }
-                        read[job.userID] = all
+                        read = devices
                     }
                     route(
-                        job, to: all.filter { $0.pushEnabled && $0.push != nil && $0.id != job.excludedDeviceID }, lanes: lanes,
+                        job, to: devices.filter { $0.pushEnabled && $0.push != nil && $0.id != job.excludedDeviceID }, lanes: lanes,
                         configured: configured)
                 }
             }
@@ -95,8 +97,8 @@ public struct PushDispatcher: Service {
         }
     }
 
-    /// Jobs taken from the push queue at once, their devices read once per user.
-    static let jobsPerTurn = 64
+    /// One user's jobs taken from the push queue at once, their devices read once.
+    static let jobsPerRead = 64
 
     /// Hands `job`'s devices to the lanes of their providers.
     private func route(_ job: PushJob, to devices: [Device], lanes: [PushProvider?: PromptFirstQueue<Sends>], configured: Set<PushProvider>) {

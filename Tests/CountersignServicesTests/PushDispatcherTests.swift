@@ -172,35 +172,48 @@ import Testing
     /// the new prompt) share one read of the user's devices, each job still sent to the devices it
     /// is for. A job queued after that read is read for again: a device added in between gets it.
     @Test func jobsQueuedTogetherShareOneReadOfTheUsersDevicesAndALaterJobReadsAgain() async throws {
-        let store = CountedDevices([Self.device("ana-1", user: "ana", .fcm("t1")), Self.device("ana-2", user: "ana", .fcm("t2"))])
+        let store = CountedDevices([
+            Self.device("ana-1", user: "ana", .fcm("t1")), Self.device("ana-2", user: "ana", .fcm("t2")),
+            Self.device("bob-1", user: "bob", .fcm("t4")),
+        ])
         let sender = Recording()
         let queue = PushQueue()
         let expires = Date().addingTimeInterval(3600)
         let requester = RequesterInfo(ip: "203.0.113.7", userAgent: nil)
         queue.enqueue(.deviceAdded(userID: "ana", deviceID: "ana-2", deviceName: "new phone", platform: "android", at: Date()))
+        queue.enqueue(.resolved(requestID: "b1", userID: "bob", status: .cancelled))
         queue.enqueue(.prompt(requestID: "r1", userID: "ana", action: .passwordReset, expiresAt: expires, requester: requester))
         let dispatcher = PushDispatcher(
             queue: queue, accounts: store, sender: sender, audit: AuditLog(), metrics: AppMetrics(), logger: Logger(label: "test"))
         let running = Task { try await dispatcher.run() }
         defer { running.cancel() }
         // Bounded only to turn a hang into a failure.
-        for _ in 0..<500 where sender.delivered.withLock({ $0.count }) < 3 { try await Task.sleep(for: .milliseconds(10)) }
-        #expect(Set(sender.delivered.withLock { $0 }) == ["ana-1:device_added", "ana-1:approval_request", "ana-2:approval_request"])
-        #expect(store.reads.withLock { $0 } == 1)
+        for _ in 0..<500 where sender.delivered.withLock({ $0.count }) < 4 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(
+            Set(sender.delivered.withLock { $0 }) == [
+                "ana-1:device_added", "ana-1:approval_request", "ana-2:approval_request", "bob-1:approval_resolved",
+            ])
+        // Ana's two jobs, one read; bob's, another.
+        #expect(store.reads.withLock { $0 } == 2)
 
         store.list.withLock { $0.append(Self.device("ana-3", user: "ana", .fcm("t3"))) }
         queue.enqueue(.prompt(requestID: "r2", userID: "ana", action: .passwordReset, expiresAt: expires, requester: requester))
-        for _ in 0..<500 where sender.delivered.withLock({ $0.count }) < 6 { try await Task.sleep(for: .milliseconds(10)) }
-        #expect(Set(sender.delivered.withLock { $0.dropFirst(3) }) == ["ana-1:approval_request", "ana-2:approval_request", "ana-3:approval_request"])
-        #expect(store.reads.withLock { $0 } == 2)
+        for _ in 0..<500 where sender.delivered.withLock({ $0.count }) < 7 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(Set(sender.delivered.withLock { $0.dropFirst(4) }) == ["ana-1:approval_request", "ana-2:approval_request", "ana-3:approval_request"])
+        #expect(store.reads.withLock { $0 } == 3)
     }
 
-    @Test func takingWhatWaitsHandsOutPromptsFirstUpToTheLimit() {
+    /// One user's jobs are taken from the front of each queue only: another user's job ahead of
+    /// them stops the taking there, so no job of that user's behind it is read for ahead of it.
+    @Test func takingWhatWaitsTakesOnlyTheFrontsMatchesPromptsFirstUpToTheLimit() {
         let queue = PromptFirstQueue<String>(capacity: 10) { $0.hasPrefix("p") }
-        #expect(queue.takeWaiting(upTo: 5).isEmpty)
-        for item in ["n1", "p1", "n2", "p2"] { queue.enqueue(item) }
-        #expect(queue.takeWaiting(upTo: 3) == ["p1", "p2", "n1"])
-        #expect(queue.takeWaiting(upTo: 3) == ["n2"])
+        #expect(queue.takeWaiting(upTo: 5) { _ in true }.isEmpty)
+        for item in ["n-ana", "n-bob", "n-ana2", "p-ana", "p-bob", "p-ana2"] { queue.enqueue(item) }
+        #expect(queue.takeWaiting(upTo: 5) { $0.hasPrefix("p-ana") || $0.hasPrefix("n-ana") } == ["p-ana", "n-ana"])
+        #expect(queue.count == 4)
+        #expect(queue.takeWaiting(upTo: 2) { _ in true } == ["p-bob", "p-ana2"])
+        #expect(queue.takeWaiting(upTo: 5) { $0.hasSuffix("ana2") }.isEmpty, "n-bob is ahead")
+        #expect(queue.takeWaiting(upTo: 5) { _ in true } == ["n-bob", "n-ana2"])
         #expect(queue.count == 0)
     }
 

@@ -105,12 +105,14 @@ public final class PromptFirstQueue<Item: Sendable>: AsyncSequence, Sendable {
         }
     }
 
-    /// The items waiting now, prompts first, at most `limit`; none when none waits. Does not wait:
-    /// the consumer takes what queued behind the item ``next()`` gave it.
-    public func takeWaiting(upTo limit: Int) -> [Item] {
+    /// The items at the front of the queue that `belongs` accepts, prompts first, at most `limit`;
+    /// none when none does. Each queue is taken from its front only, up to its first item refused:
+    /// nothing behind it is looked at, and nothing is taken ahead of it. Does not wait.
+    public func takeWaiting(upTo limit: Int, while belongs: (Item) -> Bool) -> [Item] {
         state.withLock { state in
             var taken: [Item] = []
-            while taken.count < limit, let item = state.prompts.popFirst() ?? state.others.popFirst() { taken.append(item) }
+            while taken.count < limit, let item = state.prompts.first, belongs(item) { taken.append(state.prompts.removeFirst()) }
+            while taken.count < limit, let item = state.others.first, belongs(item) { taken.append(state.others.removeFirst()) }
             return taken
         }
     }
