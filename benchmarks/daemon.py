@@ -16,6 +16,16 @@ def rss_kib(pid):
     return -1
 
 
+def cpu_ticks(pid):
+    """User + system CPU of `pid` so far, every thread, in clock ticks (/proc/PID/stat); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            fields = file.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except OSError:
+        return None
+
+
 def percentile(values, p):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]

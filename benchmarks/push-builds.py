@@ -22,16 +22,7 @@ import argparse, os, statistics, subprocess, sys, threading, time
 
 sys.path.insert(0, os.path.dirname(__file__))
 import suite  # noqa: E402
-from daemon import PostgresServer  # noqa: E402
-
-
-def cpu_ticks(pid):
-    """utime + stime of `pid`, in clock ticks (None once it is gone)."""
-    try:
-        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-    except OSError:
-        return None
+from daemon import PostgresServer, cpu_ticks  # noqa: E402
 
 
 def daemon_pid(binary):

@@ -76,7 +76,7 @@ import argparse, base64, http.client, json, os, platform, re, resource, selector
 import subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon import NoPostgres, free_port, percentile, rss_kib, wait_for_port  # noqa: E402
+from daemon import NoPostgres, cpu_ticks, free_port, percentile, rss_kib, wait_for_port  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PASSWORD = "correct horse battery"
@@ -416,10 +416,8 @@ def row_creates(args, rows):
 
 
 def process_cpu_seconds(pid):
-    """User and system CPU seconds a process has used so far, every thread (/proc/PID/stat)."""
-    with open(f"/proc/{pid}/stat") as file:
-        fields = file.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User and system CPU seconds a process has used so far, every thread."""
+    return cpu_ticks(pid) / os.sysconf("SC_CLK_TCK")
 
 
 def machine_ticks():
